@@ -1,0 +1,38 @@
+"""jigs' structlog logger. jigs never configures structlog: the application does (the ``jigs``
+command sends warnings and errors to stderr). Events have dotted names and keyword fields, and
+never carry a secret value: environments are logged by name only."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import structlog
+
+__all__ = ["logger", "timed"]
+
+logger: Any = structlog.get_logger("jigs")
+
+
+@contextmanager
+def timed(event: str, log: Any = None, **fields: Any) -> Iterator[dict[str, Any]]:
+    """Log ``event`` with ``seconds`` when the block ends; ``fields`` (mutable) are added.
+
+    On an exception the event is logged as ``<event>.failed`` with the error type.
+    """
+    target = log if log is not None else logger
+    extra: dict[str, Any] = dict(fields)
+    started = time.perf_counter()
+    try:
+        yield extra
+    except BaseException as exc:
+        target.info(
+            f"{event}.failed",
+            error=type(exc).__name__,
+            seconds=round(time.perf_counter() - started, 4),
+            **extra,
+        )
+        raise
+    target.info(event, seconds=round(time.perf_counter() - started, 4), **extra)

@@ -1,0 +1,34 @@
+"""Where jigs keeps its own state: ``$JIGS_DATA_DIR`` or the platform's user data dir."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+__all__ = ["data_dir", "run_state_dir"]
+
+
+def data_dir() -> Path:
+    """The jigs data directory (created on first use)."""
+    override = os.environ.get("JIGS_DATA_DIR")
+    if override:
+        path = Path(override)
+    else:
+        import platformdirs
+
+        path = platformdirs.user_data_path("jigs", appauthor=False)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _safe(part: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", part)[:120] or "_"
+
+
+def run_state_dir(run_id: str, kind: str) -> Path:
+    """Durable per-run, per-kind state (session stores): survives the step, so a later step of
+    the same run can resume."""
+    path = data_dir() / "runs" / _safe(run_id) / _safe(kind)
+    path.mkdir(parents=True, exist_ok=True)
+    return path

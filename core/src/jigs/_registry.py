@@ -1,0 +1,194 @@
+"""Finding harness kinds: pluggy plus ``importlib.metadata`` entry points (group ``jigs.harnesses``).
+
+Entry points are listed cheaply and loaded lazily, one kind at a time, each in its own try/except:
+a broken plugin records an error naming its distribution, entry point and exception, and every
+other kind keeps working. The same kind from two distributions is refused. ``JIGS_DISABLE_PLUGINS``
+(comma-separated kinds) blocks named ones.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+import pluggy
+
+from jigs.errors import HarnessNotFoundError, HarnessPluginError
+from jigs.plugin import Harness, HarnessSpecs
+
+__all__ = ["GROUP", "PluginInfo", "Registry", "default_registry"]
+
+GROUP = "jigs.harnesses"
+
+
+@dataclass(frozen=True, slots=True)
+class PluginInfo:
+    """What ``jigs harnesses`` shows for one kind."""
+
+    kind: str
+    distribution: str | None
+    version: str | None
+    entry_point: str | None
+    has_model: bool | None = None
+    display_name: str | None = None
+    error: str | None = None
+    disabled: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "display_name": self.display_name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "entry_point": self.entry_point,
+            "has_model": self.has_model,
+            "disabled": self.disabled,
+            "error": self.error,
+        }
+
+
+def _dist_of(ep: EntryPoint) -> tuple[str | None, str | None]:
+    dist = ep.dist
+    if dist is None:
+        return None, None
+    return dist.metadata["Name"], dist.version
+
+
+class Registry:
+    """The installed harness kinds. Thread-safe; loads each kind at most once."""
+
+    def __init__(self, *, group: str = GROUP, disabled: Iterable[str] | None = None) -> None:
+        self.group = group
+        if disabled is None:
+            disabled = os.environ.get("JIGS_DISABLE_PLUGINS", "").split(",")
+        self.disabled = frozenset(d.strip() for d in disabled if d.strip())
+        self._pm = pluggy.PluginManager("jigs")
+        self._pm.add_hookspecs(HarnessSpecs)
+        self._lock = threading.RLock()
+        self._eps: dict[str, list[EntryPoint]] | None = None
+        self._loaded: dict[str, Harness] = {}
+        self._errors: dict[str, str] = {}
+
+    def _entry_points(self) -> dict[str, list[EntryPoint]]:
+        if self._eps is None:
+            found: dict[str, list[EntryPoint]] = {}
+            for ep in entry_points(group=self.group):
+                found.setdefault(ep.name, [])
+                # the same distribution can appear twice on sys.path; count distinct ones
+                if all(_dist_of(other) != _dist_of(ep) for other in found[ep.name]):
+                    found[ep.name].append(ep)
+            self._eps = found
+        return self._eps
+
+    def kinds(self) -> list[str]:
+        """Installed kinds (loaded or not), sorted, including programmatic registrations."""
+        with self._lock:
+            return sorted(set(self._entry_points()) | set(self._loaded))
+
+    def register(self, harness: Harness) -> None:
+        """Register a harness object directly (tests, embedded kinds)."""
+        with self._lock:
+            if harness.kind in self._loaded and self._loaded[harness.kind] is not harness:
+                raise HarnessPluginError(f"harness kind {harness.kind!r} is already registered")
+            self._loaded[harness.kind] = harness
+
+    def get(self, kind: str) -> Harness:
+        """The harness for ``kind``, loading its plugin on first use.
+
+        Raises :class:`HarnessNotFoundError` (a ``LookupError``) for an unknown, disabled or
+        broken kind, with the installed kinds and the fix.
+        """
+        with self._lock:
+            if kind in self._loaded:
+                return self._loaded[kind]
+            if kind in self.disabled:
+                raise HarnessNotFoundError(
+                    kind,
+                    self.kinds(),
+                    load_error="it is disabled by JIGS_DISABLE_PLUGINS",
+                )
+            eps = self._entry_points().get(kind)
+            if not eps:
+                raise HarnessNotFoundError(kind, self.kinds())
+            if kind not in self._errors:
+                self._load(kind, eps)
+            if kind in self._errors:
+                raise HarnessNotFoundError(kind, self.kinds(), load_error=self._errors[kind])
+            return self._loaded[kind]
+
+    def _load(self, kind: str, eps: list[EntryPoint]) -> None:
+        if len(eps) > 1:
+            dists = ", ".join(sorted(str(_dist_of(ep)[0]) for ep in eps))
+            self._errors[kind] = (
+                f"kind {kind!r} is provided by more than one distribution ({dists}); "
+                f"uninstall all but one"
+            )
+            return
+        ep = eps[0]
+        dist, _ = _dist_of(ep)
+        where = f"entry point {ep.name} = {ep.value} (distribution {dist})"
+        collected: list[Harness] = []
+        try:
+            module = ep.load()
+            self._pm.register(module, name=f"{self.group}:{kind}")
+            caller = self._pm.subset_hook_caller(
+                "jigs_register_harnesses",
+                remove_plugins=[p for p in self._pm.get_plugins() if p is not module],
+            )
+            caller(register=collected.append)
+        except Exception as exc:  # a broken plugin must not break the others
+            self._errors[kind] = f"{where} failed: {type(exc).__name__}: {exc}"
+            return
+        matching = [h for h in collected if isinstance(h, Harness) and h.kind == kind]
+        if len(matching) != 1:
+            got = ", ".join(repr(getattr(h, "kind", h)) for h in collected) or "nothing"
+            self._errors[kind] = (
+                f"{where} must register exactly one Harness with kind {kind!r}; it registered {got}"
+            )
+            return
+        self._loaded[kind] = matching[0]
+
+    def info(self, kind: str) -> PluginInfo:
+        """Load ``kind`` if needed and describe it, with its load error if any."""
+        eps = self._entry_points().get(kind, [])
+        dist, version = _dist_of(eps[0]) if eps else (None, None)
+        ep_text = f"{eps[0].name} = {eps[0].value}" if eps else None
+        try:
+            harness = self.get(kind)
+        except HarnessNotFoundError as exc:
+            return PluginInfo(
+                kind,
+                dist,
+                version,
+                ep_text,
+                error=exc.load_error or str(exc),
+                disabled=kind in self.disabled,
+            )
+        return PluginInfo(
+            kind,
+            dist,
+            version,
+            ep_text,
+            has_model=harness.has_model,
+            display_name=harness.display_name,
+        )
+
+    def all_info(self) -> list[PluginInfo]:
+        return [self.info(kind) for kind in self.kinds()]
+
+
+_default: Registry | None = None
+_default_lock = threading.Lock()
+
+
+def default_registry() -> Registry:
+    """The process-wide registry (created on first use)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Registry()
+        return _default

@@ -1,0 +1,109 @@
+"""Harness descriptors: frozen, JSON-serialisable data that names a harness kind and its settings.
+
+A descriptor holds no function and no secret (credentials are named by environment variable). Keys
+that jigs owns as policy are refused with a message that names the key and why; unknown keys are
+refused too. :meth:`HarnessDescriptor.describe` is the canonical string session reuse compares.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from jigs.errors import DescriptorError
+from jigs.mcp import McpServer
+
+__all__ = ["COMMON_POLICY_KEYS", "HarnessDescriptor", "validation_message"]
+
+#: Keys no descriptor may set, with the reason shown to the user.
+COMMON_POLICY_KEYS: Mapping[str, str] = {
+    "cwd": "jigs runs the agent in the step's worktree (pass cwd= to the step)",
+    "env": "jigs builds the environment from an allowlist; declare names in agents.env",
+    "executable": "jigs resolves the CLI itself (see `jigs doctor`)",
+    "executable_path": "jigs resolves the CLI itself (see `jigs doctor`)",
+    "path_to_executable": "jigs resolves the CLI itself (see `jigs doctor`)",
+    "cli_path": "jigs resolves the CLI itself (see `jigs doctor`)",
+    "permission_mode": "unattended runs bypass permission prompts as policy",
+    "approval_policy": "unattended runs never ask for approval as policy",
+    "sandbox": "the sandbox is policy, set by jigs for unattended runs",
+    "resume": "sessions are resumed with resume= on the step, never from a descriptor",
+    "session_id": "jigs chooses and records session ids",
+    "continue": "sessions are resumed with resume= on the step",
+    "fork_session": "sessions are resumed with resume= on the step",
+    "extra_args": "raw arguments could undo jigs' policy",
+    "args": "raw arguments could undo jigs' policy",
+    "settings": "settings files could bring MCP servers, hooks or env from outside the step",
+    "setting_sources": "jigs reads project settings only, as policy",
+    "strict_mcp_config": "the step's mcp_servers are the whole MCP universe, as policy",
+    "config_overrides": "config overrides could rewrite the sandbox and MCP tables",
+    "plugins": "plugins could bring unprobed MCP servers, hooks or env",
+    "home": "jigs gives each invocation a private home",
+    "api_key": "a descriptor holds no secret: name the variable with api_key_env",
+}
+
+
+def validation_message(exc: ValidationError, kind: str) -> str:
+    """Render a pydantic error as one line per problem, naming the key."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(descriptor)"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"{loc}: unknown key for a {kind} descriptor")
+        else:
+            lines.append(f"{loc}: {err['msg']}")
+    return "; ".join(lines)
+
+
+class HarnessDescriptor(BaseModel):
+    """Base of every kind's descriptor. Subclasses set ``kind`` as a ``Literal`` field."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+    #: Extra policy keys of the kind, on top of :data:`COMMON_POLICY_KEYS`.
+    policy_keys: ClassVar[Mapping[str, str]] = {}
+
+    kind: str
+    mcp_servers: dict[str, McpServer] = Field(default_factory=dict)
+
+    def __init__(self, /, **data: Any) -> None:
+        kind = str(data.get("kind") or self._kind_default())
+        for key in data:
+            why = self.policy_keys.get(key) or COMMON_POLICY_KEYS.get(key)
+            if why is not None:
+                raise DescriptorError(
+                    f"a {kind} descriptor may not set {key!r}: {why}", kind=kind, key=key
+                )
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise DescriptorError(
+                f"invalid {kind} descriptor: {validation_message(exc, kind)}", kind=kind
+            ) from None
+
+    @classmethod
+    def _kind_default(cls) -> str:
+        field = cls.model_fields.get("kind")
+        return str(field.default) if field is not None and field.default else cls.__name__
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Self:
+        """Validate stored data into this descriptor class; errors are :class:`DescriptorError`."""
+        return cls(**dict(data))
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain JSON-ready data, without keys left at their defaults."""
+        return self.model_dump(mode="json", exclude_defaults=True) | {"kind": self.kind}
+
+    def describe(self) -> str:
+        """The canonical string that identifies these settings (sorted keys, defaults omitted)."""
+        return json.dumps(self.to_data(), sort_keys=True, separators=(",", ":"))
+
+    def env_names(self) -> frozenset[str]:
+        """Step-side variable names the descriptor references (MCP credentials and the like)."""
+        names: set[str] = set()
+        for server in self.mcp_servers.values():
+            names |= server.env_names()
+        return frozenset(names)

@@ -1,0 +1,195 @@
+"""Every error jigs raises.
+
+One base, :class:`JigsError`. Each subclass carries structured fields (so a caller never parses a
+message) and also inherits the standard-library class that fits, so generic code that catches
+``LookupError`` or ``TimeoutError`` keeps working. Every message says what failed and how to fix it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jigs.checks import FailedCheck
+
+__all__ = [
+    "AgentCrashedError",
+    "AgentOutputError",
+    "AgentSessionError",
+    "AgentTurnError",
+    "CheckFailedError",
+    "CliNotFoundError",
+    "DescriptorError",
+    "EnvPolicyError",
+    "HarnessNotFoundError",
+    "HarnessPluginError",
+    "JigsError",
+    "JitCheckError",
+    "ModelNotAvailableError",
+    "StructuredOutputError",
+    "WorktreeBusyError",
+]
+
+
+class JigsError(Exception):
+    """Base of every error jigs raises on purpose."""
+
+
+class DescriptorError(JigsError, ValueError):
+    """A harness descriptor is malformed: an unknown key, a policy key, a bad value."""
+
+    def __init__(self, message: str, *, kind: str | None = None, key: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.key = key
+
+
+class EnvPolicyError(JigsError, ValueError):
+    """An ``agents.env`` declaration names something it may not (a value, a reserved name)."""
+
+    def __init__(self, message: str, *, name: str | None = None, source: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
+        self.source = source
+
+
+class HarnessNotFoundError(JigsError, LookupError):
+    """No installed distribution provides the harness kind."""
+
+    def __init__(self, kind: str, installed: Sequence[str], load_error: str | None = None) -> None:
+        self.kind = kind
+        self.installed = tuple(installed)
+        self.load_error = load_error
+        if load_error is not None:
+            message = (
+                f"the {kind!r} harness is installed but its plugin failed to load: {load_error}. "
+                f"Reinstall it (pip install --force-reinstall jigs-harness-{kind}) or block it with "
+                f"JIGS_DISABLE_PLUGINS={kind}"
+            )
+        else:
+            listed = ", ".join(self.installed) if self.installed else "none"
+            message = (
+                f"no harness kind {kind!r} is installed (installed kinds: {listed}). "
+                f"Install it with: pip install jigs-harness-{kind}"
+            )
+        super().__init__(message)
+
+
+class HarnessPluginError(JigsError, RuntimeError):
+    """A plugin broke the contract (two distributions claim one kind, a bad registration)."""
+
+
+class ModelNotAvailableError(JigsError, NotImplementedError):
+    """The harness kind has no model object; run it through ``run_agent`` instead."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        super().__init__(
+            f"the {kind!r} harness has no model object, so create_agent_runner cannot open it "
+            f"and runner.model is unavailable. Run it with jigs.steps.run_agent(harness=..., "
+            f"cwd=..., prompt=..., run=...) instead"
+        )
+
+
+class AgentSessionError(JigsError, LookupError):
+    """A durable agent session is missing or cannot be resumed by this harness.
+
+    Catch it and start again without ``resume`` if the step can.
+    """
+
+    def __init__(self, message: str, *, kind: str, session_id: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.session_id = session_id
+
+
+class CheckFailedError(JigsError, RuntimeError):
+    """Descriptor or installation checks failed. ``failures`` holds each one."""
+
+    def __init__(self, failures: Sequence[FailedCheck], *, what: str = "checks") -> None:
+        self.failures = tuple(failures)
+        lines = "\n".join(f"- {f.label}: {f.reason}\n  fix: {f.repair}" for f in self.failures)
+        super().__init__(f"{len(self.failures)} {what} failed:\n{lines}")
+
+
+class JitCheckError(CheckFailedError):
+    """Just-in-time checks (those that need the worktree, such as MCP probes) failed.
+
+    The message lists ``label: reason`` lines; ``failures`` carries the structured results.
+    """
+
+    def __init__(self, failures: Sequence[FailedCheck]) -> None:
+        self.failures = tuple(failures)
+        JigsError.__init__(self, "\n".join(f"{f.label}: {f.reason}" for f in self.failures))
+
+
+class WorktreeBusyError(JigsError, BlockingIOError):
+    """Another agent holds the worktree. jigs never waits for it."""
+
+    def __init__(self, worktree: Path, holder_run_id: str | None, holder_pid: int | None) -> None:
+        self.worktree = worktree
+        self.holder_run_id = holder_run_id
+        self.holder_pid = holder_pid
+        holder = (
+            f"run {holder_run_id!r} (pid {holder_pid})"
+            if holder_run_id is not None
+            else "another process"
+        )
+        super().__init__(
+            f"an agent is already running in {worktree}: it is held by {holder}. jigs refuses to "
+            f"start a second agent in the same worktree; wait for that step to close its runner, "
+            f"or give this step its own worktree"
+        )
+
+
+class CliNotFoundError(JigsError, FileNotFoundError):
+    """The harness CLI could not be found in any of the places jigs looks."""
+
+    def __init__(self, kind: str, tried: Sequence[str], fix: str) -> None:
+        self.kind = kind
+        self.tried = tuple(tried)
+        self.fix = fix
+        super().__init__(
+            f"the {kind} CLI was not found (looked in: {'; '.join(self.tried)}). {fix}"
+        )
+
+
+class AgentCrashedError(JigsError, ChildProcessError):
+    """The harness process exited unexpectedly (non-zero, by a signal, or before its result)."""
+
+    def __init__(
+        self, message: str, *, kind: str, returncode: int | None, stderr_tail: str
+    ) -> None:
+        self.kind = kind
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+        tail = f"; its stderr ended with:\n{stderr_tail}" if stderr_tail.strip() else ""
+        super().__init__(f"{message}{tail}")
+
+
+class AgentOutputError(JigsError, ValueError):
+    """The harness printed something jigs cannot read (garbage, a truncated stream)."""
+
+    def __init__(self, message: str, *, kind: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.line = line
+
+
+class AgentTurnError(JigsError, RuntimeError):
+    """The agent ran but its turn failed (an API error, a refused request, a truncated answer)."""
+
+    def __init__(self, message: str, *, kind: str, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.detail = detail
+
+
+class StructuredOutputError(JigsError, ValueError):
+    """The agent's structured answer did not validate against the requested model."""
+
+    def __init__(self, message: str, *, raw: str) -> None:
+        super().__init__(message)
+        self.raw = raw

@@ -1,0 +1,166 @@
+"""Finding a harness CLI and its version, in a documented order, for every kind.
+
+A kind lists candidates in order (an explicit env var, ``PATH``, a pip-installed copy, a copy that
+``jigs install`` put in the data dir); :func:`find_executable` returns the first that exists and is
+executable, or raises :class:`~jigs.errors.CliNotFoundError` listing every place it looked.
+:func:`version_check` builds the installation check ``jigs doctor`` shows.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from jigs._paths import data_dir
+from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
+from jigs.errors import CliNotFoundError
+
+__all__ = [
+    "Candidate",
+    "Resolved",
+    "cli_version",
+    "find_executable",
+    "from_env_var",
+    "installed_dir",
+    "on_path",
+    "parse_version",
+    "version_check",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """An executable and which candidate found it (shown by ``jigs doctor``)."""
+
+    path: Path
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One place to look: a description and a function that returns a path or None."""
+
+    where: str
+    find: Callable[[Mapping[str, str]], Path | None]
+
+
+def _runnable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def from_env_var(name: str) -> Candidate:
+    """The path in ``$name`` (an explicit setting wins over everything)."""
+
+    def find(env: Mapping[str, str]) -> Path | None:
+        value = env.get(name) or os.environ.get(name)
+        return Path(value) if value else None
+
+    return Candidate(f"${name}", find)
+
+
+def on_path(name: str) -> Candidate:
+    """``name`` on the agent's ``PATH``."""
+
+    def find(env: Mapping[str, str]) -> Path | None:
+        found = shutil.which(name, path=env.get("PATH", os.environ.get("PATH", "")))
+        return Path(found) if found else None
+
+    return Candidate(f"{name} on PATH", find)
+
+
+def installed_dir(kind: str) -> Path:
+    """Where ``jigs install <kind>`` puts the kind's CLI."""
+    return data_dir() / "clis" / kind
+
+
+def find_executable(
+    kind: str, candidates: Sequence[Candidate], env: Mapping[str, str], *, fix: str
+) -> Resolved:
+    """The first candidate that is an executable file. An explicit env var that points at
+    nothing runnable is an error, not a fall-through."""
+    tried: list[str] = []
+    for candidate in candidates:
+        path = candidate.find(env)
+        if path is None:
+            tried.append(f"{candidate.where}: not found")
+            continue
+        if _runnable(path):
+            return Resolved(path, candidate.where)
+        tried.append(f"{candidate.where}: {path} is not an executable file")
+        if candidate.where.startswith("$"):
+            break
+    raise CliNotFoundError(kind, tried, fix)
+
+
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    """The first ``X.Y[.Z]`` in ``text`` ("2.1.332 (Claude Code)", "codex-cli 0.171.0")."""
+    match = _VERSION.search(text)
+    if match is None:
+        return None
+    major, minor, patch = match.groups()
+    return int(major), int(minor), int(patch or 0)
+
+
+async def cli_version(
+    path: Path, env: Mapping[str, str], *, args: Sequence[str] = ("--version",), timeout: float = 12
+) -> str:
+    """What ``<path> --version`` prints, run under ``env`` with stdin closed."""
+    with anyio.fail_after(timeout):
+        result = await anyio.run_process(
+            [str(path), *args],
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    out = (result.stdout or b"").decode(errors="replace").strip()
+    if result.returncode != 0:
+        err = (result.stderr or b"").decode(errors="replace").strip()
+        raise RuntimeError(f"{path} {' '.join(args)} exited with {result.returncode}: {err[-300:]}")
+    return out or (result.stderr or b"").decode(errors="replace").strip()
+
+
+def version_check(
+    kind: str,
+    label: str,
+    resolve: Callable[[Mapping[str, str]], Resolved],
+    env: Mapping[str, str],
+    *,
+    minimum: tuple[int, int, int] | None,
+    fix: str,
+) -> Check:
+    """The ``harness.<kind>-cli`` check: found, runs, and at least ``minimum``."""
+
+    async def run() -> CheckResult:
+        try:
+            resolved = resolve(env)
+        except CliNotFoundError as exc:
+            return CheckFailure(reason=str(exc).split(". ", 1)[0], repair=fix)
+        try:
+            text = await cli_version(resolved.path, env)
+        except (OSError, RuntimeError) as exc:
+            return CheckFailure(reason=f"{resolved.path} does not run: {exc}", repair=fix)
+        version = parse_version(text)
+        if version is None:
+            return CheckFailure(
+                reason=f"{resolved.path} --version printed no version: {text[:100]!r}", repair=fix
+            )
+        shown = ".".join(map(str, version))
+        if minimum is not None and version < minimum:
+            need = ".".join(map(str, minimum))
+            return CheckFailure(
+                reason=f"{resolved.path} is version {shown}; jigs needs at least {need}",
+                repair=fix,
+            )
+        return CheckOk(f"{resolved.path} ({resolved.source}), version {shown}")
+
+    return Check(f"harness.{kind}-cli", label, run)

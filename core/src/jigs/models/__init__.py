@@ -1,0 +1,48 @@
+"""The model protocol: what ``runner.model`` is, and the functions that call it."""
+
+from jigs.models._functions import (
+    ObjectResult,
+    TextStream,
+    generate_object,
+    generate_text,
+    parse_output,
+    stream_text,
+)
+from jigs.models._protocol import LanguageModel, StreamingModel
+from jigs.models._types import (
+    CallWarning,
+    FinishPart,
+    FinishReason,
+    GenerateResult,
+    ModelRequest,
+    StreamPart,
+    TextDeltaPart,
+    ToolCall,
+    ToolCallPart,
+    ToolResult,
+    ToolResultPart,
+    Usage,
+)
+
+__all__ = [
+    "CallWarning",
+    "FinishPart",
+    "FinishReason",
+    "GenerateResult",
+    "LanguageModel",
+    "ModelRequest",
+    "ObjectResult",
+    "StreamPart",
+    "StreamingModel",
+    "TextDeltaPart",
+    "TextStream",
+    "ToolCall",
+    "ToolCallPart",
+    "ToolResult",
+    "ToolResultPart",
+    "Usage",
+    "generate_object",
+    "generate_text",
+    "parse_output",
+    "stream_text",
+]

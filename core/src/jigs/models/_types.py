@@ -1,0 +1,135 @@
+"""The model protocol's data: requests, results, stream parts, usage and warnings."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CallWarning",
+    "FinishPart",
+    "FinishReason",
+    "GenerateResult",
+    "ModelRequest",
+    "StreamPart",
+    "TextDeltaPart",
+    "ToolCall",
+    "ToolCallPart",
+    "ToolResult",
+    "ToolResultPart",
+    "Usage",
+]
+
+FinishReason = Literal["stop", "length", "tool-calls", "content-filter", "error", "other"]
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Usage(_Data):
+    """Token counts and cost of one call; None where the harness does not report it."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    cost_usd: float | None = None
+
+
+class CallWarning(_Data):
+    """A setting the harness could not honour (the call still ran without it)."""
+
+    type: Literal["unsupported-setting", "other"] = "unsupported-setting"
+    setting: str | None = None
+    message: str
+
+
+class ToolCall(_Data):
+    """A tool the agent called during its turn (the harness ran it)."""
+
+    id: str
+    name: str
+    arguments: Any = None
+
+
+class ToolResult(_Data):
+    """What a tool the agent called returned."""
+
+    id: str
+    name: str
+    output: Any = None
+    is_error: bool = False
+
+
+class ModelRequest(BaseModel):
+    """One call: a prompt plus generation settings.
+
+    ``provider_options`` is the one place a step hands a harness functions (a tool-approval
+    callback, an event logger), keyed by provider name; it is never persisted.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    prompt: str
+    system: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    max_output_tokens: int | None = None
+    stop_sequences: tuple[str, ...] | None = None
+    seed: int | None = None
+    output_schema: dict[str, Any] | None = None
+    provider_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    def options_for(self, provider: str) -> dict[str, Any]:
+        """This provider's options (empty when none were given)."""
+        return self.provider_options.get(provider, {})
+
+    def unsupported(self, *settings: str) -> list[CallWarning]:
+        """Warnings for each of ``settings`` that the caller set (a harness cannot honour)."""
+        return [
+            CallWarning(setting=name, message=f"{name} is not supported by this harness; ignored")
+            for name in settings
+            if getattr(self, name) is not None
+        ]
+
+
+class GenerateResult(_Data):
+    """The outcome of one agent turn."""
+
+    text: str
+    finish_reason: FinishReason = "stop"
+    usage: Usage = Usage()
+    warnings: tuple[CallWarning, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_results: tuple[ToolResult, ...] = ()
+    output: Any = None
+    provider_metadata: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    model_id: str | None = None
+
+
+class TextDeltaPart(_Data):
+    type: Literal["text-delta"] = "text-delta"
+    text: str
+
+
+class ToolCallPart(_Data):
+    type: Literal["tool-call"] = "tool-call"
+    call: ToolCall
+
+
+class ToolResultPart(_Data):
+    type: Literal["tool-result"] = "tool-result"
+    result: ToolResult
+
+
+class FinishPart(_Data):
+    """Always the last part of a successful stream; carries the whole result."""
+
+    type: Literal["finish"] = "finish"
+    result: GenerateResult
+
+
+StreamPart = TextDeltaPart | ToolCallPart | ToolResultPart | FinishPart

@@ -1,0 +1,292 @@
+"""Launching and stopping harness CLIs: the one module every kind uses.
+
+A launched process gets exactly the environment it is given (nothing inherited), runs in its own
+process group, has stdin closed unless asked for a pipe, and writes stderr to an anonymous file
+whose tail is kept for error messages (no reader task is needed, so a process can outlive the task
+that started it). :meth:`ManagedProcess.stop` is shielded from cancellation and bounded in time:
+SIGTERM to the whole group, a grace period, then SIGKILL. Every live group is tracked, and an
+``atexit`` reaper kills what is left so no child outlives the Python process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Literal, Self
+
+import anyio
+import anyio.abc
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from jigs.errors import AgentOutputError
+
+__all__ = [
+    "DEFAULT_GRACE",
+    "MAX_LINE_BYTES",
+    "ManagedProcess",
+    "group_alive",
+    "launch",
+    "live_groups",
+]
+
+#: Seconds between SIGTERM and SIGKILL when stopping a group.
+DEFAULT_GRACE = 1.0
+#: Longest output line a reader accepts before raising :class:`AgentOutputError`.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+_STDERR_TAIL = 4000
+
+_groups_lock = threading.Lock()
+_groups: dict[int, str] = {}
+
+
+def live_groups() -> dict[int, str]:
+    """Process groups jigs started and has not yet stopped: pgid -> owner label."""
+    with _groups_lock:
+        return dict(_groups)
+
+
+def _track(pgid: int, owner: str) -> None:
+    with _groups_lock:
+        _groups[pgid] = owner
+
+
+def _untrack(pgid: int) -> None:
+    with _groups_lock:
+        _groups.pop(pgid, None)
+
+
+def _reap_all() -> None:
+    for pgid in live_groups():
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except OSError:
+            pass
+        _untrack(pgid)
+
+
+atexit.register(_reap_all)
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) pids in the group, read from /proc; [] when /proc is unavailable."""
+    members: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return members
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        # fields after the parenthesised command: state ppid pgrp ...
+        rest = stat.rsplit(")", 1)[-1].split()
+        if len(rest) >= 3 and rest[0] != "Z" and rest[2] == str(pgid):
+            members.append(int(entry))
+    return members
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any non-zombie process of the group exists."""
+    if os.path.isdir("/proc"):
+        return bool(_group_members(pgid))
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class ManagedProcess:
+    """A harness CLI in its own process group. Use as an async context manager, or call
+    :meth:`stop` yourself; both are idempotent."""
+
+    def __init__(
+        self,
+        process: anyio.abc.Process,
+        *,
+        argv: Sequence[str],
+        owner: str,
+        stderr_file: IO[bytes],
+        max_line_bytes: int,
+    ) -> None:
+        self._process = process
+        self.argv = tuple(argv)
+        self.owner = owner
+        self.pid = process.pid
+        self.pgid = process.pid  # start_new_session: the child leads its own group
+        self._stderr = stderr_file
+        self._max_line = max_line_bytes
+        self._reader: BufferedByteReceiveStream | None = None
+        self._stopped = False
+        self._stop_lock = anyio.Lock()
+        _track(self.pgid, owner)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.returncode
+
+    @property
+    def stdin(self) -> anyio.abc.ByteSendStream | None:
+        return self._process.stdin
+
+    def stderr_tail(self, limit: int = _STDERR_TAIL) -> str:
+        """The last ``limit`` characters the process wrote to stderr."""
+        try:
+            size = os.fstat(self._stderr.fileno()).st_size
+            self._stderr.seek(max(0, size - limit))
+            return self._stderr.read().decode("utf-8", errors="replace")
+        except (OSError, ValueError):
+            return ""
+
+    async def read_line(self) -> bytes | None:
+        """The next stdout line without its newline, or None at end of stream.
+
+        A final line without a newline is returned as is. A line longer than the limit raises
+        :class:`AgentOutputError` (the reader never buffers without bound).
+        """
+        stdout = self._process.stdout
+        if stdout is None:
+            raise RuntimeError("this process was launched without a stdout pipe")
+        if self._reader is None:
+            self._reader = BufferedByteReceiveStream(stdout)
+        try:
+            return await self._reader.receive_until(b"\n", self._max_line)
+        except anyio.IncompleteRead:
+            rest = bytes(self._reader.buffer)
+            self._reader = BufferedByteReceiveStream(stdout)
+            return rest or None
+        except anyio.DelimiterNotFound:
+            raise AgentOutputError(
+                f"{self.owner} printed a line longer than {self._max_line} bytes",
+                kind=self.owner,
+            ) from None
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return None
+
+    async def lines(self) -> AsyncIterator[bytes]:
+        """Iterate stdout lines until the stream ends."""
+        while (line := await self.read_line()) is not None:
+            yield line
+
+    async def wait(self) -> int:
+        """Wait for the group leader to exit; returns its exit code (negative: a signal)."""
+        return await self._process.wait()
+
+    async def stop(self, grace: float = DEFAULT_GRACE) -> None:
+        """Stop the whole group: SIGTERM, up to ``grace`` seconds, then SIGKILL.
+
+        Shielded from cancellation and bounded (about ``grace + 1`` seconds). Idempotent.
+        """
+        with anyio.CancelScope(shield=True):
+            async with self._stop_lock:
+                if self._stopped:
+                    return
+                try:
+                    await self._stop_group(grace)
+                finally:
+                    self._stopped = True
+                    _untrack(self.pgid)
+                    await self._close_streams()
+
+    async def _stop_group(self, grace: float) -> None:
+        if self._process.returncode is None or group_alive(self.pgid):
+            _signal_group(self.pgid, signal.SIGTERM)
+            with anyio.move_on_after(grace):
+                await self._process.wait()
+                while group_alive(self.pgid):
+                    await anyio.sleep(0.02)
+        _signal_group(self.pgid, signal.SIGKILL)
+        with anyio.move_on_after(1.0):
+            await self._process.wait()
+            while group_alive(self.pgid):
+                await anyio.sleep(0.02)
+
+    async def _close_streams(self) -> None:
+        for stream in (self._process.stdin, self._process.stdout):
+            if stream is not None:
+                try:
+                    await stream.aclose()
+                except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    pass
+        self._stderr.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+
+async def launch(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    owner: str,
+    stdin: Literal["closed", "pipe"] = "closed",
+    stdout: Literal["pipe", "discard"] = "pipe",
+    max_line_bytes: int = MAX_LINE_BYTES,
+) -> ManagedProcess:
+    """Start ``argv`` in ``cwd`` with exactly ``env``, in a new process group.
+
+    Raises :class:`FileNotFoundError` / :class:`PermissionError` when the executable cannot run;
+    callers turn that into their kind's :class:`~jigs.errors.CliNotFoundError`.
+    """
+    stderr_file = tempfile.TemporaryFile(prefix="jigs-stderr-")
+    started = time.perf_counter()
+    try:
+        process = await anyio.open_process(
+            list(argv),
+            stdin=subprocess.PIPE if stdin == "pipe" else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if stdout == "pipe" else subprocess.DEVNULL,
+            stderr=stderr_file,
+            cwd=cwd,
+            env=dict(env),
+            start_new_session=True,
+        )
+    except BaseException:
+        stderr_file.close()
+        raise
+    from jigs._logging import logger
+
+    logger.debug(
+        "process.launched",
+        owner=owner,
+        pid=process.pid,
+        executable=argv[0],
+        env_names=sorted(env),
+        seconds=round(time.perf_counter() - started, 4),
+    )
+    return ManagedProcess(
+        process,
+        argv=argv,
+        owner=owner,
+        stderr_file=stderr_file,
+        max_line_bytes=max_line_bytes,
+    )

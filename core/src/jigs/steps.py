@@ -1,0 +1,356 @@
+"""What a workflow step calls: ``create_agent_runner``, ``run_agent`` and ``agent_session``.
+
+::
+
+    async with create_agent_runner(harness, cwd=worktree, run=run, resume=session) as runner:
+        result = await generate_text(runner.model, prompt="Explain the failing test.")
+        return result.text, runner.session_from(result)
+
+``create_agent_runner`` also works as ``runner = await create_agent_runner(...)`` with
+``await runner.close()`` in a ``finally``. Until the runner is closed no other agent can start in
+that worktree.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Generic, TypeVar, overload
+
+import anyio
+from pydantic import BaseModel
+
+from jigs._logging import logger
+from jigs._pipeline import Prepared, prepare
+from jigs._types import AgentSessionRef, RunMetadata
+from jigs.descriptors import HarnessDescriptor
+from jigs.errors import (
+    AgentSessionError,
+    JitCheckError,
+    ModelNotAvailableError,
+    WorktreeBusyError,
+)
+from jigs.models._functions import parse_output
+from jigs.models._protocol import LanguageModel
+from jigs.models._types import GenerateResult, Usage
+from jigs.plugin import AgentRequest
+
+__all__ = [
+    "AgentResult",
+    "AgentRunner",
+    "AgentSessionError",
+    "JitCheckError",
+    "ModelNotAvailableError",
+    "WorktreeBusyError",
+    "agent_session",
+    "create_agent_runner",
+    "run_agent",
+]
+
+T = TypeVar("T", bound=BaseModel)
+
+#: Seconds ``close()`` may take in all (it stops processes, removes homes, releases the lock).
+CLOSE_TIMEOUT = 10.0
+
+
+class AgentRunner:
+    """An opened harness: its model, how to read a session from a result, and ``close``."""
+
+    def __init__(self, prepared: Prepared, model: LanguageModel | None, stack: AsyncExitStack):
+        self._prepared = prepared
+        self._model = model
+        self._stack = stack
+        self._closed = False
+        self._close_lock = anyio.Lock()
+        self.kind = prepared.harness.kind
+        self.descriptor: HarnessDescriptor = prepared.target.descriptor
+        self.cwd: Path = prepared.target.cwd
+        self.env_names: tuple[str, ...] = tuple(sorted(prepared.ctx.env))
+        self.lock_path: Path = prepared.lock.path
+
+    @property
+    def model(self) -> LanguageModel:
+        """The live model. Raises :class:`ModelNotAvailableError` for kinds without one."""
+        if self._model is None:
+            raise ModelNotAvailableError(self.kind)
+        return self._model
+
+    def session_from(self, result: GenerateResult) -> AgentSessionRef | None:
+        """The session a later step can resume, or None. Always read it from the latest
+        result: a resumed run can report a new id."""
+        session_id = self._prepared.harness.session_id(result)
+        if session_id is None:
+            return None
+        return AgentSessionRef(
+            harness=self.kind, id=session_id, descriptor=self.descriptor.describe()
+        )
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def close(self) -> None:
+        """Stop every process the harness started and release the lock. Idempotent, shielded
+        from cancellation, and bounded in time."""
+        with anyio.CancelScope(shield=True):
+            async with self._close_lock:
+                if self._closed:
+                    return
+                self._closed = True
+                started = time.perf_counter()
+                try:
+                    with anyio.move_on_after(CLOSE_TIMEOUT) as scope:
+                        await self._stack.aclose()
+                    if scope.cancelled_caught:
+                        # the kind's cleanup overran: still never leave the lock held
+                        self._prepared.lock.release()
+                        logger.warning("runner.close.timeout", kind=self.kind)
+                finally:
+                    self._prepared.ctx.log.info(
+                        "runner.closed", seconds=round(time.perf_counter() - started, 4)
+                    )
+
+    async def __aenter__(self) -> AgentRunner:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+async def _open_runner(
+    harness: HarnessDescriptor | dict[str, Any],
+    *,
+    cwd: str | Path,
+    run: RunMetadata,
+    resume: AgentSessionRef | None,
+    agents_env: Sequence[str] | None,
+) -> AgentRunner:
+    stack = AsyncExitStack()
+    try:
+        prepared = await prepare(
+            harness,
+            cwd=cwd,
+            run=run,
+            resume=resume,
+            agents_env=agents_env,
+            need_model=True,
+            stack=stack,
+        )
+        started = time.perf_counter()
+        model = await prepared.harness.open(prepared.target, prepared.ctx)
+        prepared.ctx.log.info(
+            "runner.opened",
+            seconds=round(time.perf_counter() - started, 4),
+            total_seconds=round(time.perf_counter() - prepared.started, 4),
+        )
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await stack.aclose()
+        raise
+    return AgentRunner(prepared, model, stack)
+
+
+class _RunnerOpening:
+    """``create_agent_runner``'s return: awaitable, or an async context manager."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs = kwargs
+        self._runner: AgentRunner | None = None
+
+    def __await__(self) -> Generator[Any, None, AgentRunner]:
+        return _open_runner(**self._kwargs).__await__()
+
+    async def __aenter__(self) -> AgentRunner:
+        self._runner = await _open_runner(**self._kwargs)
+        return self._runner
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._runner is not None:
+            await self._runner.close()
+
+
+def create_agent_runner(
+    harness: HarnessDescriptor | dict[str, Any],
+    *,
+    cwd: str | Path,
+    run: RunMetadata,
+    resume: AgentSessionRef | None = None,
+    agents_env: Sequence[str] | None = None,
+) -> _RunnerOpening:
+    """Open a harness under jigs' policy and hand back its live model.
+
+    ``agents_env`` overrides the factory's ``agents.env`` (otherwise read from ``jigs.toml`` or
+    ``pyproject.toml`` found from ``cwd`` upward).
+
+    Raises :class:`ModelNotAvailableError` at once for a kind without a model (use
+    :func:`run_agent`), :class:`AgentSessionError` when ``resume`` cannot be resumed,
+    :class:`~jigs.errors.CheckFailedError` / :class:`JitCheckError` when a check fails,
+    :class:`WorktreeBusyError` when another agent holds the worktree. Every failure releases
+    what was acquired.
+    """
+    return _RunnerOpening(harness=harness, cwd=cwd, run=run, resume=resume, agents_env=agents_env)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentResult(Generic[T]):
+    """A whole turn: the text, the session to resume, and the structured output if asked for."""
+
+    text: str
+    session: AgentSessionRef | None
+    output: T | None = None
+    usage: Usage = Usage()
+    provider_metadata: dict[str, dict[str, Any]] | None = None
+
+
+@overload
+async def run_agent(
+    *,
+    harness: HarnessDescriptor | dict[str, Any],
+    cwd: str | Path,
+    prompt: str,
+    run: RunMetadata,
+    resume: AgentSessionRef | None = None,
+    output: type[T],
+    agents_env: Sequence[str] | None = None,
+    provider_options: dict[str, dict[str, Any]] | None = None,
+) -> AgentResult[T]: ...
+
+
+@overload
+async def run_agent(
+    *,
+    harness: HarnessDescriptor | dict[str, Any],
+    cwd: str | Path,
+    prompt: str,
+    run: RunMetadata,
+    resume: AgentSessionRef | None = None,
+    output: None = None,
+    agents_env: Sequence[str] | None = None,
+    provider_options: dict[str, dict[str, Any]] | None = None,
+) -> AgentResult[Any]: ...
+
+
+async def run_agent(
+    *,
+    harness: HarnessDescriptor | dict[str, Any],
+    cwd: str | Path,
+    prompt: str,
+    run: RunMetadata,
+    resume: AgentSessionRef | None = None,
+    output: type[T] | None = None,
+    agents_env: Sequence[str] | None = None,
+    provider_options: dict[str, dict[str, Any]] | None = None,
+) -> AgentResult[Any]:
+    """Run one whole agent turn in ``cwd`` for any kind, with or without a model.
+
+    With ``output`` (a pydantic model) the answer is validated into it
+    (:class:`~jigs.errors.StructuredOutputError` when it does not fit). Raises what
+    :func:`create_agent_runner` raises, except that kinds without a model are supported.
+    """
+    async with AsyncExitStack() as stack:
+        prepared = await prepare(
+            harness,
+            cwd=cwd,
+            run=run,
+            resume=resume,
+            agents_env=agents_env,
+            need_model=False,
+            stack=stack,
+        )
+        schema = output.model_json_schema() if output is not None else None
+        turn = await prepared.harness.run(
+            AgentRequest(
+                target=prepared.target,
+                prompt=prompt,
+                output_schema=schema,
+                provider_options=provider_options or {},
+            ),
+            prepared.ctx,
+        )
+    kind = prepared.harness.kind
+    session = (
+        AgentSessionRef(
+            harness=kind, id=turn.session_id, descriptor=prepared.target.descriptor.describe()
+        )
+        if turn.session_id
+        else None
+    )
+    parsed = None
+    if output is not None:
+        parsed = parse_output(
+            output,
+            GenerateResult(text=turn.text, output=turn.output),
+        )
+    return AgentResult(
+        text=turn.text,
+        session=session,
+        output=parsed,
+        usage=turn.usage,
+        provider_metadata=turn.provider_metadata,
+    )
+
+
+async def agent_session(
+    *,
+    harness: HarnessDescriptor | dict[str, Any],
+    cwd: str | Path,
+    run: RunMetadata,
+    session: AgentSessionRef | None,
+    resume_prompt: str,
+    fresh_prompt: str,
+    output: type[T] | None = None,
+    name: str = "agent",
+    agents_env: Sequence[str] | None = None,
+) -> AgentResult[Any]:
+    """Continue a held session when it still fits, else start fresh.
+
+    Resumes ``session`` with ``resume_prompt`` only if it was recorded on the same kind with the
+    same descriptor (``describe()``); otherwise, or when the harness cannot resume it
+    (:class:`AgentSessionError`), runs ``fresh_prompt`` without resume, logging why.
+    """
+    from jigs.harnesses import load
+
+    descriptor = load(harness)
+    log = logger.bind(session_name=name, run_id=run.workflow_run_id, kind=descriptor.kind)
+    if session is not None:
+        if session.harness != descriptor.kind or session.descriptor != descriptor.describe():
+            log.info(
+                "agent_session.fresh",
+                reason="the session was recorded on another harness or descriptor",
+                session_id=session.id,
+            )
+        else:
+            try:
+                return await run_agent(
+                    harness=descriptor,
+                    cwd=cwd,
+                    prompt=resume_prompt,
+                    run=run,
+                    resume=session,
+                    output=output,
+                    agents_env=agents_env,
+                )
+            except AgentSessionError as exc:
+                log.info("agent_session.fresh", reason=str(exc), session_id=session.id)
+    return await run_agent(
+        harness=descriptor,
+        cwd=cwd,
+        prompt=fresh_prompt,
+        run=run,
+        output=output,
+        agents_env=agents_env,
+    )

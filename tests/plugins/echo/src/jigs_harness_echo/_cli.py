@@ -1,0 +1,73 @@
+"""The echo "CLI": prints JSON lines for one turn. Directives in the prompt drive faults.
+
+Directives (space-separated words in the prompt): ``sleep:S``, ``write:NAME:TEXT`` (a file in the
+cwd), ``child`` (spawn a grandchild that sleeps, to prove group kills), ``crash`` (exit 3),
+``garbage`` (a non-JSON line), ``bigline:N`` (an N-byte text line), ``noresult`` (end without a
+result), ``env`` (answer with the sorted environment names), ``pidfile:PATH`` (write own pid).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+
+def emit(event: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sessions", required=True)
+    parser.add_argument("--resume")
+    parser.add_argument("--prefix", default="")
+    parser.add_argument("prompt")
+    args = parser.parse_args()
+    sessions = Path(args.sessions)
+    sessions.mkdir(parents=True, exist_ok=True)
+    session_id = args.resume or str(uuid.uuid4())
+    path = sessions / f"{session_id}.json"
+    history: list[str] = json.loads(path.read_text()) if args.resume else []
+    emit({"type": "start", "session_id": session_id, "pid": os.getpid()})
+    answer = f"{args.prefix}echo: {args.prompt} (turn {len(history) + 1})"
+    for word in args.prompt.split():
+        name, _, value = word.partition(":")
+        if name == "sleep":
+            time.sleep(float(value))
+        elif name == "write":
+            fname, _, text = value.partition(":")
+            (Path.cwd() / fname).write_text(text)
+            emit({"type": "tool", "name": "write", "arguments": {"path": fname, "text": text}})
+        elif name == "pidfile":
+            Path(value).write_text(str(os.getpid()))
+        elif name == "child":
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+            emit({"type": "child", "pid": child.pid})
+        elif name == "crash":
+            sys.stderr.write("echo: simulated crash\n")
+            return 3
+        elif name == "garbage":
+            sys.stdout.write("this is not json\n")
+            sys.stdout.flush()
+        elif name == "bigline":
+            emit({"type": "text", "text": "x" * int(value)})
+        elif name == "noresult":
+            return 0
+        elif name == "env":
+            answer = " ".join(sorted(os.environ))
+    history.append(args.prompt)
+    path.write_text(json.dumps(history))
+    emit({"type": "text", "text": answer})
+    emit({"type": "result", "text": answer, "session_id": session_id, "turns": len(history)})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
