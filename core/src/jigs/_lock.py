@@ -54,8 +54,12 @@ class WorktreeLock:
         except filelock.Timeout:
             run_id, pid = self._read_holder()
             raise WorktreeBusyError(self.worktree, run_id, pid) from None
-        record = {"run_id": self.run_id, "pid": os.getpid(), "token": self._token,
-                  "worktree": str(self.worktree)}
+        record = {
+            "run_id": self.run_id,
+            "pid": os.getpid(),
+            "token": self._token,
+            "worktree": str(self.worktree),
+        }
         tmp = self._holder_path.with_suffix(f".{self._token}.tmp")
         tmp.write_text(json.dumps(record), encoding="utf-8")
         tmp.replace(self._holder_path)

@@ -1,9 +1,13 @@
-"""jigs' structlog logger. jigs never configures structlog: the application does (the ``jigs``
-command sends warnings and errors to stderr). Events have dotted names and keyword fields, and
+"""jigs' structlog logger, routed through the stdlib logger ``"jigs"``.
+
+jigs never configures logging: the application does. Like any library, jigs is silent by default
+(stdlib logging shows nothing below WARNING without a handler); an application that configures
+structlog or stdlib logging sees every event. Events have dotted names and keyword fields and
 never carry a secret value: environments are logged by name only."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +17,9 @@ import structlog
 
 __all__ = ["logger", "timed"]
 
-logger: Any = structlog.get_logger("jigs")
+logger: Any = structlog.wrap_logger(
+    logging.getLogger("jigs"), wrapper_class=structlog.stdlib.BoundLogger
+)
 
 
 @contextmanager

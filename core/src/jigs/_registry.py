@@ -1,4 +1,4 @@
-"""Finding harness kinds: pluggy plus ``importlib.metadata`` entry points (group ``jigs.harnesses``).
+"""Finding harness kinds: pluggy plus ``importlib.metadata`` entry points (``jigs.harnesses``).
 
 Entry points are listed cheaply and loaded lazily, one kind at a time, each in its own try/except:
 a broken plugin records an error naming its distribution, entry point and exception, and every
@@ -106,11 +106,7 @@ class Registry:
             if kind in self._loaded:
                 return self._loaded[kind]
             if kind in self.disabled:
-                raise HarnessNotFoundError(
-                    kind,
-                    self.kinds(),
-                    load_error="it is disabled by JIGS_DISABLE_PLUGINS",
-                )
+                raise HarnessNotFoundError(kind, self.kinds(), disabled=True)
             eps = self._entry_points().get(kind)
             if not eps:
                 raise HarnessNotFoundError(kind, self.kinds())
@@ -165,7 +161,7 @@ class Registry:
                 dist,
                 version,
                 ep_text,
-                error=exc.load_error or str(exc),
+                error=str(exc) if exc.disabled else (exc.load_error or str(exc)),
                 disabled=kind in self.disabled,
             )
         return PluginInfo(
@@ -181,14 +177,13 @@ class Registry:
         return [self.info(kind) for kind in self.kinds()]
 
 
-_default: Registry | None = None
+_default: list[Registry] = []
 _default_lock = threading.Lock()
 
 
 def default_registry() -> Registry:
     """The process-wide registry (created on first use)."""
-    global _default
     with _default_lock:
-        if _default is None:
-            _default = Registry()
-        return _default
+        if not _default:
+            _default.append(Registry())
+        return _default[0]

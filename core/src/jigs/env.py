@@ -86,7 +86,15 @@ def validate_agents_env(
 ) -> tuple[str, ...]:
     """Check ``agents.env`` entries: names only, none reserved. Raises :class:`EnvPolicyError`."""
     result: list[str] = []
+    from jigs.mcp import looks_like_secret
+
     for name in names:
+        if isinstance(name, str) and looks_like_secret(name):
+            raise EnvPolicyError(
+                f"agents.env in {source}: an entry looks like a secret value (not shown); "
+                f"agents.env lists variable names, never values",
+                source=source,
+            )
         if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
             shown = name if isinstance(name, str) and len(name) <= 40 else "<not shown>"
             raise EnvPolicyError(
@@ -154,9 +162,7 @@ def find_agents_config(start: Path) -> AgentsConfig:
     return AgentsConfig()
 
 
-def build_env(
-    names: Iterable[str], *, source: Mapping[str, str] | None = None
-) -> dict[str, str]:
+def build_env(names: Iterable[str], *, source: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for an agent: the base list, ``LC_*``, and ``names``, copied from
     ``source`` (default ``os.environ``) when set. Nothing else passes."""
     host = os.environ if source is None else source

@@ -58,15 +58,28 @@ class EnvPolicyError(JigsError, ValueError):
 class HarnessNotFoundError(JigsError, LookupError):
     """No installed distribution provides the harness kind."""
 
-    def __init__(self, kind: str, installed: Sequence[str], load_error: str | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        installed: Sequence[str],
+        load_error: str | None = None,
+        *,
+        disabled: bool = False,
+    ) -> None:
         self.kind = kind
         self.installed = tuple(installed)
         self.load_error = load_error
-        if load_error is not None:
+        self.disabled = disabled
+        if disabled:
+            message = (
+                f"the {kind!r} harness is disabled by JIGS_DISABLE_PLUGINS; remove {kind} from "
+                f"that variable to use it"
+            )
+        elif load_error is not None:
             message = (
                 f"the {kind!r} harness is installed but its plugin failed to load: {load_error}. "
-                f"Reinstall it (pip install --force-reinstall jigs-harness-{kind}) or block it with "
-                f"JIGS_DISABLE_PLUGINS={kind}"
+                f"Reinstall it (pip install --force-reinstall jigs-harness-{kind}) or block it "
+                f"with JIGS_DISABLE_PLUGINS={kind}"
             )
         else:
             listed = ", ".join(self.installed) if self.installed else "none"

@@ -31,24 +31,33 @@ __all__ = [
 
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SERVER_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_SECRET_SHAPES = re.compile(
-    r"^(sk-|sk_|ghp_|gho_|ghs_|github_pat_|xox[abposr]-|AKIA|AIza|glpat-|eyJ)|^[A-Za-z0-9+/_=-]{32,}$"
+_SECRET_PREFIXES = re.compile(
+    r"^(sk-|sk_|ghp_|gho_|ghs_|ghu_|github_pat_|xox[abposr]-|AKIA|ASIA|AIza|glpat-|eyJ)"
 )
+_LONG_TOKEN = re.compile(r"^[A-Za-z0-9+/_=.-]{24,}$")
 
 
 def looks_like_secret(value: str) -> bool:
-    """True when ``value`` has the shape of a credential rather than a variable name."""
-    return bool(_SECRET_SHAPES.search(value))
+    """True when ``value`` has the shape of a credential rather than a variable name: a known
+    token prefix, or a long run mixing lower case, upper case and digits."""
+    if _SECRET_PREFIXES.search(value):
+        return True
+    return bool(
+        _LONG_TOKEN.fullmatch(value)
+        and re.search(r"[a-z]", value)
+        and re.search(r"[A-Z]", value)
+        and re.search(r"[0-9]", value)
+    )
 
 
 def _check_env_name(value: str, where: str) -> str:
-    if ENV_NAME_PATTERN.fullmatch(value):
-        return value
     if looks_like_secret(value):
         raise ValueError(
             f"{where} looks like a secret value; name the step-side environment variable that "
             f"holds it instead (the value is not shown)"
         )
+    if ENV_NAME_PATTERN.fullmatch(value):
+        return value
     raise ValueError(f"{where} must name a step-side environment variable, got {value!r}")
 
 
@@ -122,8 +131,6 @@ class McpHttpServer(_McpBase):
         if self.bearer_token_env:
             names.add(self.bearer_token_env)
         return frozenset(names)
-
-
 
 
 def _server_type(value: Any) -> str:

@@ -128,11 +128,11 @@ class AgentTurn:
     text: str
     session_id: str | None
     output: Any = None
-    usage: Usage = Usage()
+    usage: Usage = field(default_factory=Usage)
     provider_metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-class Harness(ABC):  # noqa: B024 - every method has a working default; subclasses set ClassVars
+class Harness(ABC):
     """One harness kind. Subclasses set the class variables and override what they support."""
 
     #: The kind name; must equal the entry point's name.

@@ -11,6 +11,7 @@ SIGTERM to the whole group, a grace period, then SIGKILL. Every live group is tr
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import subprocess
@@ -65,10 +66,8 @@ def _untrack(pgid: int) -> None:
 
 def _reap_all() -> None:
     for pgid in live_groups():
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(pgid, signal.SIGKILL)
-        except OSError:
-            pass
         _untrack(pgid)
 
 
@@ -111,10 +110,8 @@ def group_alive(pgid: int) -> bool:
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class ManagedProcess:
@@ -225,10 +222,10 @@ class ManagedProcess:
     async def _close_streams(self) -> None:
         for stream in (self._process.stdin, self._process.stdout):
             if stream is not None:
-                try:
+                with contextlib.suppress(
+                    OSError, anyio.BrokenResourceError, anyio.ClosedResourceError
+                ):
                     await stream.aclose()
-                except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    pass
         self._stderr.close()
 
     async def __aenter__(self) -> Self:
@@ -258,7 +255,7 @@ async def launch(
     Raises :class:`FileNotFoundError` / :class:`PermissionError` when the executable cannot run;
     callers turn that into their kind's :class:`~jigs.errors.CliNotFoundError`.
     """
-    stderr_file = tempfile.TemporaryFile(prefix="jigs-stderr-")
+    stderr_file = tempfile.TemporaryFile(prefix="jigs-stderr-")  # noqa: SIM115 - owned by the process
     started = time.perf_counter()
     try:
         process = await anyio.open_process(

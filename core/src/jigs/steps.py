@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Generator, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Generic, TypeVar, overload
@@ -60,7 +60,9 @@ CLOSE_TIMEOUT = 10.0
 class AgentRunner:
     """An opened harness: its model, how to read a session from a result, and ``close``."""
 
-    def __init__(self, prepared: Prepared, model: LanguageModel | None, stack: AsyncExitStack):
+    def __init__(
+        self, prepared: Prepared, model: LanguageModel | None, stack: AsyncExitStack
+    ) -> None:
         self._prepared = prepared
         self._model = model
         self._stack = stack
@@ -212,7 +214,7 @@ class AgentResult(Generic[T]):
     text: str
     session: AgentSessionRef | None
     output: T | None = None
-    usage: Usage = Usage()
+    usage: Usage = field(default_factory=Usage)
     provider_metadata: dict[str, dict[str, Any]] | None = None
 
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from jigs.checks import Check, CheckOk, CheckResult
+from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.descriptors import HarnessDescriptor
 from jigs.errors import AgentCrashedError, AgentOutputError, AgentSessionError
 from jigs.models import (
@@ -117,6 +117,19 @@ class EchoHarness(Harness):
             return CheckOk(f"{sys.executable} -m jigs_harness_echo._cli")
 
         return [Check("harness.echo-cli", "Echo CLI", run)]
+
+    def jit_checks(self, target: HarnessTarget, env: Mapping[str, str]) -> Sequence[Check]:
+        """Fails when the worktree holds ``.echo-deny`` (how tests make a JIT check fail)."""
+
+        async def run() -> CheckResult:
+            deny = target.cwd / ".echo-deny"
+            if deny.exists():
+                return CheckFailure(
+                    reason=f"{deny} says: {deny.read_text().strip()}", repair=f"remove {deny}"
+                )
+            return CheckOk("no .echo-deny in the worktree")
+
+        return [Check("echo.worktree", "Echo worktree", run)]
 
     async def verify_resume(self, target: HarnessTarget, ctx: HarnessContext) -> None:
         assert target.resume is not None

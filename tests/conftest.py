@@ -1,0 +1,65 @@
+"""Shared fixtures. Every test gets its own jigs data dir, so locks and session stores never
+leak between tests. Tests that drive a real CLI call ``require_cli``: in CI (``CI`` set) a
+missing CLI fails the test; elsewhere it skips with the fix."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from jigs import RunMetadata
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def jigs_data_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    path = tmp_path_factory.mktemp("jigs-data")
+    monkeypatch.setenv("JIGS_DATA_DIR", str(path))
+    return path
+
+
+@pytest.fixture
+def run_meta() -> RunMetadata:
+    return RunMetadata(workflow_run_id=f"run-{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+def worktree(tmp_path: Path) -> Path:
+    """A fresh git repository to run agents in."""
+    path = tmp_path / "worktree"
+    path.mkdir()
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    (path / "README.md").write_text("scratch repo\n")
+    return path
+
+
+@pytest.fixture
+def require_cli() -> Iterator[Callable[[str], Path]]:
+    """``require_cli(kind)`` -> the resolved CLI path of an installed kind."""
+
+    def require(kind: str) -> Path:
+        from jigs._registry import default_registry
+        from jigs.env import build_env
+        from jigs.errors import CliNotFoundError
+
+        harness = default_registry().get(kind)
+        resolve = getattr(harness, "resolve_executable", None)
+        assert resolve is not None, f"the {kind} harness has no resolve_executable"
+        try:
+            return Path(resolve(build_env([])).path)
+        except CliNotFoundError as exc:
+            if os.environ.get("CI"):
+                pytest.fail(f"CI must have the {kind} CLI: {exc}")
+            pytest.skip(f"the {kind} CLI is not installed: {exc}")
+
+    return require

@@ -1,0 +1,390 @@
+"""The policy pipeline, end to end, through the echo kind (a real entry point, a real child)."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Literal
+
+import anyio
+import jigs._registry
+import pytest
+from jigs import AgentSessionRef, RunMetadata, harnesses
+from jigs._lock import lock_path_for
+from jigs._registry import Registry
+from jigs.descriptors import HarnessDescriptor
+from jigs.errors import (
+    AgentCrashedError,
+    AgentOutputError,
+    AgentSessionError,
+    EnvPolicyError,
+    JitCheckError,
+    ModelNotAvailableError,
+    WorktreeBusyError,
+)
+from jigs.models import TextDeltaPart, ToolCallPart, generate_text, stream_text
+from jigs.plugin import Harness
+from jigs.processes import group_alive, live_groups
+from jigs.steps import agent_session, create_agent_runner, run_agent
+from structlog.testing import capture_logs
+
+pytestmark = pytest.mark.anyio
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def lock_is_free(worktree: Path) -> bool:
+    from jigs._lock import WorktreeLock
+
+    probe = WorktreeLock(worktree, "probe")
+    try:
+        probe.acquire()
+    except WorktreeBusyError:
+        return False
+    probe.release()
+    return True
+
+
+async def test_stages_run_in_order_and_each_logs_run_id_kind_and_duration(worktree, run_meta):
+    with capture_logs() as logs:
+        async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta) as runner:
+            await generate_text(runner.model, prompt="hi")
+    events = [e["event"] for e in logs if e["event"].startswith("runner.")]
+    assert events == [
+        "runner.resolve",
+        "runner.env.built",
+        "runner.checks.descriptor",
+        "runner.checks.jit",
+        "runner.lock.acquired",
+        "runner.opened",
+        "runner.lock.released",
+        "runner.closed",
+    ]
+    for event in logs:
+        if event["event"].startswith("runner.") and event["event"] != "runner.resolve":
+            assert event["run_id"] == run_meta.workflow_run_id
+            assert event["kind"] == "echo"
+    timed = [e for e in logs if e["event"] in {"runner.env.built", "runner.lock.acquired"}]
+    assert all(isinstance(e["seconds"], float) for e in timed)
+
+
+async def test_generate_text_returns_text_warnings_and_session(worktree, run_meta):
+    async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta) as runner:
+        result = await generate_text(runner.model, prompt="hello there", temperature=0)
+        session = runner.session_from(result)
+    assert result.text == "echo: hello there (turn 1)"
+    assert [w.setting for w in result.warnings] == ["temperature"]
+    assert session is not None
+    assert session.harness == "echo"
+    assert session.descriptor == '{"kind":"echo"}'
+
+
+async def test_env_is_built_from_empty_and_no_canary_reaches_the_child(
+    worktree, run_meta, monkeypatch
+):
+    canaries = {
+        "ANTHROPIC_API_KEY": "sk-ant-canary",
+        "AWS_SECRET_ACCESS_KEY": "aws-canary",
+        "JIGS_CANARY_7F3A": "random-canary",
+    }
+    for name, value in canaries.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("DECLARED_BY_FACTORY", "yes")
+    async with create_agent_runner(
+        harnesses.echo(), cwd=worktree, run=run_meta, agents_env=["DECLARED_BY_FACTORY"]
+    ) as runner:
+        result = await generate_text(runner.model, prompt="env")
+    names = set(result.text.split())
+    assert not names & set(canaries)
+    assert "DECLARED_BY_FACTORY" in names
+    from jigs.env import BASE_ENV
+
+    # python itself may add a few names at start-up; nothing from the host may pass
+    allowed = set(BASE_ENV) | {"DECLARED_BY_FACTORY", "LC_CTYPE", "PWD", "SHLVL", "_"}
+    leaked = {n for n in names if n not in allowed and not n.startswith("LC_")}
+    assert not leaked, leaked
+
+
+async def test_agents_env_refuses_reserved_names_before_anything_runs(worktree, run_meta):
+    with pytest.raises(EnvPolicyError, match="OPENAI_API_KEY selects a model credential"):
+        await create_agent_runner(
+            harnesses.echo(), cwd=worktree, run=run_meta, agents_env=["OPENAI_API_KEY"]
+        )
+    assert lock_is_free(worktree)
+
+
+async def test_agents_env_is_read_from_the_factory_pyproject(tmp_path, run_meta, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text('[tool.jigs.agents]\nenv = ["FROM_FACTORY"]\n')
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    monkeypatch.setenv("FROM_FACTORY", "1")
+    result = await run_agent(harness=harnesses.echo(), cwd=tree, prompt="env", run=run_meta)
+    assert "FROM_FACTORY" in result.text.split()
+
+
+async def test_a_second_runner_on_the_same_worktree_fails_at_once(worktree, run_meta):
+    async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta):
+        started = time.perf_counter()
+        other = RunMetadata(workflow_run_id="second-run")
+        with pytest.raises(WorktreeBusyError) as info:
+            await create_agent_runner(harnesses.echo(), cwd=worktree, run=other)
+        assert time.perf_counter() - started < 1
+        assert info.value.holder_run_id == run_meta.workflow_run_id
+        assert str(worktree) in str(info.value)
+        assert run_meta.workflow_run_id in str(info.value)
+    assert lock_is_free(worktree)
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, anyio
+    from jigs import harnesses, RunMetadata
+    from jigs.steps import create_agent_runner
+
+    async def main():
+        runner = await create_agent_runner(
+            harnesses.echo(), cwd=sys.argv[1], run=RunMetadata(workflow_run_id="holder-run"))
+        print("held", flush=True)
+        await anyio.sleep(60)
+
+    anyio.run(main)
+    """
+)
+
+
+async def test_lock_is_exclusive_across_processes_and_survives_sigkill_of_its_holder(
+    worktree, run_meta
+):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(worktree)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(WorktreeBusyError) as info:
+            await create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta)
+        assert info.value.holder_run_id == "holder-run"
+        assert info.value.holder_pid == holder.pid
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta) as runner:
+        assert (await generate_text(runner.model, prompt="after")).text.startswith("echo: after")
+
+
+async def test_lock_file_lives_outside_the_worktree(worktree, jigs_data_dir):
+    path = lock_path_for(worktree)
+    assert jigs_data_dir in path.parents
+    assert worktree not in path.parents
+
+
+async def test_a_failed_jit_check_raises_before_the_lock_is_taken(worktree, run_meta):
+    (worktree / ".echo-deny").write_text("not today")
+    with capture_logs() as logs, pytest.raises(JitCheckError) as info:
+        await create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta)
+    assert str(info.value).startswith("Echo worktree: ")
+    assert "not today" in str(info.value)
+    assert info.value.failures[0].repair.startswith("remove ")
+    assert "runner.lock.acquired" not in [e["event"] for e in logs]
+    assert lock_is_free(worktree)
+
+
+async def test_cancelling_a_step_stops_the_whole_process_group_within_2s(
+    worktree, run_meta, tmp_path
+):
+    pidfile = tmp_path / "pid"
+    parts: list[object] = []
+    with anyio.move_on_after(30) as outer:
+        async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta) as runner:
+            with anyio.CancelScope() as scope:
+
+                async def cancel_when_started() -> None:
+                    while not pidfile.exists():
+                        await anyio.sleep(0.02)
+                    await anyio.sleep(0.2)
+                    scope.cancel()
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(cancel_when_started)
+                    stream = stream_text(runner.model, prompt=f"pidfile:{pidfile} child sleep:60")
+                    async for part in stream:
+                        parts.append(part)
+            started = time.perf_counter()
+    assert not outer.cancelled_caught
+    leader = int(pidfile.read_text())
+    deadline = time.perf_counter() + 2
+    while group_alive(leader) and time.perf_counter() < deadline:
+        await anyio.sleep(0.05)
+    assert not group_alive(leader)
+    assert time.perf_counter() - started < 2
+    assert leader not in live_groups()
+    assert lock_is_free(worktree)
+
+
+async def test_close_is_idempotent_and_the_awaitable_form_works(worktree, run_meta):
+    runner = await create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta)
+    try:
+        await generate_text(runner.model, prompt="x")
+    finally:
+        await runner.close()
+    await runner.close()
+    assert runner.closed
+    assert lock_is_free(worktree)
+    assert not live_groups()
+
+
+async def test_resume_carries_the_session_and_a_stale_one_raises_before_any_process(
+    worktree, run_meta
+):
+    async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta) as runner:
+        first = await generate_text(runner.model, prompt="one")
+        session = runner.session_from(first)
+    assert session is not None
+    async with create_agent_runner(
+        harnesses.echo(), cwd=worktree, run=run_meta, resume=session
+    ) as runner:
+        second = await generate_text(runner.model, prompt="two")
+    assert second.text == "echo: two (turn 2)"
+
+    stale = AgentSessionRef(harness="echo", id="no-such-session", descriptor='{"kind":"echo"}')
+    with capture_logs() as logs, pytest.raises(AgentSessionError) as info:
+        await create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta, resume=stale)
+    assert info.value.session_id == "no-such-session"
+    assert not [e for e in logs if e["event"] == "process.launched"]
+    assert lock_is_free(worktree)
+
+
+async def test_resume_recorded_on_another_kind_is_refused(worktree, run_meta):
+    other = AgentSessionRef(harness="claude", id="abc", descriptor="{}")
+    with pytest.raises(AgentSessionError, match="recorded on the claude harness"):
+        await create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta, resume=other)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "error", "message"),
+    [
+        ("crash", AgentCrashedError, "exited with code 3"),
+        ("garbage", AgentOutputError, r"not JSON \(line 2\)"),
+        ("noresult", AgentOutputError, "without a result"),
+    ],
+)
+async def test_faulty_cli_output_becomes_a_typed_error_and_releases_everything(
+    worktree, run_meta, prompt, error, message
+):
+    with pytest.raises(error, match=message) as info:
+        async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta) as runner:
+            await generate_text(runner.model, prompt=prompt)
+    if isinstance(info.value, AgentCrashedError):
+        assert "simulated crash" in info.value.stderr_tail
+    assert lock_is_free(worktree)
+    assert not live_groups()
+
+
+async def test_a_2mb_output_line_does_not_break_the_reader(worktree, run_meta):
+    async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta) as runner:
+        stream = stream_text(runner.model, prompt="bigline:2000000")
+        sizes = [len(p.text) async for p in stream if isinstance(p, TextDeltaPart)]
+    assert 2_000_000 in sizes
+
+
+async def test_tool_calls_stream_and_change_the_worktree(worktree, run_meta):
+    async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta) as runner:
+        stream = stream_text(runner.model, prompt="write:made.txt:content")
+        calls = [p.call for p in [p async for p in stream] if isinstance(p, ToolCallPart)]
+    assert calls[0].name == "write"
+    assert (worktree / "made.txt").read_text() == "content"
+
+
+class NoModelDescriptor(HarnessDescriptor):
+    kind: Literal["nomodel"] = "nomodel"
+
+
+class NoModelHarness(Harness):
+    kind = "nomodel"
+    display_name = "No model"
+    descriptor_type = NoModelDescriptor
+    has_model = False
+
+
+async def test_a_kind_without_a_model_is_refused_before_anything_is_acquired(
+    worktree, run_meta, monkeypatch
+):
+    registry = Registry()
+    registry.register(NoModelHarness())
+    monkeypatch.setattr(jigs._registry, "_default", [registry])
+    with capture_logs() as logs, pytest.raises(ModelNotAvailableError) as info:
+        await create_agent_runner({"kind": "nomodel"}, cwd=worktree, run=run_meta)
+    assert isinstance(info.value, NotImplementedError)
+    assert "run_agent" in str(info.value)
+    assert [e["event"] for e in logs] == ["runner.resolve"]
+    assert lock_is_free(worktree)
+
+
+async def test_run_agent_runs_a_whole_turn_with_structured_output(worktree, run_meta):
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        answer: int
+
+    result = await run_agent(
+        harness=harnesses.echo(prefix=""), cwd=worktree, prompt="x", run=run_meta
+    )
+    assert result.text == "echo: x (turn 1)"
+    assert result.session is not None
+    from jigs.errors import StructuredOutputError
+
+    with pytest.raises(StructuredOutputError, match="not JSON for Answer"):
+        await run_agent(
+            harness=harnesses.echo(), cwd=worktree, prompt="x", run=run_meta, output=Answer
+        )
+    assert lock_is_free(worktree)
+
+
+async def test_agent_session_resumes_when_the_descriptor_matches_else_starts_fresh(
+    worktree, run_meta
+):
+    first = await run_agent(harness=harnesses.echo(), cwd=worktree, prompt="one", run=run_meta)
+    again = await agent_session(
+        harness=harnesses.echo(),
+        cwd=worktree,
+        run=run_meta,
+        session=first.session,
+        resume_prompt="more",
+        fresh_prompt="fresh",
+    )
+    assert again.text == "echo: more (turn 2)"
+    changed = await agent_session(
+        harness=harnesses.echo(prefix="v2 "),
+        cwd=worktree,
+        run=run_meta,
+        session=first.session,
+        resume_prompt="more",
+        fresh_prompt="fresh",
+    )
+    assert changed.text == "v2 echo: fresh (turn 1)"
+    stale = AgentSessionRef(harness="echo", id="gone", descriptor='{"kind":"echo"}')
+    with capture_logs() as logs:
+        recovered = await agent_session(
+            harness=harnesses.echo(),
+            cwd=worktree,
+            run=run_meta,
+            session=stale,
+            resume_prompt="more",
+            fresh_prompt="fresh",
+        )
+    assert recovered.text == "echo: fresh (turn 1)"
+    assert any(e["event"] == "agent_session.fresh" and "gone" in e["reason"] for e in logs)

@@ -1,0 +1,133 @@
+"""Plugin discovery through real entry points: extra distributions are laid out as dist-info
+folders on PYTHONPATH of a child interpreter, exactly as pip would install them."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+
+def make_dist(site: Path, dist: str, kind: str, module: str, source: str) -> None:
+    info = site / f"{dist.replace('-', '_')}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[jigs.harnesses]\n{kind} = {module}\n")
+    (site / f"{module}.py").write_text(textwrap.dedent(source))
+
+
+GOOD = """
+    from typing import Literal
+    from jigs.descriptors import HarnessDescriptor
+    from jigs.plugin import Harness, hookimpl
+
+    class D(HarnessDescriptor):
+        kind: Literal["KIND"] = "KIND"
+
+    class H(Harness):
+        kind = "KIND"
+        display_name = "KIND"
+        descriptor_type = D
+
+    @hookimpl
+    def jigs_register_harnesses(register):
+        register(H())
+"""
+
+
+def jigs_cli(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = os.environ | {"PYTHONPATH": str(site)} | env
+    return subprocess.run(
+        [sys.executable, "-m", "jigs.cli", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        check=False,
+    )
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    site = tmp_path / "site"
+    site.mkdir()
+    make_dist(site, "jigs-harness-alpha", "alpha", "alpha_plugin", GOOD.replace("KIND", "alpha"))
+    make_dist(site, "jigs-harness-broken", "broken", "broken_plugin", "raise ImportError('boom')\n")
+    return site
+
+
+def listed(site: Path, **env: str) -> dict[str, dict[str, object]]:
+    result = jigs_cli(site, "harnesses", "--json", **env)
+    assert result.returncode == 0, result.stderr
+    return {row["kind"]: row for row in json.loads(result.stdout)}
+
+
+def test_a_broken_plugin_does_not_break_the_others(site):
+    rows = listed(site)
+    assert rows["alpha"]["error"] is None
+    assert rows["alpha"]["distribution"] == "jigs-harness-alpha"
+    assert rows["echo"]["error"] is None
+    error = rows["broken"]["error"]
+    assert isinstance(error, str)
+    assert "jigs-harness-broken" in error
+    assert "broken = broken_plugin" in error
+    assert "ImportError: boom" in error
+
+
+def test_using_a_broken_kind_names_the_failure(site):
+    code = (
+        "from jigs import harnesses\n"
+        "try:\n    harnesses.broken()\n"
+        "except LookupError as e:\n    print(type(e).__name__, e)\n"
+        "print(harnesses.alpha().describe())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=os.environ | {"PYTHONPATH": str(site)},
+    ).stdout
+    assert out.startswith("HarnessNotFoundError the 'broken' harness is installed but its plugin")
+    assert '{"kind":"alpha"}' in out
+
+
+def test_the_same_kind_from_two_distributions_is_refused(site):
+    make_dist(site, "jigs-harness-alpha2", "alpha", "alpha2_plugin", GOOD.replace("KIND", "alpha"))
+    error = listed(site)["alpha"]["error"]
+    assert isinstance(error, str)
+    assert "more than one distribution" in error
+    assert "jigs-harness-alpha" in error
+    assert "jigs-harness-alpha2" in error
+
+
+def test_a_plugin_registering_the_wrong_kind_is_refused(site):
+    make_dist(site, "jigs-harness-liar", "liar", "liar_plugin", GOOD.replace("KIND", "other"))
+    error = listed(site)["liar"]["error"]
+    assert isinstance(error, str)
+    assert "must register exactly one Harness with kind 'liar'" in error
+
+
+def test_jigs_disable_plugins_blocks_named_kinds(site):
+    rows = listed(site, JIGS_DISABLE_PLUGINS="alpha, broken")
+    assert rows["alpha"]["disabled"] is True
+    assert rows["broken"]["disabled"] is True
+    assert "JIGS_DISABLE_PLUGINS" in str(rows["alpha"]["error"])
+    assert rows["echo"]["error"] is None
+
+
+def test_resolving_one_kind_loads_only_that_plugin(site):
+    code = (
+        "import sys\nfrom jigs import harnesses\nharnesses.alpha()\n"
+        "print('broken_plugin' in sys.modules, 'jigs_harness_echo' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=os.environ | {"PYTHONPATH": str(site)},
+    ).stdout
+    assert out.split() == ["False", "False"]
