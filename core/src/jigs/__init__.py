@@ -5,10 +5,10 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs more than jigs itself
 if TYPE_CHECKING:
+    from typing import Any
+
     from jigs import harnesses
     from jigs._types import AgentSessionRef, RunMetadata
     from jigs.errors import JigsError
@@ -32,6 +32,8 @@ def __getattr__(name: str) -> Any:
         module_name, attr = _LAZY[name]
     except KeyError:
         raise AttributeError(f"module 'jigs' has no attribute {name!r}") from None
+    import importlib
+
     module = importlib.import_module(module_name)
     value = module if attr is None else getattr(module, attr)
     globals()[name] = value

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import pluggy
 
@@ -47,6 +47,10 @@ __all__ = [
     "hookimpl",
     "hookspec",
 ]
+
+if TYPE_CHECKING:
+    from jigs.testing._server.server import ModelServer
+    from jigs.testing.plan import DemoPlan
 
 hookspec = pluggy.HookspecMarker("jigs")
 hookimpl = pluggy.HookimplMarker("jigs")
@@ -202,6 +206,11 @@ class Harness(ABC):
         :func:`jigs.executables.installed_dir`) and say what was installed. Kinds whose CLI
         arrives with ``pip install`` need not override it."""
         raise NotImplementedError(f"the {self.kind} harness has no installer")
+
+    def demo_plan(self, server: ModelServer) -> DemoPlan | None:
+        """How this kind runs in ``jigs demo`` and the conformance kit against the local
+        model server (see :class:`jigs.testing.plan.DemoPlan`); None when it cannot."""
+        return None
 
     def session_id(self, result: GenerateResult) -> str | None:
         """The resumable session id in a result (``provider_metadata[kind]["session_id"]``).

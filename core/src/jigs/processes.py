@@ -11,6 +11,7 @@ SIGTERM to the whole group, a grace period, then SIGKILL. Every live group is tr
 from __future__ import annotations
 
 import atexit
+import hashlib
 import contextlib
 import os
 import signal
@@ -18,7 +19,9 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Literal, Self
@@ -33,9 +36,12 @@ __all__ = [
     "DEFAULT_GRACE",
     "MAX_LINE_BYTES",
     "ManagedProcess",
+    "Launch",
     "group_alive",
     "launch",
     "live_groups",
+    "observe_launches",
+    "value_digest",
 ]
 
 #: Seconds between SIGTERM and SIGKILL when stopping a group.
@@ -46,6 +52,36 @@ _STDERR_TAIL = 4000
 
 _groups_lock = threading.Lock()
 _groups: dict[int, str] = {}
+_observers: list[list[Launch]] = []
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """What jigs launched: argv, the environment's names and value digests (never values), cwd
+    and pgid."""
+
+    argv: tuple[str, ...]
+    env_names: frozenset[str]
+    value_digests: frozenset[str]
+    cwd: Path
+    pgid: int
+    owner: str
+
+
+def value_digest(value: str) -> str:
+    """A SHA-256 digest of an environment value, so tests can look for one without holding it."""
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+@contextmanager
+def observe_launches() -> Iterator[list[Launch]]:
+    """Record every launch made while the block runs (used by the conformance kit)."""
+    seen: list[Launch] = []
+    _observers.append(seen)
+    try:
+        yield seen
+    finally:
+        _observers.remove(seen)
 
 
 def live_groups() -> dict[int, str]:
@@ -280,6 +316,9 @@ async def launch(
         env_names=sorted(env),
         seconds=round(time.perf_counter() - started, 4),
     )
+    for seen in _observers:
+        digests = frozenset(value_digest(v) for v in env.values())
+        seen.append(Launch(tuple(argv), frozenset(env), digests, Path(cwd), process.pid, owner))
     return ManagedProcess(
         process,
         argv=argv,

@@ -1,6 +1,6 @@
 """The echo "CLI": prints JSON lines for one turn. Directives in the prompt drive faults.
 
-Directives (space-separated words in the prompt): ``sleep:S``, ``write:NAME:TEXT`` (a file in the
+Directives (space-separated words in the prompt): ``sleep:S``, ``write:NAME:TEXT`` (TEXT URL-quoted; a file in the
 cwd), ``child`` (spawn a grandchild that sleeps, to prove group kills), ``crash`` (exit 3),
 ``garbage`` (a non-JSON line), ``bigline:N`` (an N-byte text line), ``noresult`` (end without a
 result), ``env`` (answer with the sorted environment names), ``pidfile:PATH`` (write own pid).
@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import unquote
 
 
 def emit(event: dict[str, object]) -> None:
@@ -42,7 +43,8 @@ def main() -> int:
         if name == "sleep":
             time.sleep(float(value))
         elif name == "write":
-            fname, _, text = value.partition(":")
+            fname, _, quoted = value.partition(":")
+            text = unquote(quoted)
             (Path.cwd() / fname).write_text(text)
             emit({"type": "tool", "name": "write", "arguments": {"path": fname, "text": text}})
         elif name == "pidfile":

@@ -6,7 +6,8 @@ import json
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
+from urllib.parse import quote
 
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.descriptors import HarnessDescriptor
@@ -22,6 +23,10 @@ from jigs.models import (
     ToolCallPart,
 )
 from jigs.plugin import Harness, HarnessContext, HarnessTarget
+
+if TYPE_CHECKING:
+    from jigs.testing import ModelServer
+    from jigs.testing.plan import DemoPlan
 
 
 class EchoDescriptor(HarnessDescriptor):
@@ -141,6 +146,16 @@ class EchoHarness(Harness):
                 kind="echo",
                 session_id=target.resume.id,
             )
+
+    def demo_plan(self, server: ModelServer) -> DemoPlan:
+        """The echo CLI needs no model server: its "tool calls" are prompt directives."""
+        from jigs.testing.plan import DemoPlan
+
+        return DemoPlan(
+            descriptor=EchoDescriptor(),
+            write_file=lambda _server, path, content: f"write:{path}:{quote(content)}",
+            recall=lambda _server: "recall",
+        )
 
     async def open(self, target: HarnessTarget, ctx: HarnessContext) -> EchoModel:
         assert isinstance(target.descriptor, EchoDescriptor)

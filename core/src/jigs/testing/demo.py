@@ -1,0 +1,217 @@
+"""``jigs demo``: every installed kind, end to end, against the local model server.
+
+For each kind: a scratch git repository, a first turn in which the scripted model has the CLI's
+own tool write a file, and a second turn that resumes the session and answers from its history.
+It prints what jigs did (environment names, the lock, the session, the tool call and its effect on
+disk, the answer, timings). A kind whose CLI is missing gets its ``jigs doctor`` fix, not a
+traceback. Exits non-zero if any installed kind failed. No credentials, no network.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+__all__ = ["KindReport", "main", "run_demo"]
+
+
+@dataclass
+class KindReport:
+    """What the demo saw for one kind."""
+
+    kind: str
+    ok: bool = False
+    skipped: str | None = None
+    error: str | None = None
+    env_names: list[str] = field(default_factory=list)
+    lock: str | None = None
+    lock_released: bool = False
+    session_id: str | None = None
+    resumed_session_id: str | None = None
+    file: str | None = None
+    file_content: str | None = None
+    answers: list[str] = field(default_factory=list)
+    timings: list[float] = field(default_factory=list)
+    model_requests: int = 0
+
+
+@contextmanager
+def _host_env(values: dict[str, str]) -> Any:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _scratch_repo(root: Path, kind: str) -> Path:
+    repo = root / f"demo-{kind}"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "README.md").write_text(f"jigs demo worktree for the {kind} kind\n")
+    return repo
+
+
+async def _install_fix(kind: str) -> str | None:
+    """The failing installation checks of a kind, as one line each, or None when all pass."""
+    from jigs._registry import default_registry
+    from jigs.checks import run_checks
+    from jigs.env import build_env
+
+    harness = default_registry().get(kind)
+    outcomes = await run_checks(harness.installation_checks(build_env([])))
+    failed = [o for o in outcomes if not o.ok]
+    if not failed:
+        return None
+    return "; ".join(f"{o.label}: {o.reason} (fix: {o.repair})" for o in failed)
+
+
+async def _demo_kind(kind: str, root: Path) -> KindReport:
+    from structlog.testing import capture_logs
+
+    from jigs._registry import default_registry
+    from jigs._types import RunMetadata
+    from jigs.errors import JigsError
+    from jigs.steps import run_agent
+    from jigs.testing import ModelServer
+
+    report = KindReport(kind)
+    try:
+        harness = default_registry().get(kind)
+    except JigsError as exc:
+        report.error = str(exc)
+        return report
+    fix = await _install_fix(kind)
+    if fix is not None:
+        report.skipped = fix
+        return report
+    async with ModelServer() as server:
+        plan = harness.demo_plan(server)
+        if plan is None:
+            report.skipped = f"the {kind} harness has no demo plan"
+            return report
+        repo = _scratch_repo(root, kind)
+        run = RunMetadata(workflow_run_id=f"demo-{kind}-{uuid.uuid4().hex[:8]}")
+        name, content = "hello-from-jigs.txt", f"written by the {kind} agent"
+        try:
+            with _host_env(dict(plan.host_env)), capture_logs() as logs:
+                started = time.perf_counter()
+                first = await run_agent(
+                    harness=plan.descriptor,
+                    cwd=repo,
+                    prompt=plan.write_file(server, name, content),
+                    run=run,
+                    agents_env=plan.agents_env,
+                )
+                report.timings.append(time.perf_counter() - started)
+                report.answers.append(first.text)
+                report.session_id = first.session.id if first.session else None
+                written = repo / name
+                report.file = str(written)
+                report.file_content = written.read_text() if written.exists() else None
+                started = time.perf_counter()
+                second = await run_agent(
+                    harness=plan.descriptor,
+                    cwd=repo,
+                    prompt=plan.recall(server),
+                    run=run,
+                    resume=first.session,
+                    agents_env=plan.agents_env,
+                )
+                report.timings.append(time.perf_counter() - started)
+                report.answers.append(second.text)
+                report.resumed_session_id = second.session.id if second.session else None
+        except JigsError as exc:
+            report.error = f"{type(exc).__name__}: {exc}"
+            return report
+        finally:
+            report.model_requests = len(server.model_requests)
+        for event in logs:
+            if event["event"] == "runner.env.built" and not report.env_names:
+                report.env_names = list(event["names"])
+            elif event["event"] == "runner.lock.acquired":
+                report.lock = str(event["lock"])
+            elif event["event"] == "runner.lock.released":
+                report.lock_released = True
+        problems = []
+        if report.file_content != content:
+            problems.append(f"the file {name} was not written by the agent's tool")
+        if report.session_id is None:
+            problems.append("the first turn reported no session")
+        if problems:
+            report.error = "; ".join(problems)
+        else:
+            report.ok = True
+    return report
+
+
+def _print_report(report: KindReport) -> None:
+    print(f"\n== {report.kind}")
+    if report.skipped:
+        print(f"   not run: {report.skipped}")
+        return
+    if report.env_names:
+        print(f"   environment passed (names only): {', '.join(report.env_names)}")
+    if report.lock:
+        released = "released" if report.lock_released else "NOT released"
+        print(f"   worktree lock: {report.lock} (taken, {released})")
+    if report.session_id:
+        print(f"   session: {report.session_id}")
+    if report.file:
+        state = repr(report.file_content) if report.file_content is not None else "missing"
+        print(f"   tool call wrote {report.file}: {state}")
+    for number, (answer, seconds) in enumerate(
+        zip(report.answers, report.timings, strict=False), start=1
+    ):
+        print(f"   turn {number} ({seconds:.2f}s): {answer.strip()[:200]}")
+    if report.resumed_session_id:
+        print(f"   resumed session: {report.resumed_session_id}")
+    if report.model_requests:
+        print(f"   model requests served by the local server: {report.model_requests}")
+    print(f"   result: {'ok' if report.ok else 'FAILED: ' + (report.error or '?')}")
+
+
+async def run_demo(kinds: Sequence[str] | None = None) -> list[KindReport]:
+    """Run the demo for ``kinds`` (default: every installed kind) and return the reports."""
+    from jigs._registry import default_registry
+
+    chosen = list(kinds) if kinds else default_registry().kinds()
+    reports = []
+    with tempfile.TemporaryDirectory(prefix="jigs-demo-") as tmp:
+        root = Path(tmp)
+        for kind in chosen:
+            report = await _demo_kind(kind, root)
+            _print_report(report)
+            reports.append(report)
+    return reports
+
+
+def main(kinds: Sequence[str] | None = None) -> int:
+    """Entry point of ``jigs demo``."""
+    print("jigs demo: every installed harness kind against the local model server (no network)")
+    reports = anyio.run(run_demo, kinds)
+    failed = [r.kind for r in reports if not r.ok]
+    print(f"\n{len(reports) - len(failed)} passed, {len(failed)} failed")
+    if failed:
+        print(f"failed kinds: {', '.join(failed)} (see above; `jigs doctor` shows the fixes)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

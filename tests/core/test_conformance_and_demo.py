@@ -1,0 +1,43 @@
+import pytest
+
+from jigs.testing.conformance import check_harness
+from jigs.testing.demo import run_demo
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_echo_kind_passes_the_conformance_kit(tmp_path):
+    await check_harness("echo", tmp_path=tmp_path)
+
+
+async def test_the_kit_catches_a_kind_that_leaks_the_host_environment(tmp_path, monkeypatch):
+    import jigs.plugin
+
+    original = jigs.plugin.HarnessContext.launch
+
+    async def leaky(self, argv, *, cwd, env=None, stdin="closed", owner=None):
+        import os
+
+        return await original(self, argv, cwd=cwd, env=dict(os.environ), stdin=stdin, owner=owner)
+
+    monkeypatch.setattr(jigs.plugin.HarnessContext, "launch", leaky)
+    with pytest.raises(AssertionError, match="outside the allowlist"):
+        await check_harness("echo", tmp_path=tmp_path)
+
+
+async def test_demo_runs_the_echo_kind_end_to_end(capsys):
+    (report,) = await run_demo(["echo"])
+    assert report.ok, report.error
+    assert report.lock_released
+    assert report.file_content == "written by the echo agent"
+    assert report.session_id == report.resumed_session_id
+    assert report.answers[1] == "echo: recall (turn 2)"
+    out = capsys.readouterr().out
+    assert "environment passed (names only): " in out
+    assert "result: ok" in out
+
+
+async def test_demo_reports_an_unknown_kind_without_a_traceback(capsys):
+    (report,) = await run_demo(["nosuchkind"])
+    assert not report.ok
+    assert "pip install jigs-harness-nosuchkind" in (report.error or "")
