@@ -1,5 +1,4 @@
 import pytest
-
 from jigs.testing.conformance import check_harness
 from jigs.testing.demo import run_demo
 

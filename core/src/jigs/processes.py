@@ -11,8 +11,8 @@ SIGTERM to the whole group, a grace period, then SIGKILL. Every live group is tr
 from __future__ import annotations
 
 import atexit
-import hashlib
 import contextlib
+import hashlib
 import os
 import signal
 import subprocess
@@ -35,8 +35,8 @@ from jigs.errors import AgentOutputError
 __all__ = [
     "DEFAULT_GRACE",
     "MAX_LINE_BYTES",
-    "ManagedProcess",
     "Launch",
+    "ManagedProcess",
     "group_alive",
     "launch",
     "live_groups",

@@ -124,13 +124,18 @@ async def check_harness(
             )
             try:
                 await run_agent(
-                    harness=descriptor, cwd=tree, prompt="x", run=run, resume=stale,
+                    harness=descriptor,
+                    cwd=tree,
+                    prompt="x",
+                    run=run,
+                    resume=stale,
                     agents_env=plan.agents_env,
                 )
             except AgentSessionError as exc:
-                assert exc.session_id == stale.id
+                refused = exc.session_id
             else:
                 raise AssertionError(f"{kind}: a stale resume did not raise AgentSessionError")
+            assert refused == stale.id, f"{kind}: AgentSessionError names {refused}"
             assert not launches, f"{kind}: a stale resume launched {launches[0].argv[0]}"
             assert _lock_free(tree), f"{kind}: a stale resume left the worktree locked"
 
@@ -145,14 +150,14 @@ async def check_harness(
                     raise AssertionError(f"{kind}: create_agent_runner did not refuse")
                 assert not launches, f"{kind}: a refused runner launched a process"
                 assert _lock_free(tree)
-                result = await run_agent(
+                turn = await run_agent(
                     harness=descriptor,
                     cwd=tree,
                     prompt=plan.write_file(server, "conformance.txt", "conformance"),
                     run=run,
                     agents_env=plan.agents_env,
                 )
-                assert result.text, f"{kind}: run_agent returned no text"
+                assert turn.text, f"{kind}: run_agent returned no text"
             else:
                 # 3b. a model: the lock is held while the runner is open, close is idempotent
                 runner = await create_agent_runner(

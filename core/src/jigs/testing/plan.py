@@ -41,8 +41,14 @@ def scripted_recall(server: ModelServer) -> str:
     """The second turn: the model reports how many messages the resumed request carried."""
     from jigs.testing import reply, text
 
-    server.add(reply(lambda req: text(f"I remember: this request carried {req.message_count} "
-                                      f"messages, including the file I wrote.")))
+    server.add(
+        reply(
+            lambda req: text(
+                f"I remember: this request carried {req.message_count} "
+                f"messages, including the file I wrote."
+            )
+        )
+    )
     return "What did you do in the previous turn?"
 
 
