@@ -92,3 +92,9 @@ async def test_a_failing_probe_fails_the_step_with_jit_check_error_before_the_lo
     probe = WorktreeLock(worktree, "x")
     probe.acquire()
     probe.release()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The probe is the mcp SDK's code: one backend is enough here."""
+    return "asyncio"

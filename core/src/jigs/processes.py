@@ -217,10 +217,10 @@ class ManagedProcess:
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             return None
 
-    async def lines(self) -> AsyncIterator[bytes]:
-        """Iterate stdout lines until the stream ends."""
-        while (line := await self.read_line()) is not None:
-            yield line
+    def lines(self) -> AsyncIterator[bytes]:
+        """Iterate stdout lines until the stream ends (a plain iterator, not a generator, so
+        leaving the loop early needs no ``aclosing``)."""
+        return _Lines(self)
 
     async def wait(self) -> int:
         """Wait for the group leader to exit; returns its exit code (negative: a signal)."""
@@ -274,6 +274,20 @@ class ManagedProcess:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+class _Lines:
+    def __init__(self, process: ManagedProcess) -> None:
+        self._process = process
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> bytes:
+        line = await self._process.read_line()
+        if line is None:
+            raise StopAsyncIteration
+        return line
 
 
 async def launch(
