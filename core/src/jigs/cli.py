@@ -61,38 +61,46 @@ def cmd_harnesses(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _doctor(kinds: list[str], cwd: str | None) -> int:
+async def _doctor(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -> int:
     from pathlib import Path
 
+    from jigs._pipeline import agent_env_for
     from jigs._registry import default_registry
-    from jigs.checks import run_checks
+    from jigs.checks import Check, run_checks
     from jigs.env import build_env, find_agents_config
     from jigs.errors import JigsError
+    from jigs.harnesses import load
+    from jigs.plugin import HarnessTarget
 
     registry = default_registry()
     rows: list[list[str]] = []
     failed = 0
     fixes: list[str] = []
+    worktree = Path(cwd).resolve() if cwd is not None else None
     try:
-        config = find_agents_config(Path(cwd or ".").resolve())
+        config = find_agents_config(worktree or Path.cwd())
     except JigsError as exc:
         print(f"FAIL agents.env: {exc}")
         return 1
     for kind in kinds:
         try:
             harness = registry.get(kind)
+            env = build_env([*config.env])
+            checks: list[Check] = list(harness.installation_checks(env))
+            if worktree is not None:
+                descriptor = load({"kind": kind, **settings})
+                env, _ = agent_env_for(harness, descriptor, worktree, None)
+                target = HarnessTarget(descriptor=descriptor, cwd=worktree)
+                checks += harness.descriptor_checks(descriptor, env)
+                checks += harness.jit_checks(target, env)
+                if descriptor.mcp_servers:
+                    from jigs._mcp_probe import mcp_probe_checks
+
+                    checks += mcp_probe_checks(descriptor.mcp_servers, cwd=worktree, env=env)
         except JigsError as exc:
-            rows.append([kind, "plugin", "FAIL", str(exc)])
+            rows.append([kind, "plugin and descriptor", "FAIL", str(exc)])
             failed += 1
             continue
-        env = build_env([*config.env])
-        checks = list(harness.installation_checks(env))
-        if cwd is not None:
-            from jigs.plugin import HarnessTarget
-
-            descriptor = harness.descriptor_type(kind=kind)
-            target = HarnessTarget(descriptor=descriptor, cwd=Path(cwd).resolve())
-            checks += list(harness.jit_checks(target, env))
         for outcome in await run_checks(checks):
             status = "ok" if outcome.ok else "FAIL"
             rows.append([kind, outcome.label, status, outcome.detail or outcome.reason])
@@ -114,7 +122,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from jigs._registry import default_registry
 
     kinds = [args.harness] if args.harness else default_registry().kinds()
-    return anyio.run(_doctor, kinds, args.cwd)
+    return anyio.run(_doctor, kinds, args.cwd, json.loads(args.settings))
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -195,7 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("doctor", help="run installation checks (and JIT checks with --cwd)")
     p.add_argument("--harness", metavar="KIND")
-    p.add_argument("--cwd", metavar="DIR", help="also run the checks that need this worktree")
+    p.add_argument(
+        "--cwd", metavar="DIR", help="also run the just-in-time checks and MCP probes here"
+    )
+    p.add_argument("--settings", default="{}", help="descriptor settings as JSON (with --cwd)")
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("run", help="run one agent turn and print the answer")
