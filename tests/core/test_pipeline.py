@@ -347,6 +347,24 @@ async def test_run_agent_runs_a_whole_turn_with_structured_output(worktree, run_
     assert result.session is not None
     from jigs.errors import StructuredOutputError
 
+    good = await run_agent(
+        harness=harnesses.echo(),
+        cwd=worktree,
+        prompt='json:{"answer":%2042}',
+        run=run_meta,
+        output=Answer,
+    )
+    assert good.output == Answer(answer=42)
+    with capture_logs() as logs:
+        fixed = await run_agent(
+            harness=harnesses.echo(),
+            cwd=worktree,
+            prompt='jsonlater:{"answer":7}',
+            run=run_meta,
+            output=Answer,
+        )
+    assert fixed.output == Answer(answer=7)
+    assert [e["event"] for e in logs].count("runner.lock.acquired") == 2  # asked again, resumed
     with pytest.raises(StructuredOutputError, match="not JSON for Answer"):
         await run_agent(
             harness=harnesses.echo(), cwd=worktree, prompt="x", run=run_meta, output=Answer

@@ -32,6 +32,7 @@ from jigs.errors import (
     AgentSessionError,
     JitCheckError,
     ModelNotAvailableError,
+    StructuredOutputError,
     WorktreeBusyError,
 )
 from jigs.models._functions import parse_output
@@ -259,50 +260,69 @@ async def run_agent(
 ) -> AgentResult[Any]:
     """Run one whole agent turn in ``cwd`` for any kind, with or without a model.
 
-    With ``output`` (a pydantic model) the answer is validated into it
-    (:class:`~jigs.errors.StructuredOutputError` when it does not fit). Raises what
+    With ``output`` (a pydantic model) the answer is validated into it. An answer that does not
+    fit is sent back once ("Your answer was rejected: ..."), resuming the turn's session when it
+    has one; a second misfit raises :class:`~jigs.errors.StructuredOutputError`. Raises what
     :func:`create_agent_runner` raises, except that kinds without a model are supported.
     """
-    async with AsyncExitStack() as stack:
-        prepared = await prepare(
-            harness,
-            cwd=cwd,
-            run=run,
-            resume=resume,
-            agents_env=agents_env,
-            need_model=False,
-            stack=stack,
+    schema = output.model_json_schema() if output is not None else None
+
+    async def once(prompt: str, resume: AgentSessionRef | None) -> AgentResult[Any]:
+        async with AsyncExitStack() as stack:
+            prepared = await prepare(
+                harness,
+                cwd=cwd,
+                run=run,
+                resume=resume,
+                agents_env=agents_env,
+                need_model=False,
+                stack=stack,
+            )
+            turn = await prepared.harness.run(
+                AgentRequest(
+                    target=prepared.target,
+                    prompt=prompt,
+                    output_schema=schema,
+                    provider_options=provider_options or {},
+                ),
+                prepared.ctx,
+            )
+        session = (
+            AgentSessionRef(
+                harness=prepared.harness.kind,
+                id=turn.session_id,
+                descriptor=prepared.target.descriptor.describe(),
+            )
+            if turn.session_id
+            else None
         )
-        schema = output.model_json_schema() if output is not None else None
-        turn = await prepared.harness.run(
-            AgentRequest(
-                target=prepared.target,
-                prompt=prompt,
-                output_schema=schema,
-                provider_options=provider_options or {},
-            ),
-            prepared.ctx,
+        return AgentResult(
+            text=turn.text,
+            session=session,
+            output=turn.output,
+            usage=turn.usage,
+            provider_metadata=turn.provider_metadata,
         )
-    kind = prepared.harness.kind
-    session = (
-        AgentSessionRef(
-            harness=kind, id=turn.session_id, descriptor=prepared.target.descriptor.describe()
-        )
-        if turn.session_id
-        else None
-    )
-    parsed = None
-    if output is not None:
-        parsed = parse_output(
-            output,
-            GenerateResult(text=turn.text, output=turn.output),
-        )
+
+    result = await once(prompt, resume)
+    if output is None:
+        return result
+    try:
+        parsed = parse_output(output, GenerateResult(text=result.text, output=result.output))
+    except StructuredOutputError as exc:
+        rejection = f"Your answer was rejected:\n{exc}\n\nAnswer again, fixing that."
+        logger.info("run_agent.output.rejected", error=str(exc)[:200])
+        if result.session is not None:
+            result = await once(rejection, result.session)
+        else:
+            result = await once(f"{prompt}\n\n{rejection}", resume)
+        parsed = parse_output(output, GenerateResult(text=result.text, output=result.output))
     return AgentResult(
-        text=turn.text,
-        session=session,
+        text=result.text,
+        session=result.session,
         output=parsed,
-        usage=turn.usage,
-        provider_metadata=turn.provider_metadata,
+        usage=result.usage,
+        provider_metadata=result.provider_metadata,
     )
 
 

@@ -3,7 +3,9 @@
 Directives (space-separated words in the prompt): ``sleep:S``, ``write:NAME:TEXT`` (TEXT URL-quoted; a file in the
 cwd), ``child`` (spawn a grandchild that sleeps, to prove group kills), ``crash`` (exit 3),
 ``garbage`` (a non-JSON line), ``bigline:N`` (an N-byte text line), ``noresult`` (end without a
-result), ``env`` (answer with the sorted environment names), ``pidfile:PATH`` (write own pid).
+result), ``env`` (answer with the sorted environment names), ``pidfile:PATH`` (write own pid),
+``json:TEXT`` (answer exactly TEXT, URL-quoted), ``jsonlater:TEXT`` (answer TEXT in a later,
+resumed turn: how tests make a first answer misfit and the re-asked one fit).
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ def main() -> int:
     history: list[str] = json.loads(path.read_text()) if args.resume else []
     emit({"type": "start", "session_id": session_id, "pid": os.getpid()})
     answer = f"{args.prefix}echo: {args.prompt} (turn {len(history) + 1})"
+    for earlier in history:
+        for word in earlier.split():
+            if word.startswith("jsonlater:"):
+                answer = unquote(word.removeprefix("jsonlater:"))
     for word in args.prompt.split():
         name, _, value = word.partition(":")
         if name == "sleep":
@@ -62,6 +68,8 @@ def main() -> int:
             emit({"type": "text", "text": "x" * int(value)})
         elif name == "noresult":
             return 0
+        elif name == "json":
+            answer = unquote(value)
         elif name == "env":
             answer = " ".join(sorted(os.environ))
     history.append(args.prompt)
