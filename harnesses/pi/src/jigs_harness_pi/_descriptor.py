@@ -1,0 +1,203 @@
+"""The ``pi`` descriptor and its model sources: plain data, credentials named by variable.
+
+A Pi descriptor says which model endpoint Pi talks to (:class:`OpenAICompatible`,
+:class:`AnthropicCompatible` or :class:`OpenRouter`), optional thinking level, tool allowlist,
+retries and context-file discovery. It never holds a key: ``api_key_env`` names the step-side
+variable, and the generated ``models.json`` refers to that name (``"$NAME"``), never its value.
+
+MCP servers are not supported for Pi yet: a Pi descriptor with ``mcp_servers`` is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, ClassVar, Literal
+
+from jigs.descriptors import HarnessDescriptor
+from jigs.errors import DescriptorError
+from jigs.mcp import ENV_NAME_PATTERN, looks_like_secret
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "AnthropicCompatible",
+    "ModelSource",
+    "OpenAICompatible",
+    "OpenRouter",
+    "PiDescriptor",
+    "ThinkingLevel",
+]
+
+ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"]
+
+_PROVIDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_*+-][A-Za-z0-9_.*:-]{0,127}$")
+#: Provider ids Pi ships; a custom endpoint must not silently change one of them.
+_BUILTIN_PROVIDERS = frozenset(
+    {"anthropic", "openai", "openrouter", "google", "openai-codex", "groq", "xai", "mistral"}
+)
+#: A compat hint is a flat value (Pi's ``compat`` fields are booleans, strings and numbers).
+CompatValue = bool | int | float | str
+
+
+def _env_name(value: str, where: str) -> str:
+    if ENV_NAME_PATTERN.fullmatch(value):
+        return value
+    if looks_like_secret(value):
+        raise ValueError(
+            f"{where} looks like a secret value; name the step-side environment variable that "
+            f"holds it instead (the value is not shown)"
+        )
+    raise ValueError(f"{where} must name a step-side environment variable, got {value!r}")
+
+
+class _Source(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: The model id sent to the API.
+    model: str = Field(min_length=1, max_length=200)
+
+    def key_env(self) -> str | None:
+        raise NotImplementedError
+
+
+class _Endpoint(_Source):
+    #: Pi's provider id for this endpoint (``--model <name>/<model>``).
+    name: str = "jigs"
+    #: The API base URL (``http(s)://...``), without credentials.
+    base_url: str = Field(pattern=r"^https?://")
+    #: The step-side variable holding the API key; None for endpoints without auth.
+    api_key_env: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _provider_name(cls, value: str) -> str:
+        if not _PROVIDER_NAME.fullmatch(value):
+            raise ValueError(f"provider name {value!r} must match {_PROVIDER_NAME.pattern}")
+        if value in _BUILTIN_PROVIDERS:
+            raise ValueError(
+                f"provider name {value!r} is one of Pi's built-in providers; choose another name"
+            )
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_name(cls, value: str | None) -> str | None:
+        return None if value is None else _env_name(value, "api_key_env")
+
+    @field_validator("base_url")
+    @classmethod
+    def _no_userinfo(cls, value: str) -> str:
+        if "@" in value.split("//", 1)[1].split("/", 1)[0]:
+            raise ValueError("base_url must not embed credentials; name them with api_key_env")
+        return value
+
+    def key_env(self) -> str | None:
+        return self.api_key_env
+
+
+class OpenAICompatible(_Endpoint):
+    """An OpenAI-compatible endpoint (Chat Completions or Responses)."""
+
+    type: Literal["openai-compatible"] = "openai-compatible"
+    #: Which OpenAI wire format the endpoint speaks.
+    api: Literal["chat-completions", "responses"] = "chat-completions"
+    #: Pi ``compat`` hints (see Pi's models.json reference), e.g. ``{"supportsStore": False}``.
+    compat: dict[str, CompatValue] = Field(default_factory=dict)
+    context_window: int | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    reasoning: bool = False
+
+
+class AnthropicCompatible(_Endpoint):
+    """An endpoint speaking the Anthropic Messages API."""
+
+    type: Literal["anthropic-compatible"] = "anthropic-compatible"
+    compat: dict[str, CompatValue] = Field(default_factory=dict)
+    context_window: int | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    reasoning: bool = False
+
+
+class OpenRouter(_Source):
+    """OpenRouter through Pi's built-in ``openrouter`` provider."""
+
+    type: Literal["openrouter"] = "openrouter"
+    api_key_env: str = "OPENROUTER_API_KEY"
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_name(cls, value: str) -> str:
+        return _env_name(value, "api_key_env")
+
+    def key_env(self) -> str | None:
+        return self.api_key_env
+
+
+ModelSource = Annotated[
+    OpenAICompatible | AnthropicCompatible | OpenRouter, Field(discriminator="type")
+]
+
+
+class PiDescriptor(HarnessDescriptor):
+    """Settings of the ``pi`` kind (Pi coding agent 1.x, run as ``pi --mode json``)."""
+
+    policy_keys: ClassVar[dict[str, str]] = {
+        "extensions": "extensions run code inside Pi and could bring tools, env or MCP servers "
+        "from outside the step",
+        "packages": "Pi packages could bring extensions, skills or MCP servers from outside "
+        "the step",
+        "approve": "project-local Pi files are ignored as policy (--no-approve)",
+        "session_dir": "jigs keeps Pi sessions in the run's state directory",
+        "agent_dir": "jigs gives each invocation a private PI_CODING_AGENT_DIR",
+    }
+
+    kind: Literal["pi"] = "pi"
+    #: Where the model runs.
+    model: ModelSource
+    #: Pi's thinking level (``--thinking``); None keeps Pi's default for the model.
+    thinking: ThinkingLevel | None = None
+    #: Tool allowlist (``--tools``); None keeps Pi's defaults (read, bash, edit, write).
+    tools: tuple[str, ...] | None = None
+    #: Agent-level retries of transient provider failures (0: off, so failures are fast).
+    retries: int = Field(default=0, ge=0, le=10)
+    #: Load AGENTS.md / CLAUDE.md context files from the worktree (off by default).
+    context_files: bool = False
+    #: Skill files or directories to load (``--skill``); discovery stays off.
+    skills: tuple[str, ...] = ()
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_names(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for name in value or ():
+            if not _TOOL_NAME.fullmatch(name):
+                raise ValueError(f"tool name {name!r} is not a Pi tool name")
+        return value
+
+    def __init__(self, /, **data: Any) -> None:
+        servers = data.get("mcp_servers")
+        if servers:
+            names = ", ".join(sorted(map(str, servers))) if isinstance(servers, dict) else "?"
+            raise DescriptorError(
+                f"MCP servers are not supported for Pi yet (declared: {names}); remove "
+                f"mcp_servers from the pi descriptor, or run this step on the claude or codex "
+                f"kind",
+                kind="pi",
+                key="mcp_servers",
+            )
+        super().__init__(**data)
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain JSON-ready data; the model source keeps its ``type`` (it picks the class)."""
+        data = super().to_data()
+        data["model"] = self.model.model_dump(mode="json", exclude_defaults=True) | {
+            "type": self.model.type
+        }
+        return data
+
+    def env_names(self) -> frozenset[str]:
+        """The model key's variable name (and, later, MCP credentials)."""
+        names = set(super().env_names())
+        key = self.model.key_env()
+        if key:
+            names.add(key)
+        return frozenset(names)

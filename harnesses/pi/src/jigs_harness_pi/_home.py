@@ -1,0 +1,114 @@
+"""The private ``PI_CODING_AGENT_DIR`` of one invocation: ``settings.json`` and ``models.json``.
+
+Nothing secret is ever written: an API key appears in ``models.json`` only as Pi's environment
+reference ``"$NAME"`` (the variable's name), which Pi resolves at request time. ``settings.json``
+turns off packages and extension resources, install telemetry, and sets retries as the descriptor
+says (off by default, so a dead endpoint fails in well under a second). The shell tool gets a
+prefix that unsets the key variable, so a command the model runs cannot print the key.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from jigs_harness_pi._descriptor import (
+    AnthropicCompatible,
+    OpenAICompatible,
+    OpenRouter,
+    PiDescriptor,
+)
+
+__all__ = ["OPENROUTER_BASE_URL", "PiHome", "model_flag", "models_json", "settings_json"]
+
+OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
+_FREE = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
+
+
+def model_flag(descriptor: PiDescriptor) -> str:
+    """The ``--model`` value: ``<provider>/<model id>``."""
+    source = descriptor.model
+    provider = "openrouter" if isinstance(source, OpenRouter) else source.name
+    return f"{provider}/{source.model}"
+
+
+def models_json(descriptor: PiDescriptor) -> dict[str, Any]:
+    """Pi's ``models.json`` for the descriptor's model source (keys by variable name only)."""
+    source = descriptor.model
+    model: dict[str, Any] = {"id": source.model, "cost": dict(_FREE)}
+    if isinstance(source, OpenRouter):
+        provider: dict[str, Any] = {
+            "baseUrl": OPENROUTER_BASE_URL,
+            "api": "openai-completions",
+            "apiKey": f"${source.api_key_env}",
+            "models": [model],
+        }
+        return {"providers": {"openrouter": provider}}
+    if isinstance(source, OpenAICompatible):
+        api = "openai-completions" if source.api == "chat-completions" else "openai-responses"
+    else:
+        assert isinstance(source, AnthropicCompatible)
+        api = "anthropic-messages"
+    if source.context_window is not None:
+        model["contextWindow"] = source.context_window
+    if source.max_tokens is not None:
+        model["maxTokens"] = source.max_tokens
+    if source.reasoning:
+        model["reasoning"] = True
+    provider = {
+        "baseUrl": source.base_url,
+        "api": api,
+        # Pi needs some key to call a provider; an endpoint without auth gets a dummy one.
+        "apiKey": f"${source.api_key_env}" if source.api_key_env else "jigs-no-key",
+        "models": [model],
+    }
+    if source.compat:
+        provider["compat"] = dict(source.compat)
+    return {"providers": {source.name: provider}}
+
+
+def settings_json(descriptor: PiDescriptor) -> dict[str, Any]:
+    """Pi's ``settings.json``: no packages or resources, retries as asked, key unset in tools."""
+    retry: dict[str, Any] = (
+        {"enabled": True, "maxRetries": descriptor.retries}
+        if descriptor.retries
+        else {"enabled": False}
+    )
+    settings: dict[str, Any] = {
+        "packages": [],
+        "extensions": [],
+        "skills": [],
+        "prompts": [],
+        "themes": [],
+        "retry": retry,
+        "enableInstallTelemetry": False,
+        "quietStartup": True,
+    }
+    key = descriptor.model.key_env()
+    if key:
+        settings["shellCommandPrefix"] = f"unset {key}"
+    return settings
+
+
+class PiHome:
+    """A fresh private agent dir; :meth:`remove` deletes it (registered on the context)."""
+
+    def __init__(self, descriptor: PiDescriptor) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="jigs-pi-agent-"))
+        try:
+            self._write("settings.json", settings_json(descriptor))
+            self._write("models.json", models_json(descriptor))
+        except BaseException:
+            self.remove()
+            raise
+
+    def _write(self, name: str, data: dict[str, Any]) -> None:
+        target = self.path / name
+        target.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        target.chmod(0o600)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
