@@ -54,7 +54,10 @@ def main() -> None:
     base = timed_python("pass", args.runs)
     rows = [
         ("import jigs", timed_python("import jigs", args.runs)),
-        ("import jigs.steps, jigs.models", timed_python("import jigs.steps, jigs.models", args.runs)),
+        (
+            "import jigs.steps, jigs.models",
+            timed_python("import jigs.steps, jigs.models", args.runs),
+        ),
         (
             "resolve one kind (harnesses.echo())",
             timed_python("from jigs import harnesses; harnesses.echo()", args.runs),
@@ -63,10 +66,14 @@ def main() -> None:
     trip = anyio.run(round_trips, args.runs)
     print(f"baseline python -c pass: {base * 1000:.1f} ms (median of {args.runs})")
     for label, seconds in rows:
-        print(f"{label:<40} {seconds * 1000:7.1f} ms  ratio {seconds / base:5.2f}x  "
-              f"(+{(seconds - base) * 1000:.1f} ms)")
-    print(f"{'create_agent_runner + close (in process)':<40} {trip * 1000:7.1f} ms  "
-          f"ratio {trip / base:5.2f}x of python -c pass")
+        print(
+            f"{label:<40} {seconds * 1000:7.1f} ms  ratio {seconds / base:5.2f}x  "
+            f"(+{(seconds - base) * 1000:.1f} ms)"
+        )
+    print(
+        f"{'create_agent_runner + close (in process)':<40} {trip * 1000:7.1f} ms  "
+        f"ratio {trip / base:5.2f}x of python -c pass"
+    )
 
 
 if __name__ == "__main__":

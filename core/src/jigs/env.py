@@ -67,7 +67,7 @@ RESERVED_AGENT_ENV: Mapping[str, str] = {
     "OPENROUTER_API_KEY": "selects a model credential; name it on the descriptor's model source",
     "ANTHROPIC_BASE_URL": "selects a model endpoint; set base_url on the descriptor",
     "OPENAI_BASE_URL": "selects a model endpoint; set base_url on the descriptor",
-    "CLAUDE_CONFIG_DIR": "is set by jigs for the claude kind",
+    "CLAUDE_CONFIG_DIR": "is passed to the claude kind by the kind itself (the operator's login)",
     "CODEX_HOME": "is set by jigs: every Codex invocation gets a private home",
     "PI_CODING_AGENT_DIR": "is set by jigs: every Pi invocation gets a private agent dir",
 }

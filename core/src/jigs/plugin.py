@@ -100,6 +100,7 @@ class HarnessContext:
             cwd=cwd,
             env=self.env if env is None else env,
             stdin=stdin,
+            kind=self.kind,
             owner=owner or f"{self.kind} for run {self.run.workflow_run_id}",
         )
         self.processes.append(process)

@@ -160,12 +160,14 @@ class ManagedProcess:
         *,
         argv: Sequence[str],
         owner: str,
+        kind: str,
         stderr_file: IO[bytes],
         max_line_bytes: int,
     ) -> None:
         self._process = process
         self.argv = tuple(argv)
         self.owner = owner
+        self.kind = kind
         self.pid = process.pid
         self.pgid = process.pid  # start_new_session: the child leads its own group
         self._stderr = stderr_file
@@ -211,8 +213,9 @@ class ManagedProcess:
             return rest or None
         except anyio.DelimiterNotFound:
             raise AgentOutputError(
-                f"{self.owner} printed a line longer than {self._max_line} bytes",
-                kind=self.owner,
+                f"{self.owner} printed a line longer than {self._max_line} bytes; jigs stopped "
+                f"reading it (a harness bug or garbage output)",
+                kind=self.kind,
             ) from None
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             return None
@@ -296,6 +299,7 @@ async def launch(
     cwd: Path,
     env: Mapping[str, str],
     owner: str,
+    kind: str = "unknown",
     stdin: Literal["closed", "pipe"] = "closed",
     stdout: Literal["pipe", "discard"] = "pipe",
     max_line_bytes: int = MAX_LINE_BYTES,
@@ -337,6 +341,7 @@ async def launch(
         process,
         argv=argv,
         owner=owner,
+        kind=kind,
         stderr_file=stderr_file,
         max_line_bytes=max_line_bytes,
     )

@@ -68,14 +68,20 @@ def _scratch_repo(root: Path, kind: str) -> Path:
     return repo
 
 
-async def _install_fix(kind: str) -> str | None:
-    """The failing installation checks of a kind, as one line each, or None when all pass."""
+async def _install_fix(kind: str, agents_env: Sequence[str]) -> str | None:
+    """The kind's CLI check (``harness.<kind>-cli``, under the environment its demo step gets)
+    as one line, or None when it passes. A login is not needed: demo descriptors name a key."""
     from jigs._registry import default_registry
     from jigs.checks import run_checks
     from jigs.env import build_env
 
     harness = default_registry().get(kind)
-    outcomes = await run_checks(harness.installation_checks(build_env([])))
+    checks = [
+        c
+        for c in harness.installation_checks(build_env(agents_env))
+        if c.id == f"harness.{kind}-cli"
+    ]
+    outcomes = await run_checks(checks)
     failed = [o for o in outcomes if not o.ok]
     if not failed:
         return None
@@ -97,14 +103,15 @@ async def _demo_kind(kind: str, root: Path) -> KindReport:
     except JigsError as exc:
         report.error = str(exc)
         return report
-    fix = await _install_fix(kind)
-    if fix is not None:
-        report.skipped = fix
-        return report
     async with ModelServer() as server:
         plan = harness.demo_plan(server)
         if plan is None:
             report.skipped = f"the {kind} harness has no demo plan"
+            return report
+        with _host_env(dict(plan.host_env)):
+            fix = await _install_fix(kind, plan.agents_env)
+        if fix is not None:
+            report.skipped = fix
             return report
         repo = _scratch_repo(root, kind)
         run = RunMetadata(workflow_run_id=f"demo-{kind}-{uuid.uuid4().hex[:8]}")
@@ -191,14 +198,21 @@ async def run_demo(kinds: Sequence[str] | None = None) -> list[KindReport]:
     """Run the demo for ``kinds`` (default: every installed kind) and return the reports."""
     from jigs._registry import default_registry
 
+    from jigs._paths import data_dir
+
     chosen = list(kinds) if kinds else default_registry().kinds()
     reports = []
     with tempfile.TemporaryDirectory(prefix="jigs-demo-") as tmp:
         root = Path(tmp)
-        for kind in chosen:
-            report = await _demo_kind(kind, root)
-            _print_report(report)
-            reports.append(report)
+        home = root / "home"
+        home.mkdir()
+        # A scratch HOME keeps the agents' own files (transcripts, shell snapshots) out of the
+        # operator's; the jigs data dir (installed CLIs, locks) stays where it is.
+        with _host_env({"JIGS_DATA_DIR": str(data_dir()), "HOME": str(home)}):
+            for kind in chosen:
+                report = await _demo_kind(kind, root)
+                _print_report(report)
+                reports.append(report)
     return reports
 
 

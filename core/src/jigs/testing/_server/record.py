@@ -52,7 +52,7 @@ class RecordedRequest:
     wire: WireFormat
     header_names: tuple[str, ...]
     user_agent: str | None
-    body: Any
+    body: Any = field(repr=False)
     model: str | None
     message_count: int
     stream: bool

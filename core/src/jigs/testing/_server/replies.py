@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -116,17 +116,18 @@ class Reply:
         return "tool_calls" if self.tool_calls else "text"
 
 
-ReplyFunction: TypeAlias = "Callable[[RecordedRequest], Reply | str]"
+ReplyFunction: TypeAlias = "Callable[[RecordedRequest], Reply | str | Awaitable[Reply | str]]"
+"""What :func:`reply` takes: a function (plain or ``async``) of the recorded request."""
 
 
 @dataclass(frozen=True, slots=True)
 class DynamicReply:
     """A reply computed from the request when it arrives.
 
-    ``function`` receives the :class:`~jigs.testing.RecordedRequest` and returns a
-    :class:`Reply` or a string (taken as :func:`text`). ``delay`` is added to the returned
-    reply's own delay. If the function raises, the request gets an HTTP 500 API error naming the
-    exception and the failure is kept in ``ModelServer.failures``.
+    ``function`` receives the :class:`~jigs.testing.RecordedRequest` and returns (or, if it is
+    ``async``, resolves to) a :class:`Reply` or a string (taken as :func:`text`). ``delay`` is
+    added to the returned reply's own delay. If the function raises, the request gets an HTTP
+    500 API error naming the exception and the failure is kept in ``ModelServer.failures``.
     """
 
     function: ReplyFunction
@@ -139,7 +140,8 @@ class DynamicReply:
 
 
 ScriptEntry: TypeAlias = Reply | DynamicReply
-ScriptItem: TypeAlias = "Reply | DynamicReply | str | Callable[[RecordedRequest], Reply | str]"
+ScriptItem: TypeAlias = "Reply | DynamicReply | str | ReplyFunction"
+"""What a script accepts: a reply, a str (taken as :func:`text`) or a reply function."""
 
 
 def _check_delay(delay: float) -> float:
@@ -302,7 +304,9 @@ def error(
     if isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599:
         raise ValueError(f"error status must be an int in 400..599, not {status!r}")
     return Reply(
-        error=ErrorSpec(status=status, message=str(message), type=type, code=code, in_stream=in_stream),
+        error=ErrorSpec(
+            status=status, message=str(message), type=type, code=code, in_stream=in_stream
+        ),
         delay=_check_delay(delay),
         cut_after=_check_cut_after(cut_after),
     )

@@ -1,0 +1,80 @@
+"""Test helpers for jigs: a scripted loopback model server that real agent CLIs can talk to.
+
+``ModelServer`` speaks the Anthropic Messages, OpenAI Responses and Chat Completions APIs
+(streamed or not) on 127.0.0.1, answers each model request with the next reply of a script
+(:func:`text`, :func:`tool_call`, :func:`tool_calls`, :func:`error`, :func:`reply`), logs every
+request without header values, and refuses outside connections when used as ``HTTPS_PROXY``.
+
+Importing this package is cheap: the server modules load on first use of a name.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs more than this module
+if TYPE_CHECKING:
+    from ._server.record import RecordedRequest, WireFormat
+    from ._server.replies import (
+        DynamicReply,
+        ErrorSpec,
+        Reply,
+        ToolCall,
+        error,
+        reply,
+        text,
+        tool_call,
+        tool_calls,
+    )
+    from ._server.script import Script
+    from ._server.script_file import ScriptError, load_script
+    from ._server.server import ModelServer
+
+__all__ = [
+    "DynamicReply",
+    "ErrorSpec",
+    "ModelServer",
+    "RecordedRequest",
+    "Reply",
+    "Script",
+    "ScriptError",
+    "ToolCall",
+    "WireFormat",
+    "error",
+    "load_script",
+    "reply",
+    "text",
+    "tool_call",
+    "tool_calls",
+]
+
+_WHERE = {
+    "DynamicReply": "replies",
+    "ErrorSpec": "replies",
+    "Reply": "replies",
+    "ToolCall": "replies",
+    "error": "replies",
+    "reply": "replies",
+    "text": "replies",
+    "tool_call": "replies",
+    "tool_calls": "replies",
+    "RecordedRequest": "record",
+    "WireFormat": "record",
+    "Script": "script",
+    "ScriptError": "script_file",
+    "load_script": "script_file",
+    "ModelServer": "server",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}._server.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

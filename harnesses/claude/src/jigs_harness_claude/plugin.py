@@ -1,0 +1,14 @@
+"""Entry point module of the claude kind (``[project.entry-points."jigs.harnesses"]``)."""
+
+from collections.abc import Callable
+
+from jigs.plugin import Harness, hookimpl
+
+from jigs_harness_claude._harness import ClaudeHarness
+
+__all__ = ["jigs_register_harnesses"]
+
+
+@hookimpl
+def jigs_register_harnesses(register: Callable[[Harness], None]) -> None:
+    register(ClaudeHarness())
