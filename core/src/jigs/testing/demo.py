@@ -196,9 +196,8 @@ def _print_report(report: KindReport) -> None:
 
 async def run_demo(kinds: Sequence[str] | None = None) -> list[KindReport]:
     """Run the demo for ``kinds`` (default: every installed kind) and return the reports."""
-    from jigs._registry import default_registry
-
     from jigs._paths import data_dir
+    from jigs._registry import default_registry
 
     chosen = list(kinds) if kinds else default_registry().kinds()
     reports = []
