@@ -6,14 +6,13 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 from typing import Literal
 
 import anyio
 import jigs._registry
 import pytest
 from jigs import AgentSessionRef, RunMetadata, harnesses
-from jigs._lock import lock_path_for
+from jigs._lock import lock_path_for, worktree_locked
 from jigs._registry import Registry
 from jigs.descriptors import HarnessDescriptor
 from jigs.errors import (
@@ -40,18 +39,6 @@ def pid_alive(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
     except OSError:
         return False
-
-
-def lock_is_free(worktree: Path) -> bool:
-    from jigs._lock import WorktreeLock
-
-    probe = WorktreeLock(worktree, "probe")
-    try:
-        probe.acquire()
-    except WorktreeBusyError:
-        return False
-    probe.release()
-    return True
 
 
 async def test_stages_run_in_order_and_each_logs_run_id_kind_and_duration(worktree, run_meta):
@@ -119,7 +106,7 @@ async def test_agents_env_refuses_reserved_names_before_anything_runs(worktree, 
         await create_agent_runner(
             harnesses.echo(), cwd=worktree, run=run_meta, agents_env=["OPENAI_API_KEY"]
         )
-    assert lock_is_free(worktree)
+    assert not worktree_locked(worktree)
 
 
 async def test_agents_env_is_read_from_the_factory_pyproject(tmp_path, run_meta, monkeypatch):
@@ -141,7 +128,7 @@ async def test_a_second_runner_on_the_same_worktree_fails_at_once(worktree, run_
         assert info.value.holder_run_id == run_meta.workflow_run_id
         assert str(worktree) in str(info.value)
         assert run_meta.workflow_run_id in str(info.value)
-    assert lock_is_free(worktree)
+    assert not worktree_locked(worktree)
 
 
 HOLDER = textwrap.dedent(
@@ -200,7 +187,7 @@ async def test_a_failed_jit_check_raises_before_the_lock_is_taken(worktree, run_
     assert "not today" in str(info.value)
     assert info.value.failures[0].repair.startswith("remove ")
     assert "runner.lock.acquired" not in [e["event"] for e in logs]
-    assert lock_is_free(worktree)
+    assert not worktree_locked(worktree)
 
 
 async def test_cancelling_a_step_stops_the_whole_process_group_within_2s(
@@ -232,7 +219,7 @@ async def test_cancelling_a_step_stops_the_whole_process_group_within_2s(
     assert not group_alive(leader)
     assert time.perf_counter() - started < 2
     assert leader not in live_groups()
-    assert lock_is_free(worktree)
+    assert not worktree_locked(worktree)
 
 
 async def test_close_is_idempotent_and_the_awaitable_form_works(worktree, run_meta):
@@ -243,7 +230,7 @@ async def test_close_is_idempotent_and_the_awaitable_form_works(worktree, run_me
         await runner.close()
     await runner.close()
     assert runner.closed
-    assert lock_is_free(worktree)
+    assert not worktree_locked(worktree)
     assert not live_groups()
 
 
@@ -265,7 +252,7 @@ async def test_resume_carries_the_session_and_a_stale_one_raises_before_any_proc
         await create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta, resume=stale)
     assert info.value.session_id == "no-such-session"
     assert not [e for e in logs if e["event"] == "process.launched"]
-    assert lock_is_free(worktree)
+    assert not worktree_locked(worktree)
 
 
 async def test_resume_recorded_on_another_kind_is_refused(worktree, run_meta):
@@ -290,7 +277,7 @@ async def test_faulty_cli_output_becomes_a_typed_error_and_releases_everything(
             await generate_text(runner.model, prompt=prompt)
     if isinstance(info.value, AgentCrashedError):
         assert "simulated crash" in info.value.stderr_tail
-    assert lock_is_free(worktree)
+    assert not worktree_locked(worktree)
     assert not live_groups()
 
 
@@ -331,7 +318,7 @@ async def test_a_kind_without_a_model_is_refused_before_anything_is_acquired(
     assert isinstance(info.value, NotImplementedError)
     assert "run_agent" in str(info.value)
     assert [e["event"] for e in logs] == ["runner.resolve"]
-    assert lock_is_free(worktree)
+    assert not worktree_locked(worktree)
 
 
 async def test_run_agent_runs_a_whole_turn_with_structured_output(worktree, run_meta):
@@ -369,7 +356,7 @@ async def test_run_agent_runs_a_whole_turn_with_structured_output(worktree, run_
         await run_agent(
             harness=harnesses.echo(), cwd=worktree, prompt="x", run=run_meta, output=Answer
         )
-    assert lock_is_free(worktree)
+    assert not worktree_locked(worktree)
 
 
 async def test_agent_session_resumes_when_the_descriptor_matches_else_starts_fresh(

@@ -20,7 +20,7 @@ import filelock
 from jigs._paths import data_dir
 from jigs.errors import WorktreeBusyError
 
-__all__ = ["WorktreeLock", "lock_path_for"]
+__all__ = ["WorktreeLock", "lock_path_for", "worktree_locked"]
 
 
 def lock_path_for(worktree: Path) -> Path:
@@ -89,3 +89,14 @@ class WorktreeLock:
             pass
         finally:
             self._lock.release(force=True)
+
+
+def worktree_locked(worktree: Path) -> bool:
+    """True while some agent holds the worktree (tries the lock without keeping it)."""
+    probe = WorktreeLock(worktree, "probe")
+    try:
+        probe.acquire()
+    except WorktreeBusyError:
+        return True
+    probe.release()
+    return False

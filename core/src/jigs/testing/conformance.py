@@ -22,14 +22,14 @@ after; ``close()`` is idempotent and leaves no process; a stale ``resume`` raise
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
+from jigs._lock import worktree_locked
 from jigs.descriptors import HarnessDescriptor
+from jigs.testing._environ import patched_environ
 
 __all__ = ["CANARIES", "check_harness"]
 
@@ -41,33 +41,6 @@ CANARIES = {
     "JIGS_CONFORMANCE_CANARY": "conformance-canary",
 }
 _LOCALE = re.compile(r"^LC_[A-Z0-9_]+$")
-
-
-@contextmanager
-def _planted(values: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-def _lock_free(worktree: Path) -> bool:
-    from jigs._lock import WorktreeLock
-    from jigs.errors import WorktreeBusyError
-
-    probe = WorktreeLock(worktree, "conformance-probe")
-    try:
-        probe.acquire()
-    except WorktreeBusyError:
-        return False
-    probe.release()
-    return True
 
 
 def _fresh_worktree(root: Path, name: str) -> Path:
@@ -116,7 +89,7 @@ async def check_harness(
             | set(plan.agents_env)
         )
 
-        with _planted({**CANARIES, **plan.host_env}), observe_launches() as launches:
+        with patched_environ({**CANARIES, **plan.host_env}), observe_launches() as launches:
             # 2. a stale resume fails before any process starts
             tree = _fresh_worktree(tmp_path, "stale")
             stale = AgentSessionRef(
@@ -137,7 +110,7 @@ async def check_harness(
                 raise AssertionError(f"{kind}: a stale resume did not raise AgentSessionError")
             assert refused == stale.id, f"{kind}: AgentSessionError names {refused}"
             assert not launches, f"{kind}: a stale resume launched {launches[0].argv[0]}"
-            assert _lock_free(tree), f"{kind}: a stale resume left the worktree locked"
+            assert not worktree_locked(tree), f"{kind}: a stale resume left the worktree locked"
 
             tree = _fresh_worktree(tmp_path, "turn")
             if not harness.has_model:
@@ -149,7 +122,7 @@ async def check_harness(
                 else:
                     raise AssertionError(f"{kind}: create_agent_runner did not refuse")
                 assert not launches, f"{kind}: a refused runner launched a process"
-                assert _lock_free(tree)
+                assert not worktree_locked(tree)
                 turn = await run_agent(
                     harness=descriptor,
                     cwd=tree,
@@ -164,7 +137,7 @@ async def check_harness(
                     descriptor, cwd=tree, run=run, agents_env=plan.agents_env
                 )
                 try:
-                    assert not _lock_free(tree), f"{kind}: the worktree is not locked while open"
+                    assert worktree_locked(tree), f"{kind}: the worktree is not locked while open"
                     prompt = plan.write_file(server, "conformance.txt", "conformance")
                     result = await generate_text(runner.model, prompt=prompt)
                     assert result.text, f"{kind}: generate_text returned no text"
@@ -172,7 +145,7 @@ async def check_harness(
                 finally:
                     await runner.close()
                 await runner.close()
-                assert _lock_free(tree), f"{kind}: close() did not release the lock"
+                assert not worktree_locked(tree), f"{kind}: close() did not release the lock"
             assert (tree / "conformance.txt").read_text() == "conformance", (
                 f"{kind}: the agent's own tool did not write the file"
             )

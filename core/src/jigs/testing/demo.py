@@ -9,19 +9,18 @@ traceback. Exits non-zero if any installed kind failed. No credentials, no netwo
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import anyio
+
+from jigs.testing._environ import patched_environ
 
 __all__ = ["KindReport", "main", "run_demo"]
 
@@ -44,20 +43,6 @@ class KindReport:
     answers: list[str] = field(default_factory=list)
     timings: list[float] = field(default_factory=list)
     model_requests: int = 0
-
-
-@contextmanager
-def _host_env(values: dict[str, str]) -> Any:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _scratch_repo(root: Path, kind: str) -> Path:
@@ -108,7 +93,7 @@ async def _demo_kind(kind: str, root: Path) -> KindReport:
         if plan is None:
             report.skipped = f"the {kind} harness has no demo plan"
             return report
-        with _host_env(dict(plan.host_env)):
+        with patched_environ(dict(plan.host_env)):
             fix = await _install_fix(kind, plan.agents_env)
         if fix is not None:
             report.skipped = fix
@@ -117,7 +102,7 @@ async def _demo_kind(kind: str, root: Path) -> KindReport:
         run = RunMetadata(workflow_run_id=f"demo-{kind}-{uuid.uuid4().hex[:8]}")
         name, content = "hello-from-jigs.txt", f"written by the {kind} agent"
         try:
-            with _host_env(dict(plan.host_env)), capture_logs() as logs:
+            with patched_environ(dict(plan.host_env)), capture_logs() as logs:
                 started = time.perf_counter()
                 first = await run_agent(
                     harness=plan.descriptor,
@@ -207,7 +192,7 @@ async def run_demo(kinds: Sequence[str] | None = None) -> list[KindReport]:
         home.mkdir()
         # A scratch HOME keeps the agents' own files (transcripts, shell snapshots) out of the
         # operator's; the jigs data dir (installed CLIs, locks) stays where it is.
-        with _host_env({"JIGS_DATA_DIR": str(data_dir()), "HOME": str(home)}):
+        with patched_environ({"JIGS_DATA_DIR": str(data_dir()), "HOME": str(home)}):
             for kind in chosen:
                 report = await _demo_kind(kind, root)
                 _print_report(report)
