@@ -1,0 +1,88 @@
+"""The codex descriptor: frozen, JSON-serialisable settings of a Codex step.
+
+Everything jigs owns as policy (the home, the approval policy, the sandbox, raw config overrides,
+the executable) is refused with a message naming the key. A model endpoint is named by
+``base_url`` and the *name* of the variable holding its key (``api_key_env``); the value only ever
+travels in the agent's environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar, Literal
+
+from jigs.descriptors import HarnessDescriptor
+from jigs.mcp import ENV_NAME_PATTERN
+from pydantic import Field, field_validator, model_validator
+
+__all__ = ["DEFAULT_OPENAI_BASE_URL", "CodexDescriptor"]
+
+#: Where ``api_key_env`` alone points (the OpenAI Responses API).
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+_CODEX_POLICY_KEYS: Mapping[str, str] = {
+    "codex_path": "jigs resolves the CLI itself (see `jigs doctor`)",
+    "codex_home": "jigs gives each invocation a private CODEX_HOME",
+    "sandbox_policy": "the sandbox is policy, set by jigs for unattended runs",
+    "sandbox_mode": "the sandbox is policy, set by jigs for unattended runs",
+    "auto_approve": "unattended runs answer approvals by policy",
+    "thread_mode": "jigs always keeps a durable thread so a later step can resume it",
+    "thread_id": "sessions are resumed with resume= on the step, never from a descriptor",
+    "persist_extended_history": "jigs owns the session store",
+    "config": "raw config could rewrite the sandbox and MCP tables",
+    "profile": "profiles could bring MCP servers or a sandbox from the user's config",
+    "model_provider": "name the endpoint with base_url and api_key_env",
+    "model_providers": "name the endpoint with base_url and api_key_env",
+    "shell_environment_policy": "the agent's environment is built by jigs from an allowlist",
+}
+
+
+class CodexDescriptor(HarnessDescriptor):
+    """Settings of a Codex step.
+
+    ``model`` and ``effort`` pick the model; ``base_url`` + ``api_key_env`` select an endpoint
+    speaking the OpenAI Responses API (``api_key_env`` alone means OpenAI's own API; neither means
+    the operator's Codex login). ``max_retries`` bounds request and stream retries.
+    ``startup_timeout`` bounds launching the app server and opening the thread;
+    ``idle_timeout`` is how long a turn may go without any message from the app server;
+    ``turn_timeout`` (none by default) bounds a whole turn, however chatty.
+    """
+
+    policy_keys: ClassVar[Mapping[str, str]] = _CODEX_POLICY_KEYS
+
+    kind: Literal["codex"] = "codex"
+    model: str | None = Field(default=None, min_length=1)
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    developer_instructions: str | None = None
+    base_url: str | None = Field(default=None, pattern=r"^https?://[^\s@]+$")
+    api_key_env: str | None = None
+    max_retries: int = Field(default=2, ge=0, le=10)
+    startup_timeout: float = Field(default=60.0, gt=0, le=600)
+    idle_timeout: float = Field(default=600.0, gt=0, le=86400)
+    turn_timeout: float | None = Field(default=None, gt=0)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_is_a_name(cls, value: str | None) -> str | None:
+        if value is not None and not ENV_NAME_PATTERN.fullmatch(value):
+            raise ValueError(
+                "must name the environment variable that holds the key (the value is not shown)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _endpoint_needs_model(self) -> CodexDescriptor:
+        if (self.base_url or self.api_key_env) and self.model is None:
+            raise ValueError("a descriptor that names an endpoint must also name its model")
+        return self
+
+    @property
+    def names_endpoint(self) -> bool:
+        """True when the step brings its own endpoint instead of the operator's login."""
+        return self.base_url is not None or self.api_key_env is not None
+
+    def env_names(self) -> frozenset[str]:
+        names = set(super().env_names())
+        if self.api_key_env:
+            names.add(self.api_key_env)
+        return frozenset(names)

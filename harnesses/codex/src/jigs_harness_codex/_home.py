@@ -1,0 +1,235 @@
+"""The private ``CODEX_HOME`` every invocation gets, and the run's durable session store.
+
+Layout under the run's state dir (``ctx.state_dir``)::
+
+    sessions/                       durable rollouts: a later step of the same run resumes from here
+    homes/invocation-XXXXXX/        this invocation's CODEX_HOME (removed on close)
+        config.toml                 curated: no update check, analytics and plugins off, no
+                                    login shell for commands, bounded retries, the step's MCP
+                                    servers only (zero otherwise), the descriptor's model
+                                    provider (a key *name*, never its value)
+        auth.json -> <operator's ~/.codex/auth.json>   (a symlink: refresh tokens are single-use)
+        sessions  -> ../../sessions
+
+Nothing here holds a secret: the provider's key and MCP credentials travel in the app server's
+environment only, and ``shell_environment_policy.exclude`` keeps them from the agent's commands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jigs.mcp import McpHttpServer, McpStdioServer
+
+from jigs_harness_codex._descriptor import DEFAULT_OPENAI_BASE_URL, CodexDescriptor
+from jigs_harness_codex._seed import copy_seed
+
+__all__ = [
+    "PROVIDER_ID",
+    "CodexHome",
+    "build_home",
+    "operator_auth_file",
+    "render_config",
+    "rollout_for",
+    "sessions_dir",
+]
+
+#: The ``[model_providers.<id>]`` jigs writes when the descriptor names an endpoint.
+PROVIDER_ID = "jigs"
+_THREAD_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z-]{7,80}$")
+_FIRST_LINE_LIMIT = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class CodexHome:
+    """A built home: its path and what the app server's environment must add."""
+
+    path: Path
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+    def remove(self) -> None:
+        """Delete the home (never follows the symlinks into the login or the session store)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def sessions_dir(state_dir: Path) -> Path:
+    """The run's durable rollout store."""
+    return state_dir / "sessions"
+
+
+def operator_auth_file(env: Mapping[str, str]) -> Path:
+    """The operator's Codex login: ``$CODEX_HOME/auth.json`` of the host, else
+    ``~/.codex/auth.json``."""
+    host_home = os.environ.get("CODEX_HOME")
+    if host_home:
+        return Path(host_home) / "auth.json"
+    home = env.get("HOME") or os.environ.get("HOME") or str(Path.home())
+    return Path(home) / ".codex" / "auth.json"
+
+
+def _toml_str(value: str) -> str:
+    # a JSON string is a valid TOML basic string (same escapes, no raw control characters)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _toml_list(values: Iterable[str]) -> str:
+    return "[" + ", ".join(_toml_str(v) for v in values) + "]"
+
+
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _toml_str(key)
+
+
+def _mcp_tables(
+    descriptor: CodexDescriptor, env: Mapping[str, str]
+) -> tuple[list[str], dict[str, str], set[str]]:
+    """The ``[mcp_servers.*]`` tables, the env the app server must add for renamed
+    credentials, and every credential name (kept from the agent's shell)."""
+    lines: list[str] = []
+    extra: dict[str, str] = {}
+    secret_names: set[str] = set()
+    for name, server in sorted(descriptor.mcp_servers.items()):
+        lines += ["", f"[mcp_servers.{_toml_key(name)}]"]
+        if isinstance(server, McpStdioServer):
+            lines.append(f"command = {_toml_str(server.command)}")
+            lines.append(f"args = {_toml_list(server.args)}")
+            forwarded: list[str] = []
+            for child, source in sorted(server.env.items()):
+                forwarded.append(child)
+                secret_names.update((child, source))
+                if child != source and source in env:
+                    # a renamed credential rides in the app server's env, never on disk
+                    extra[child] = env[source]
+            if forwarded:
+                lines.append(f"env_vars = {_toml_list(forwarded)}")
+        elif isinstance(server, McpHttpServer):
+            lines.append(f"url = {_toml_str(server.url)}")
+            if server.bearer_token_env:
+                lines.append(f"bearer_token_env_var = {_toml_str(server.bearer_token_env)}")
+                secret_names.add(server.bearer_token_env)
+            if server.headers:
+                pairs = ", ".join(
+                    f"{_toml_str(h)} = {_toml_str(src)}"
+                    for h, src in sorted(server.headers.items())
+                )
+                lines.append(f"env_http_headers = {{ {pairs} }}")
+                secret_names.update(server.headers.values())
+        if server.disabled_tools:
+            lines.append(f"disabled_tools = {_toml_list(server.disabled_tools)}")
+        # unattended: a declared (and probed) server's tools run without asking
+        lines.append('default_tools_approval_mode = "approve"')
+    return lines, extra, secret_names
+
+
+def render_config(
+    descriptor: CodexDescriptor, env: Mapping[str, str]
+) -> tuple[str, dict[str, str]]:
+    """The curated ``config.toml`` text and the env the app server must add.
+
+    Top-level keys come first (a key after a ``[table]`` header belongs to that table).
+    """
+    mcp_lines, extra_env, secret_names = _mcp_tables(descriptor, env)
+    if descriptor.api_key_env:
+        secret_names.add(descriptor.api_key_env)
+    lines = [
+        "# jigs: an invocation-private CODEX_HOME, removed when the step's runner closes.",
+        "# It declares only the step's own mcp_servers (zero when the step declares none):",
+        "# the step's list is the agent's whole MCP universe.",
+    ]
+    if descriptor.model is not None:
+        lines.append(f"model = {_toml_str(descriptor.model)}")
+    if descriptor.names_endpoint:
+        lines.append(f"model_provider = {_toml_str(PROVIDER_ID)}")
+    lines += [
+        "check_for_update_on_startup = false",
+        "# commands run as `bash -c`, not `bash -lc`: a login shell would source the operator's",
+        "# profile and could export variables the step's environment policy never allowed",
+        "allow_login_shell = false",
+        "",
+        "[analytics]",
+        "enabled = false",
+        "",
+        "[features]",
+        "plugins = false",
+        "unbounded_connection_retries = false",
+        "",
+        "[shell_environment_policy]",
+        f"exclude = {_toml_list(sorted(secret_names))}",
+    ]
+    if descriptor.names_endpoint:
+        lines += [
+            "",
+            f"[model_providers.{PROVIDER_ID}]",
+            'name = "jigs"',
+            f"base_url = {_toml_str(descriptor.base_url or DEFAULT_OPENAI_BASE_URL)}",
+            'wire_api = "responses"',
+            f"request_max_retries = {descriptor.max_retries}",
+            f"stream_max_retries = {descriptor.max_retries}",
+        ]
+        if descriptor.api_key_env:
+            lines.append(f"env_key = {_toml_str(descriptor.api_key_env)}")
+    lines += mcp_lines
+    return "\n".join(lines) + "\n", extra_env
+
+
+def build_home(
+    descriptor: CodexDescriptor,
+    env: Mapping[str, str],
+    state_dir: Path,
+    *,
+    seed: Path | None = None,
+) -> CodexHome:
+    """Create this invocation's home (mode 0700) under ``state_dir``, starting from a copy of
+    ``seed`` (see :mod:`jigs_harness_codex._seed`) when given. Any failure removes it."""
+    store = sessions_dir(state_dir)
+    store.mkdir(parents=True, exist_ok=True)
+    homes = state_dir / "homes"
+    homes.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="invocation-", dir=homes))
+    home = CodexHome(path)
+    try:
+        if seed is not None:
+            copy_seed(seed, path)
+        text, extra_env = render_config(descriptor, env)
+        config = path / "config.toml"
+        config.write_text(text, encoding="utf-8")
+        config.chmod(0o600)
+        (path / "sessions").symlink_to(store, target_is_directory=True)
+        if not descriptor.names_endpoint:
+            auth = operator_auth_file(env)
+            if auth.is_file():
+                (path / "auth.json").symlink_to(auth)
+    except BaseException:
+        home.remove()
+        raise
+    return CodexHome(path, extra_env)
+
+
+def rollout_for(store: Path, thread_id: str) -> Path | None:
+    """The rollout file of ``thread_id`` in ``store``: named ``rollout-*-<id>.jsonl`` and opening
+    with a ``session_meta`` record of that id. None when there is none (or the id is malformed)."""
+    if not _THREAD_ID.fullmatch(thread_id) or not store.is_dir():
+        return None
+    for candidate in sorted(store.rglob(f"rollout-*-{thread_id}.jsonl")):
+        try:
+            with candidate.open("rb") as fh:
+                first = fh.readline(_FIRST_LINE_LIMIT)
+            record = json.loads(first)
+        except (OSError, ValueError):
+            continue
+        payload = record.get("payload") if isinstance(record, dict) else None
+        if (
+            isinstance(record, dict)
+            and record.get("type") == "session_meta"
+            and isinstance(payload, dict)
+            and payload.get("id") == thread_id
+        ):
+            return candidate
+    return None

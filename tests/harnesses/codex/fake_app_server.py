@@ -1,0 +1,138 @@
+"""A fake ``codex app-server`` for fault injection; the mode is the first line after the shebang
+(the tests write a copy with ``MODE = "..."``). Modes:
+
+ok            a well-behaved server: one turn answers "fake answer"
+crash-init    exit 3 on ``initialize`` after writing to stderr
+garbage       answer ``initialize`` with a line that is not JSON
+rpc-error     answer ``turn/start`` with a JSON-RPC error
+hang          never answer anything
+hang-turn     accept ``turn/start``, then say nothing
+stubborn      accept ``turn/start``, start a ``setsid`` child, ignore SIGTERM and hang
+chatter       accept ``turn/start``, send one delta, then status notifications forever
+crash-turn    accept ``turn/start``, then exit 1
+bigline       answer with a 2 MiB message (one 2 MiB JSON line per notification)
+fail-turn     complete the turn with status "failed"
+requests      during the turn, send approval requests and an unknown request; the answer text
+              is the JSON of the replies received
+"""
+
+import json
+import os
+import sys
+import time
+
+MODE = "ok"
+
+
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def read():
+    line = sys.stdin.readline()
+    if not line:
+        sys.exit(0)
+    return json.loads(line)
+
+
+def main():
+    if sys.argv[1:] == ["--version"]:
+        print(os.environ.get("FAKE_CODEX_VERSION", "codex-cli 0.163.0"))
+        return 0
+    thread = "01a22966-6fd2-7931-9655-85c89129d947"
+    turn = "turn-1"
+    while True:
+        msg = read()
+        method = msg.get("method")
+        if MODE == "hang":
+            time.sleep(3600)
+        if method == "initialize":
+            if MODE == "crash-init":
+                sys.stderr.write("fake app server: simulated crash\n")
+                sys.stderr.flush()
+                return 3
+            if MODE == "garbage":
+                sys.stdout.write("this is not json-rpc\n")
+                sys.stdout.flush()
+                time.sleep(3600)
+            send({"id": msg["id"], "result": {"userAgent": "fake/0.163.0"}})
+        elif method == "initialized":
+            continue
+        elif method in ("thread/start", "thread/resume"):
+            send({"id": msg["id"], "result": {"thread": {"id": thread}}})
+        elif method == "turn/start":
+            if MODE == "rpc-error":
+                send({"id": msg["id"], "error": {"code": -32600, "message": "scripted refusal"}})
+                continue
+            send({"id": msg["id"], "result": {"turn": {"id": turn, "status": "inProgress"}}})
+            if MODE == "hang-turn":
+                time.sleep(3600)
+            if MODE == "stubborn":
+                # like Codex: the command runs in a session of its own; unlike Codex, this
+                # server ignores SIGTERM, so only SIGKILL stops it and its child is orphaned
+                import signal
+                import subprocess
+
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+                with open(os.path.join(os.getcwd(), "child.pid"), "w") as fh:
+                    fh.write(str(child.pid))
+                time.sleep(3600)
+            if MODE == "chatter":
+                base = {"threadId": thread, "turnId": turn}
+                delta = {**base, "itemId": "m1", "delta": "chatting"}
+                send({"method": "item/agentMessage/delta", "params": delta})
+                while True:
+                    status = {"threadId": thread, "status": {"type": "active"}}
+                    send({"method": "thread/status/changed", "params": status})
+                    time.sleep(0.05)
+            if MODE == "crash-turn":
+                sys.stderr.write("fake app server: died mid-turn\n")
+                sys.stderr.flush()
+                return 1
+            answer = "fake answer"
+            if MODE == "bigline":
+                answer = "x" * (2 * 1024 * 1024)
+            if MODE == "requests":
+                replies = {}
+                asks = [
+                    ("item/commandExecution/requestApproval", {"threadId": thread}),
+                    ("execCommandApproval", {"conversationId": thread}),
+                    ("item/fileChange/requestApproval", {"threadId": thread}),
+                    ("mcpServer/elicitation/request", {"threadId": thread}),
+                    ("some/unknown/request", {}),
+                ]
+                for number, (ask, params) in enumerate(asks, start=100):
+                    send({"id": number, "method": ask, "params": params})
+                    got = read()
+                    replies[ask] = got.get("result", got.get("error"))
+                answer = json.dumps(replies, sort_keys=True)
+            base = {"threadId": thread, "turnId": turn}
+            send({"method": "turn/started", "params": {"threadId": thread, "turn": {"id": turn}}})
+            item = {"type": "agentMessage", "id": "m1", "text": ""}
+            send({"method": "item/started", "params": {**base, "item": item}})
+            send(
+                {
+                    "method": "item/agentMessage/delta",
+                    "params": {**base, "itemId": "m1", "delta": answer},
+                }
+            )
+            send({"method": "item/completed", "params": {**base, "item": {**item, "text": answer}}})
+            status = "failed" if MODE == "fail-turn" else "completed"
+            error = {"message": "scripted turn failure"} if MODE == "fail-turn" else None
+            send(
+                {
+                    "method": "turn/completed",
+                    "params": {
+                        "threadId": thread,
+                        "turn": {"id": turn, "status": status, "error": error},
+                    },
+                }
+            )
+        elif "id" in msg:
+            send({"id": msg["id"], "result": {}})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+"""The core's conformance kit and ``jigs demo``, run against the codex kind."""
+
+from __future__ import annotations
+
+import pytest
+from jigs.testing.conformance import check_harness
+
+pytestmark = [pytest.mark.anyio, pytest.mark.real_cli("codex")]
+
+
+async def test_codex_conforms(codex_cli, tmp_path):
+    await check_harness("codex", tmp_path=tmp_path)
+
+
+async def test_jigs_demo_shows_codex_end_to_end(codex_cli):
+    from jigs.testing.demo import run_demo
+
+    (report,) = await run_demo(["codex"])
+    assert report.error is None, report.error
+    assert report.skipped is None, report.skipped
+    assert report.ok
+    assert report.file_content == "written by the codex agent"
+    assert report.session_id is not None
+    assert report.resumed_session_id == report.session_id
+    assert report.lock_released

@@ -1,0 +1,316 @@
+"""Fault injection through a fake app server (``fake_app_server.py``) and the kind's checks."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from codex_helpers import KEY_ENV, KEY_VALUE
+from jigs import harnesses
+from jigs.checks import run_checks
+from jigs.errors import AgentCrashedError, AgentOutputError, AgentTurnError, CliNotFoundError
+from jigs.models import generate_text
+from jigs.processes import live_groups
+from jigs.steps import create_agent_runner
+from jigs_harness_codex import AppServerRpcError, AppServerTimeoutError, CodexHarness
+
+pytestmark = pytest.mark.anyio
+
+FAKE = Path(__file__).with_name("fake_app_server.py")
+
+
+@pytest.fixture
+def fake_codex(tmp_path, monkeypatch):
+    """``fake_codex(mode)`` installs a fake app server as $JIGS_CODEX_EXECUTABLE."""
+
+    def install(mode: str) -> Path:
+        source = FAKE.read_text().replace('MODE = "ok"', f"MODE = {mode!r}", 1)
+        path = tmp_path / f"fake-codex-{mode}"
+        path.write_text(f"#!{sys.executable}\n{source}")
+        path.chmod(0o755)
+        monkeypatch.setenv("JIGS_CODEX_EXECUTABLE", str(path))
+        monkeypatch.setenv(KEY_ENV, KEY_VALUE)
+        return path
+
+    return install
+
+
+def _descriptor(**overrides):
+    settings = {
+        "model": "fake-model",
+        "base_url": "http://127.0.0.1:9/v1",
+        "api_key_env": KEY_ENV,
+        "startup_timeout": 2,
+        "idle_timeout": 2,
+    }
+    settings.update(overrides)
+    return harnesses.codex(**settings)
+
+
+async def _one_turn(worktree, run_meta, **overrides):
+    async with create_agent_runner(
+        _descriptor(**overrides), cwd=worktree, run=run_meta, agents_env=[]
+    ) as runner:
+        return await generate_text(runner.model, prompt="hello")
+
+
+def _nothing_left():
+    assert not [owner for owner in live_groups().values() if owner.startswith("codex")]
+
+
+async def test_fake_ok_server_answers(fake_codex, worktree, run_meta):
+    fake_codex("ok")
+    async with create_agent_runner(
+        _descriptor(), cwd=worktree, run=run_meta, agents_env=[]
+    ) as runner:
+        result = await generate_text(runner.model, prompt="hello", system="be terse", seed=1)
+    assert result.text == "fake answer"
+    assert result.provider_metadata["codex"]["session_id"]
+    assert sorted(w.setting for w in result.warnings if w.setting) == ["seed", "system"]
+
+
+async def test_a_failing_approval_hook_fails_the_turn(fake_codex, worktree, run_meta):
+    fake_codex("requests")
+
+    def approve(method, params):
+        raise KeyError("hook broke")
+
+    async with create_agent_runner(
+        _descriptor(), cwd=worktree, run=run_meta, agents_env=[]
+    ) as runner:
+        with pytest.raises(KeyError, match="hook broke"):
+            await generate_text(
+                runner.model, prompt="hello", provider_options={"codex": {"approve": approve}}
+            )
+    _nothing_left()
+
+
+async def test_a_2_mib_line_is_read_whole(fake_codex, worktree, run_meta):
+    fake_codex("bigline")
+    result = await _one_turn(worktree, run_meta)
+    assert result.text == "x" * (2 * 1024 * 1024)
+
+
+async def test_crash_at_initialize_is_agent_crashed_error(fake_codex, worktree, run_meta):
+    fake_codex("crash-init")
+    with pytest.raises(AgentCrashedError) as info:
+        await _one_turn(worktree, run_meta)
+    assert info.value.returncode == 3
+    assert "simulated crash" in info.value.stderr_tail
+    assert "initialize" in str(info.value)
+    _nothing_left()
+
+
+async def test_crash_mid_turn_is_agent_crashed_error(fake_codex, worktree, run_meta):
+    fake_codex("crash-turn")
+    with pytest.raises(AgentCrashedError) as info:
+        await _one_turn(worktree, run_meta)
+    assert info.value.returncode == 1
+    assert "died mid-turn" in info.value.stderr_tail
+    _nothing_left()
+
+
+async def test_garbage_is_agent_output_error(fake_codex, worktree, run_meta):
+    fake_codex("garbage")
+    with pytest.raises(AgentOutputError) as info:
+        await _one_turn(worktree, run_meta)
+    assert "not a JSON-RPC message" in str(info.value)
+    assert "this is not json-rpc" in str(info.value)
+    _nothing_left()
+
+
+async def test_json_rpc_error_is_typed(fake_codex, worktree, run_meta):
+    fake_codex("rpc-error")
+    with pytest.raises(AppServerRpcError) as info:
+        await _one_turn(worktree, run_meta)
+    assert isinstance(info.value, AgentTurnError)
+    assert info.value.method == "turn/start"
+    assert info.value.code == -32600
+    assert "scripted refusal" in str(info.value)
+    _nothing_left()
+
+
+async def test_failed_turn_is_agent_turn_error(fake_codex, worktree, run_meta):
+    fake_codex("fail-turn")
+    with pytest.raises(AgentTurnError) as info:
+        await _one_turn(worktree, run_meta)
+    assert "scripted turn failure" in str(info.value)
+
+
+async def test_hang_at_startup_times_out_and_is_stopped(fake_codex, worktree, run_meta):
+    fake_codex("hang")
+    started = time.perf_counter()
+    with pytest.raises(AppServerTimeoutError) as info:
+        await _one_turn(worktree, run_meta)
+    assert isinstance(info.value, TimeoutError)
+    assert info.value.waiting_for == "initialize"
+    assert time.perf_counter() - started < 6
+    _nothing_left()
+
+
+async def test_hang_mid_turn_times_out(fake_codex, worktree, run_meta):
+    fake_codex("hang-turn")
+    with pytest.raises(AppServerTimeoutError) as info:
+        await _one_turn(worktree, run_meta)
+    assert "end of turn" in info.value.waiting_for
+    _nothing_left()
+
+
+async def test_server_requests_are_answered_by_policy(fake_codex, worktree, run_meta):
+    fake_codex("requests")
+    result = await _one_turn(worktree, run_meta)
+    replies = json.loads(result.text)
+    assert replies["item/commandExecution/requestApproval"] == {"decision": "accept"}
+    assert replies["execCommandApproval"] == {"decision": "approved"}
+    assert replies["item/fileChange/requestApproval"] == {"decision": "accept"}
+    assert replies["mcpServer/elicitation/request"]["action"] == "decline"
+    assert replies["some/unknown/request"]["code"] == -32601
+
+
+async def test_approval_hook_can_decline(fake_codex, worktree, run_meta):
+    fake_codex("requests")
+    asked: list[str] = []
+
+    async def approve(method, params):
+        asked.append(method)
+        return False
+
+    async with create_agent_runner(
+        _descriptor(), cwd=worktree, run=run_meta, agents_env=[]
+    ) as runner:
+        result = await generate_text(
+            runner.model, prompt="hello", provider_options={"codex": {"approve": approve}}
+        )
+    replies = json.loads(result.text)
+    assert replies["item/commandExecution/requestApproval"] == {"decision": "decline"}
+    assert replies["execCommandApproval"] == {"decision": "denied"}
+    assert "item/fileChange/requestApproval" in asked
+
+
+async def test_missing_cli_is_cli_not_found(monkeypatch, tmp_path):
+    monkeypatch.setenv("JIGS_CODEX_EXECUTABLE", str(tmp_path / "nope"))
+    with pytest.raises(CliNotFoundError) as info:
+        CodexHarness().resolve_executable({"PATH": ""})
+    assert "JIGS_CODEX_EXECUTABLE" in str(info.value)
+
+
+async def test_cli_check_reports_version_and_refuses_old(fake_codex, monkeypatch):
+    path = fake_codex("ok")
+    env = {"PATH": "/usr/bin:/bin", "FAKE_CODEX_VERSION": "codex-cli 0.171.0"}
+    (ok,) = await run_checks(CodexHarness().installation_checks(env))
+    assert ok.ok, ok.reason
+    assert str(path) in ok.detail
+    assert "0.171.0" in ok.detail
+    env["FAKE_CODEX_VERSION"] = "codex-cli 0.100.0"
+    (old,) = await run_checks(CodexHarness().installation_checks(env))
+    assert not old.ok
+    assert "0.100.0" in old.reason
+
+
+async def test_auth_check_needs_the_named_key_or_a_login(monkeypatch, tmp_path):
+    harness = CodexHarness()
+    (missing,) = await run_checks(harness.descriptor_checks(_descriptor(), {}))
+    assert not missing.ok
+    assert KEY_ENV in missing.reason
+    assert KEY_VALUE not in missing.reason
+    (present,) = await run_checks(harness.descriptor_checks(_descriptor(), {KEY_ENV: "x"}))
+    assert present.ok
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    login = harnesses.codex(model="gpt-5.2-codex")
+    (no_login,) = await run_checks(harness.descriptor_checks(login, {"HOME": str(tmp_path)}))
+    assert not no_login.ok
+    assert "codex login" in no_login.repair
+    (tmp_path / ".codex").mkdir()
+    (tmp_path / ".codex" / "auth.json").write_text(
+        json.dumps({"auth_mode": "chatgpt", "tokens": {"refresh_token": "r"}})
+    )
+    (logged_in,) = await run_checks(harness.descriptor_checks(login, {"HOME": str(tmp_path)}))
+    assert logged_in.ok, logged_in.reason
+
+
+async def test_endless_turn_is_bounded_by_turn_timeout(fake_codex, worktree, run_meta):
+    fake_codex("chatter")
+    started = time.perf_counter()
+    with pytest.raises(AppServerTimeoutError) as info:
+        await _one_turn(worktree, run_meta, turn_timeout=1, idle_timeout=5)
+    assert "turn_timeout" in info.value.waiting_for
+    assert 0.9 < time.perf_counter() - started < 5
+    _nothing_left()
+
+
+async def test_a_second_turn_while_one_streams_is_refused(fake_codex, worktree, run_meta):
+    from jigs.models import TextDeltaPart, stream_text
+
+    fake_codex("chatter")
+    async with create_agent_runner(
+        _descriptor(), cwd=worktree, run=run_meta, agents_env=[]
+    ) as runner:
+        stream = stream_text(runner.model, prompt="first")
+        parts = aiter(stream)
+        first = await anext(parts)
+        assert first == TextDeltaPart(text="chatting")
+        with pytest.raises(AgentTurnError) as info:
+            await generate_text(runner.model, prompt="second")
+        assert "already running" in str(info.value)
+        await parts.aclose()
+    _nothing_left()
+
+
+async def test_commands_in_their_own_session_die_with_a_killed_app_server(
+    fake_codex, worktree, run_meta
+):
+    import anyio
+    from codex_helpers import alive, kill_quietly
+
+    fake_codex("stubborn")
+    pidfile = worktree / "child.pid"
+    child = None
+    try:
+        async with create_agent_runner(
+            _descriptor(idle_timeout=30), cwd=worktree, run=run_meta, agents_env=[]
+        ) as runner:
+            app_pid = runner.model.app_server_pid
+            async with anyio.create_task_group() as tg:
+                model = runner.model
+
+                async def turn() -> None:
+                    await generate_text(model, prompt="start it")
+
+                tg.start_soon(turn)
+                with anyio.fail_after(10):
+                    while not pidfile.exists() or not pidfile.read_text():
+                        await anyio.sleep(0.05)
+                child = int(pidfile.read_text())
+                assert alive(child)
+                tg.cancel_scope.cancel()
+        assert not alive(app_pid)
+        assert not alive(child)
+    finally:
+        if child is not None:
+            kill_quietly(child)
+
+
+def test_resolution_order_env_var_then_path_then_wheel(tmp_path, monkeypatch):
+    from jigs_harness_codex._executable import wheel_binary
+
+    monkeypatch.delenv("JIGS_CODEX_EXECUTABLE", raising=False)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    on_path = bindir / "codex"
+    on_path.write_text("#!/bin/sh\necho codex-cli 0.171.0\n")
+    on_path.chmod(0o755)
+    harness = CodexHarness()
+    assert harness.resolve_executable({"PATH": str(bindir)}).path == on_path
+    wheel = wheel_binary()
+    assert wheel is not None, "jigs-harness-codex depends on the openai-codex-cli-bin wheel"
+    found = harness.resolve_executable({"PATH": str(tmp_path / "empty")})
+    assert found.path == wheel
+    assert "openai-codex-cli-bin" in found.source
+    explicit = tmp_path / "explicit-codex"
+    explicit.write_text("#!/bin/sh\n")
+    explicit.chmod(0o755)
+    monkeypatch.setenv("JIGS_CODEX_EXECUTABLE", str(explicit))
+    assert harness.resolve_executable({"PATH": str(bindir)}).path == explicit

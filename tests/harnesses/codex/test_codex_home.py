@@ -1,0 +1,177 @@
+"""The private CODEX_HOME: curated config, the login by symlink, the session store, removal."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from codex_helpers import KEY_ENV
+from jigs import harnesses
+from jigs.steps import create_agent_runner
+from jigs_harness_codex import CodexHarness
+from jigs_harness_codex._home import render_config
+
+pytestmark = pytest.mark.anyio
+
+FAKE = Path(__file__).with_name("fake_app_server.py")
+
+_MCP = {
+    "files": {
+        "command": "python3",
+        "args": ["-m", "srv"],
+        "env": {"TOKEN": "GH_TOKEN", "SAME": "SAME"},
+        "probe": {"tool": "ping"},
+        "disabled_tools": ["rm"],
+    },
+    "web": {
+        "url": "https://mcp.example/mcp",
+        "headers": {"X-Api": "WEB_KEY"},
+        "bearer_token_env": "WEB_BEARER",
+        "probe": {"tool": "ping"},
+    },
+}
+
+
+def test_config_without_endpoint_or_mcp_declares_zero_servers():
+    text, extra = render_config(harnesses.codex(), {})
+    config = tomllib.loads(text)
+    assert "mcp_servers" not in config
+    assert "model_providers" not in config
+    assert config["analytics"] == {"enabled": False}
+    assert config["features"] == {"plugins": False, "unbounded_connection_retries": False}
+    assert config["check_for_update_on_startup"] is False
+    assert config["allow_login_shell"] is False
+    assert extra == {}
+
+
+def test_config_with_endpoint_names_the_key_and_never_holds_it():
+    descriptor = harnesses.codex(
+        model="m", base_url="http://127.0.0.1:1/v1", api_key_env="MY_KEY", max_retries=1
+    )
+    text, _ = render_config(descriptor, {"MY_KEY": "sk-secret-value-123"})
+    assert "sk-secret-value-123" not in text
+    config = tomllib.loads(text)
+    assert config["model"] == "m"
+    assert config["model_provider"] == "jigs"
+    provider = config["model_providers"]["jigs"]
+    assert provider["env_key"] == "MY_KEY"
+    assert provider["wire_api"] == "responses"
+    assert provider["base_url"] == "http://127.0.0.1:1/v1"
+    assert provider["request_max_retries"] == provider["stream_max_retries"] == 1
+    assert config["shell_environment_policy"]["exclude"] == ["MY_KEY"]
+
+
+def test_config_writes_the_steps_mcp_servers_by_name_only():
+    descriptor = harnesses.codex(mcp_servers=_MCP)
+    text, extra = render_config(descriptor, {"GH_TOKEN": "ghp-value", "SAME": "same-value"})
+    assert "ghp-value" not in text
+    assert "same-value" not in text
+    config = tomllib.loads(text)
+    assert sorted(config["mcp_servers"]) == ["files", "web"]
+    files = config["mcp_servers"]["files"]
+    assert files["env_vars"] == ["SAME", "TOKEN"]
+    assert files["disabled_tools"] == ["rm"]
+    web = config["mcp_servers"]["web"]
+    assert web["bearer_token_env_var"] == "WEB_BEARER"
+    assert web["env_http_headers"] == {"X-Api": "WEB_KEY"}
+    # a renamed credential rides in the app server's env, and is kept from the agent's shell
+    assert extra == {"TOKEN": "ghp-value"}
+    excluded = set(config["shell_environment_policy"]["exclude"])
+    assert {"GH_TOKEN", "TOKEN", "SAME", "WEB_BEARER", "WEB_KEY"} <= excluded
+
+
+def test_the_real_cli_reads_the_curated_mcp_tables(require_cli, tmp_path):
+    cli = require_cli("codex")
+    text, _ = render_config(harnesses.codex(mcp_servers=_MCP), {})
+    (tmp_path / "config.toml").write_text(text)
+    out = subprocess.run(
+        [str(cli), "mcp", "list", "--json"],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "CODEX_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+        stdin=subprocess.DEVNULL,
+    )
+    listed = {server["name"]: server for server in json.loads(out.stdout)}
+    assert sorted(listed) == ["files", "web"]
+    assert listed["files"]["transport"]["env_vars"] == ["SAME", "TOKEN"]
+    assert listed["web"]["transport"]["bearer_token_env_var"] == "WEB_BEARER"
+
+
+async def test_login_home_links_auth_and_sessions_and_is_removed(
+    tmp_path, monkeypatch, worktree, run_meta, jigs_data_dir
+):
+    operator = tmp_path / "operator-home"
+    (operator / ".codex").mkdir(parents=True)
+    auth = operator / ".codex" / "auth.json"
+    auth.write_text(json.dumps({"auth_mode": "chatgpt", "tokens": {"refresh_token": "r"}}))
+    monkeypatch.setenv("HOME", str(operator))
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    fake = tmp_path / "fake-codex"
+    fake.write_text(f"#!{sys.executable}\n{FAKE.read_text()}")
+    fake.chmod(0o755)
+    monkeypatch.setenv("JIGS_CODEX_EXECUTABLE", str(fake))
+
+    state = jigs_data_dir / "runs" / run_meta.workflow_run_id / "codex"
+    async with create_agent_runner(
+        harnesses.codex(), cwd=worktree, run=run_meta, agents_env=[]
+    ) as runner:
+        assert runner.env_names.count("CODEX_HOME") == 0  # set by the kind, not the step env
+        (home,) = (state / "homes").iterdir()
+        assert (home / "auth.json").is_symlink()
+        assert (home / "auth.json").resolve() == auth.resolve()
+        assert (home / "sessions").is_symlink()
+        assert (home / "sessions").resolve() == (state / "sessions").resolve()
+        config = tomllib.loads((home / "config.toml").read_text())
+        assert "mcp_servers" not in config
+        assert oct(home.stat().st_mode & 0o777) == "0o700"
+    assert not home.exists()
+    assert auth.is_file()  # the login itself is untouched
+    assert (state / "sessions").is_dir()  # the durable store outlives the invocation
+
+
+def test_descriptor_refuses_policy_keys_and_secret_values():
+    from jigs.errors import DescriptorError
+
+    for key in ("sandbox_policy", "config", "approval_policy", "codex_home", "profile"):
+        with pytest.raises(DescriptorError) as info:
+            harnesses.codex(**{key: "x"})
+        assert key in str(info.value)
+    with pytest.raises(DescriptorError) as info:
+        harnesses.codex(model="m", api_key_env="sk-live-abcdefghijklmnopqrstuvwxyz0123")
+    assert "sk-live" not in str(info.value)
+    with pytest.raises(DescriptorError):
+        harnesses.codex(base_url="http://127.0.0.1:1/v1")  # an endpoint needs a model
+    assert harnesses.codex(model="m", api_key_env=KEY_ENV).env_names() == {KEY_ENV}
+
+
+async def test_homes_start_from_a_pristine_seed(
+    model_server, descriptor, worktree, run_meta, jigs_data_dir
+):
+    from jigs.testing import text
+    from jigs_harness_codex._seed import seed_path
+
+    model_server.add(text("seeded"))
+    state = jigs_data_dir / "runs" / run_meta.workflow_run_id / "codex"
+    async with create_agent_runner(
+        descriptor(), cwd=worktree, run=run_meta, agents_env=[]
+    ) as runner:
+        (home,) = (state / "homes").iterdir()
+        assert (home / "state_5.sqlite").is_file()
+        from jigs.models import generate_text
+
+        assert (await generate_text(runner.model, prompt="hi")).text == "seeded"
+    cli = CodexHarness().resolve_executable(dict(os.environ)).path
+    seed = seed_path(cli)
+    assert (seed / ".jigs-seed-complete").is_file()
+    names = {p.name for p in seed.iterdir()}
+    assert "state_5.sqlite" in names
+    assert not names & {"config.toml", "auth.json", "sessions"}
+    assert not list(seed.glob("*.sqlite-wal"))
+    assert not list(seed.rglob("rollout-*.jsonl"))

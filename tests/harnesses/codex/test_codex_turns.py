@@ -1,0 +1,176 @@
+"""The real Codex CLI against the local model server: turns, resume, tools, env, proxy."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from codex_helpers import KEY_ENV, KEY_VALUE
+from jigs.models import ToolCallPart, ToolResultPart, generate_object, generate_text, stream_text
+from jigs.steps import create_agent_runner, run_agent
+from jigs.testing import reply, text, tool_call
+from pydantic import BaseModel
+
+pytestmark = [pytest.mark.anyio, pytest.mark.real_cli("codex")]
+
+
+async def test_two_turns_second_runner_resumes_the_thread(
+    model_server, descriptor, worktree, run_meta
+):
+    model_server.add(
+        text("the first answer"),
+        reply(lambda r: f"second answer after {r.message_count} items"),
+    )
+    harness = descriptor()
+    async with create_agent_runner(harness, cwd=worktree, run=run_meta, agents_env=[]) as runner:
+        first = await generate_text(runner.model, prompt="FIRST-QUESTION-7f3", temperature=0)
+        session = runner.session_from(first)
+    assert first.text == "the first answer"
+    assert session is not None
+    assert session.harness == "codex"
+    assert first.provider_metadata["codex"]["thread_id"] == session.id
+    assert [w.setting for w in first.warnings if w.setting] == ["temperature"]
+    assert first.usage.input_tokens
+    assert first.usage.output_tokens
+
+    async with create_agent_runner(
+        harness, cwd=worktree, run=run_meta, resume=session, agents_env=[]
+    ) as runner:
+        second = await generate_text(runner.model, prompt="SECOND-QUESTION-9c1")
+        again = runner.session_from(second)
+    assert again is not None
+    assert again.id == session.id
+    assert second.text.startswith("second answer after")
+    requests = model_server.model_requests
+    assert len(requests) == 2
+    carried = requests[1].text()
+    assert "FIRST-QUESTION-7f3" in carried
+    assert "the first answer" in carried
+    assert "SECOND-QUESTION-9c1" in carried
+    assert requests[1].message_count > requests[0].message_count
+    model_server.assert_no_outside_connections()
+    model_server.assert_script_used_up()
+
+
+async def test_exec_command_creates_a_file_and_streams_tool_parts(
+    model_server, descriptor, worktree, run_meta
+):
+    model_server.add(
+        tool_call("exec_command", {"cmd": "printf made-by-codex > created.txt"}),
+        text("done"),
+    )
+    async with create_agent_runner(
+        descriptor(), cwd=worktree, run=run_meta, agents_env=[]
+    ) as runner:
+        stream = stream_text(runner.model, prompt="create the file")
+        parts = [part async for part in stream]
+    assert (worktree / "created.txt").read_text() == "made-by-codex"
+    calls = [p.call for p in parts if isinstance(p, ToolCallPart)]
+    results = [p.result for p in parts if isinstance(p, ToolResultPart)]
+    assert [c.name for c in calls] == ["exec_command"]
+    assert "created.txt" in calls[0].arguments["command"]
+    assert results
+    assert results[0].is_error is False
+    assert stream.result is not None
+    assert stream.result.text == "done"
+    assert stream.result.tool_calls == tuple(calls)
+
+
+async def test_env_canaries_never_reach_the_agents_commands(
+    model_server, descriptor, worktree, run_meta, monkeypatch
+):
+    canaries = {
+        "JIGS_CANARY_SECRET": "canary-host-secret-51d",
+        "OPENAI_API_KEY": "canary-openai-key-8e2",
+        "ANTHROPIC_API_KEY": "canary-anthropic-key-3a7",
+        "AWS_SECRET_ACCESS_KEY": "canary-aws-0c9",
+        "CODEX_HOME": "/canary/codex/home",
+    }
+    for name, value in canaries.items():
+        monkeypatch.setenv(name, value)
+    # a login shell would source these and export what the environment policy never allowed
+    home = worktree.parent / "operator-home"
+    home.mkdir()
+    (home / ".profile").write_text("export PROFILE_CANARY=canary-from-profile-6b4\n")
+    (home / ".bashrc").write_text("export BASHRC_CANARY=canary-from-bashrc-2f8\n")
+    (home / ".bash_profile").write_text("export BASH_PROFILE_CANARY=canary-from-bp-9d0\n")
+    monkeypatch.setenv("HOME", str(home))
+    canaries.update(
+        PROFILE_CANARY="canary-from-profile-6b4",
+        BASHRC_CANARY="canary-from-bashrc-2f8",
+        BASH_PROFILE_CANARY="canary-from-bp-9d0",
+    )
+    model_server.add(tool_call("exec_command", {"cmd": "env"}), text("listed"))
+    async with create_agent_runner(
+        descriptor(), cwd=worktree, run=run_meta, agents_env=[]
+    ) as runner:
+        result = await generate_text(runner.model, prompt="print the environment")
+    assert result.text == "listed"
+    seen = model_server.model_requests[1].text()
+    assert "PATH=" in seen  # the command really ran and its output came back
+    for value in canaries.values():
+        assert value not in seen
+    # the model key is in the app server's env but kept from the agent's commands
+    assert KEY_VALUE not in seen
+    assert f"{KEY_ENV}=" not in seen
+    assert "CODEX_HOME=" in seen
+    assert "/canary/codex/home" not in seen
+
+
+async def test_refusing_proxy_sees_no_connect(model_server, descriptor, worktree, run_meta):
+    model_server.add(text("quiet"))
+    result = await run_agent(
+        harness=descriptor(), cwd=worktree, prompt="hello", run=run_meta, agents_env=[]
+    )
+    assert result.text == "quiet"
+    assert result.session is not None
+    assert model_server.connect_attempts == []
+    assert model_server.proxy_requests == []
+
+
+class Verdict(BaseModel):
+    ok: bool
+    reason: str
+
+
+async def test_generate_object_sends_the_output_schema(
+    model_server, descriptor, worktree, run_meta
+):
+    model_server.add(text(json.dumps({"ok": True, "reason": "fine"})))
+    async with create_agent_runner(
+        descriptor(), cwd=worktree, run=run_meta, agents_env=[]
+    ) as runner:
+        answer = await generate_object(runner.model, schema=Verdict, prompt="judge")
+    assert answer.object == Verdict(ok=True, reason="fine")
+    body = model_server.model_requests[0].body
+    fmt = body["text"]["format"]
+    assert fmt["type"] == "json_schema"
+    assert fmt["schema"]["additionalProperties"] is False
+    assert sorted(fmt["schema"]["required"]) == ["ok", "reason"]
+
+
+async def test_failed_turn_raises_agent_turn_error(model_server, descriptor, worktree, run_meta):
+    from jigs.errors import AgentTurnError
+    from jigs.testing import error
+
+    model_server.add(error(400, "scripted bad request"))
+    async with create_agent_runner(
+        descriptor(), cwd=worktree, run=run_meta, agents_env=[]
+    ) as runner:
+        with pytest.raises(AgentTurnError) as info:
+            await generate_text(runner.model, prompt="fail please")
+    assert "scripted bad request" in str(info.value)
+
+
+async def test_effort_and_developer_instructions_reach_the_model(
+    model_server, descriptor, worktree, run_meta
+):
+    model_server.add(text("tuned"))
+    harness = descriptor(effort="high", developer_instructions="DEV-INSTRUCTIONS-4c2")
+    result = await run_agent(
+        harness=harness, cwd=worktree, prompt="hi", run=run_meta, agents_env=[]
+    )
+    assert result.text == "tuned"
+    request = model_server.model_requests[0]
+    assert request.body["reasoning"]["effort"] == "high"
+    assert "DEV-INSTRUCTIONS-4c2" in request.text()
