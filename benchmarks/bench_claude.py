@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ import time
 import uuid
 
 import anyio
+from _alternate import alternate, report
 
 KEY_ENV = "JIGS_BENCH_CLAUDE_KEY"
 
@@ -94,25 +94,8 @@ async def main_async(runs: int) -> int:
                 assert result.text == "benchmark answer", result.text
                 return elapsed
 
-            await raw()  # warm the file cache
-            await jigs(-1)
-            raws: list[float] = []
-            ours: list[float] = []
-            ratios: list[float] = []
-            for i in range(runs):
-                if i % 2 == 0:
-                    r = await raw()
-                    j = await jigs(i)
-                else:
-                    j = await jigs(i)
-                    r = await raw()
-                raws.append(r)
-                ours.append(j)
-                ratios.append(j / r)
-    print(f"raw claude -p stream-json turn: median {statistics.median(raws) * 1000:.1f} ms")
-    print(f"jigs runner + generate + close: median {statistics.median(ours) * 1000:.1f} ms")
-    ratio = statistics.median(ratios)
-    print(f"median ratio jigs/raw over {runs} pairs: {ratio:.3f} (target <= 1.05)")
+            pairs = await alternate(raw, jigs, runs)
+    report("raw claude -p stream-json turn", "jigs runner + generate + close", pairs)
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"peak RSS of the Python process: {peak_kib / 1024:.1f} MiB")
     return 0

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import anyio
+from _alternate import alternate, report
 
 KEY_ENV = "JIGS_BENCH_CODEX_KEY"
 
@@ -123,35 +124,21 @@ async def main_async(runs: int) -> int:
                 assert result.text == "benchmark answer", result.text
                 return elapsed
 
-            await raw()  # warm the file cache
-            await jigs(-1)
-            raws: list[float] = []
-            ours: list[float] = []
-            ratios: list[float] = []
             reused: list[float] = []
             starts: list[float] = []
-            for i in range(runs):
-                if i % 2 == 0:
-                    r = await raw()
-                    j = await jigs(i)
-                else:
-                    j = await jigs(i)
-                    r = await raw()
-                raws.append(r)
-                ours.append(j)
-                ratios.append(j / r)
+
+            async def extra() -> None:
                 reused.append(await raw(fresh=False))
                 starts.append(await app_server_start(exe.path, env, tree))
+
+            pairs = await alternate(raw, jigs, runs, each=extra)
             shutil.rmtree(reused_home, ignore_errors=True)
 
     def ms(values: list[float]) -> str:
         return f"median {statistics.median(values) * 1000:.1f} ms"
 
-    print(f"raw codex exec --json turn (fresh home):  {ms(raws)}")
+    report("raw codex exec --json turn (fresh home)", "jigs runner + generate + close", pairs)
     print(f"raw codex exec --json turn (reused home): {ms(reused)}")
-    print(f"jigs runner + generate + close:           {ms(ours)}")
-    ratio = statistics.median(ratios)
-    print(f"median ratio jigs/raw over {runs} pairs: {ratio:.3f} (target <= 1.05)")
     print(f"app server start (launch to initialize answer): {ms(starts)}")
     return 0
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ import uuid
 from pathlib import Path
 
 import anyio
+from _alternate import alternate, report
 
 KEY_ENV = "JIGS_BENCH_PI_KEY"
 
@@ -104,26 +104,9 @@ async def main_async(runs: int) -> int:
                 assert result.text == "benchmark answer", result.text
                 return elapsed
 
-            await raw()  # warm the file cache and Node's compile cache
-            await jigs(-1)
-            raws: list[float] = []
-            ours: list[float] = []
-            ratios: list[float] = []
-            for i in range(runs):
-                if i % 2 == 0:
-                    r = await raw()
-                    j = await jigs(i)
-                else:
-                    j = await jigs(i)
-                    r = await raw()
-                raws.append(r)
-                ours.append(j)
-                ratios.append(j / r)
+            pairs = await alternate(raw, jigs, runs)
         raw_home.remove()
-    print(f"raw pi --mode json turn: median {statistics.median(raws) * 1000:.1f} ms")
-    print(f"jigs run_agent turn:     median {statistics.median(ours) * 1000:.1f} ms")
-    ratio = statistics.median(ratios)
-    print(f"median ratio jigs/raw over {runs} pairs: {ratio:.3f} (target <= 1.05)")
+    report("raw pi --mode json turn", "jigs run_agent turn", pairs)
     return 0
 
 
