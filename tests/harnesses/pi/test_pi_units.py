@@ -35,11 +35,11 @@ def test_descriptor_round_trip_and_env_names() -> None:
     assert model_flag(d) == "local/m"
 
 
-def test_mcp_servers_are_refused_for_pi_yet() -> None:
-    server = {"command": "srv", "probe": {"tool": "ping"}}
-    with pytest.raises(DescriptorError, match="MCP servers are not supported for Pi yet") as info:
-        harnesses.pi(model=SOURCE, mcp_servers={"docs": server})
-    assert info.value.key == "mcp_servers"
+def test_mcp_servers_are_accepted_and_their_names_join_the_allowlist() -> None:
+    server = {"command": "srv", "env": {"TOKEN": "DOCS_TOKEN"}, "probe": {"tool": "ping"}}
+    d = harnesses.pi(model=SOURCE, mcp_servers={"docs": server})
+    assert d.env_names() == {"MY_KEY", "DOCS_TOKEN"}
+    assert harnesses.load(json.loads(d.describe())) == d
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,8 @@ A Pi descriptor says which model endpoint Pi talks to (:class:`OpenAICompatible`
 retries and context-file discovery. It never holds a key: ``api_key_env`` names the step-side
 variable, and the generated ``models.json`` refers to that name (``"$NAME"``), never its value.
 
-MCP servers are not supported for Pi yet: a Pi descriptor with ``mcp_servers`` is refused.
+``mcp_servers`` (stdio or HTTP, credentials by variable name) run through Pi's built-in MCP
+support; they are the agent's whole MCP universe (see :mod:`jigs_harness_pi._mcp`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import re
 from typing import Annotated, Any, ClassVar, Literal
 
 from jigs.descriptors import HarnessDescriptor
-from jigs.errors import DescriptorError
 from jigs.mcp import ENV_NAME_PATTERN, looks_like_secret
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -173,19 +173,6 @@ class PiDescriptor(HarnessDescriptor):
                 raise ValueError(f"tool name {name!r} is not a Pi tool name")
         return value
 
-    def __init__(self, /, **data: Any) -> None:
-        servers = data.get("mcp_servers")
-        if servers:
-            names = ", ".join(sorted(map(str, servers))) if isinstance(servers, dict) else "?"
-            raise DescriptorError(
-                f"MCP servers are not supported for Pi yet (declared: {names}); remove "
-                f"mcp_servers from the pi descriptor, or run this step on the claude or codex "
-                f"kind",
-                kind="pi",
-                key="mcp_servers",
-            )
-        super().__init__(**data)
-
     def to_data(self) -> dict[str, Any]:
         """Plain JSON-ready data; the model source keeps its ``type`` (it picks the class)."""
         data = super().to_data()
@@ -195,7 +182,7 @@ class PiDescriptor(HarnessDescriptor):
         return data
 
     def env_names(self) -> frozenset[str]:
-        """The model key's variable name (and, later, MCP credentials)."""
+        """The model key's variable name and the MCP servers' credential names."""
         names = set(super().env_names())
         key = self.model.key_env()
         if key:

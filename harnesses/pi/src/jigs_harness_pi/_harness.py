@@ -6,8 +6,11 @@ One :meth:`PiHarness.run` is one Pi invocation (two when a structured answer nee
   with the wheel's Node, in the worktree, with exactly the step's environment plus the names Pi
   needs (``PI_CODING_AGENT_DIR`` of a private agent dir, offline and no telemetry), in its own
   process group, stdin closed;
-- discovery of extensions, skills, prompt templates, themes, context files, project-local
-  ``.pi`` files and Pi's built-in MCP is off (``-ne -ns -np --no-themes -nc -na --no-mcp``);
+- discovery of extensions, skills, prompt templates, themes, context files and project-local
+  ``.pi`` files is off (``-ne -ns -np --no-themes -nc -na``); Pi's built-in MCP is off
+  (``--no-mcp``) unless the step declares servers: then only the built-in MCP extension is
+  loaded (``-e builtin:mcp``), reading the ``mcp.json`` jigs wrote into the private agent dir
+  (:mod:`jigs_harness_pi._mcp`), and disabled tools go to ``--exclude-tools``;
 - sessions live in ``ctx.state_dir / "sessions"``: a fresh turn uses a session id jigs chooses
   (``--session-id``), a resumed one opens the proven session file (``--session``), and the id Pi
   reports must be the one asked for (:class:`AgentSessionError` otherwise);
@@ -43,6 +46,7 @@ from jigs_harness_pi._executable import (
     resolve_pi,
 )
 from jigs_harness_pi._home import PiHome, model_flag
+from jigs_harness_pi._mcp import allowed_tools, excluded_tools
 from jigs_harness_pi._stream import PiOutcome, PiStream
 
 if TYPE_CHECKING:
@@ -287,7 +291,14 @@ class PiHarness(Harness):
             argv += ["--session", str(resume_file)]
         else:
             argv += ["--session-id", session_id]
-        argv += ["-ne", "-ns", "-np", "--no-themes", "-na", "--no-mcp"]
+        argv += ["-ne", "-ns", "-np", "--no-themes", "-na"]
+        if descriptor.mcp_servers:
+            argv += ["-e", "builtin:mcp"]
+            excluded = excluded_tools(descriptor.mcp_servers)
+            if excluded:
+                argv += ["--exclude-tools", ",".join(excluded)]
+        else:
+            argv.append("--no-mcp")
         if not descriptor.context_files:
             argv.append("-nc")
         for skill in descriptor.skills:
@@ -295,7 +306,8 @@ class PiHarness(Harness):
         if descriptor.thinking is not None:
             argv += ["--thinking", descriptor.thinking]
         if descriptor.tools is not None:
-            argv += ["--tools", ",".join(descriptor.tools)] if descriptor.tools else ["-nt"]
+            tools = allowed_tools(descriptor.tools, descriptor.mcp_servers)
+            argv += ["--tools", ",".join(tools)] if tools else ["-nt"]
         # `--` ends option parsing, so a prompt that starts with "-" stays a prompt; Pi still
         # reads an argument starting with "@" as a file to attach, so such a prompt gets a space.
         argv += ["--", f" {prompt}" if prompt.startswith("@") else prompt]

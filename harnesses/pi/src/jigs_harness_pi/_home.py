@@ -1,7 +1,9 @@
-"""The private ``PI_CODING_AGENT_DIR`` of one invocation: ``settings.json`` and ``models.json``.
+"""The private ``PI_CODING_AGENT_DIR`` of one invocation: ``settings.json``, ``models.json`` and,
+when the step declares MCP servers, ``mcp.json`` (:mod:`jigs_harness_pi._mcp`).
 
 Nothing secret is ever written: an API key appears in ``models.json`` only as Pi's environment
-reference ``"$NAME"`` (the variable's name), which Pi resolves at request time. ``settings.json``
+reference ``"$NAME"`` (the variable's name), which Pi resolves at request time, and MCP
+credentials likewise as ``"${NAME}"``. ``settings.json``
 turns off packages and extension resources, install telemetry, and sets retries as the descriptor
 says (off by default, so a dead endpoint fails in well under a second). The shell tool gets a
 prefix that unsets the key variable, so a command the model runs cannot print the key.
@@ -21,6 +23,7 @@ from jigs_harness_pi._descriptor import (
     OpenRouter,
     PiDescriptor,
 )
+from jigs_harness_pi._mcp import mcp_json
 
 __all__ = ["OPENROUTER_BASE_URL", "PiHome", "model_flag", "models_json", "settings_json"]
 
@@ -101,6 +104,10 @@ class PiHome:
         try:
             self._write("settings.json", settings_json(descriptor))
             self._write("models.json", models_json(descriptor))
+            if descriptor.mcp_servers:
+                key = descriptor.model.key_env()
+                hidden = [key] if key else []
+                self._write("mcp.json", mcp_json(descriptor.mcp_servers, hidden_env=hidden))
         except BaseException:
             self.remove()
             raise
