@@ -14,6 +14,14 @@ import pytest
 from jigs import RunMetadata
 
 
+# Installed CLIs (`jigs install pi`) live in the real data dir; every test gets its own data dir
+# below, so pin the CLI dir to the real one first.
+if "JIGS_CLI_DIR" not in os.environ:
+    from jigs._paths import data_dir
+
+    os.environ["JIGS_CLI_DIR"] = str(data_dir() / "clis")
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

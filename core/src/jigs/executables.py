@@ -76,8 +76,10 @@ def on_path(name: str) -> Candidate:
 
 
 def installed_dir(kind: str) -> Path:
-    """Where ``jigs install <kind>`` puts the kind's CLI."""
-    return data_dir() / "clis" / kind
+    """Where ``jigs install <kind>`` puts the kind's CLI: ``$JIGS_CLI_DIR/<kind>``, by default
+    ``<jigs data dir>/clis/<kind>``."""
+    base = os.environ.get("JIGS_CLI_DIR")
+    return (Path(base) if base else data_dir() / "clis") / kind
 
 
 def find_executable(

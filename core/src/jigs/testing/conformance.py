@@ -9,7 +9,7 @@
 
 It uses plain ``assert`` (no pytest import) and drives the real pipeline with the kind's real CLI
 against :class:`~jigs.testing.ModelServer`. It checks that: the descriptor round-trips through
-JSON; every process the kind launches gets nothing outside the allowlist (canaries planted in the
+JSON; every process the kind launches (in a scratch ``HOME``) gets nothing outside the allowlist (canaries planted in the
 host environment never arrive); the worktree lock is taken while the agent runs and released
 after; ``close()`` is idempotent and leaves no process; a stale ``resume`` raises
 :class:`~jigs.errors.AgentSessionError` before any process starts; kinds without a model refuse
@@ -59,7 +59,9 @@ async def check_harness(
     """Run every conformance check for ``kind``; raises ``AssertionError`` naming the first
     that fails."""
     from jigs import harnesses
+    from jigs._paths import data_dir
     from jigs._registry import default_registry
+    from jigs.executables import installed_dir
     from jigs._types import AgentSessionRef, RunMetadata
     from jigs.env import BASE_ENV
     from jigs.errors import AgentSessionError, ModelNotAvailableError
@@ -89,7 +91,19 @@ async def check_harness(
             | set(plan.agents_env)
         )
 
-        with patched_environ({**CANARIES, **plan.host_env}), observe_launches() as launches:
+        home = tmp_path / "home"
+        home.mkdir(exist_ok=True)
+        scratch = {
+            # the agents' own files (transcripts, shell start-up) stay out of the operator's HOME;
+            # jigs' data and installed CLIs stay where they are
+            "HOME": str(home),
+            "JIGS_DATA_DIR": str(data_dir()),
+            "JIGS_CLI_DIR": str(installed_dir(kind).parent),
+        }
+        with (
+            patched_environ({**scratch, **CANARIES, **plan.host_env}),
+            observe_launches() as launches,
+        ):
             # 2. a stale resume fails before any process starts
             tree = _fresh_worktree(tmp_path, "stale")
             stale = AgentSessionRef(
