@@ -43,6 +43,7 @@ def test_wheel_node_is_new_enough() -> None:
 
 def test_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("JIGS_PI_EXECUTABLE", raising=False)
+    monkeypatch.setenv("JIGS_CLI_DIR", str(tmp_path / "nothing-installed"))
     old = _fake_package(tmp_path / "old", "1.2.0")
     new = _fake_package(tmp_path / "new", "1.7.1")
     with pytest.raises(CliNotFoundError, match=r"older than 1\.6\.0") as info:
@@ -64,6 +65,7 @@ async def test_doctor_shows_which_pi_and_the_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("JIGS_PI_EXECUTABLE", raising=False)
+    monkeypatch.setenv("JIGS_CLI_DIR", str(tmp_path / "nothing-installed"))
     (outcome,) = await run_checks(PiHarness().installation_checks({"PATH": "/usr/bin:/bin"}))
     if outcome.ok:  # a real pi on the system PATH
         pytest.skip("a pi is on /usr/bin")
@@ -79,9 +81,12 @@ async def test_doctor_shows_which_pi_and_the_fix(
     not (os.environ.get("JIGS_TEST_PI_INSTALL") or os.environ.get("CI")),
     reason="an npm install from the registry: runs in CI, or set JIGS_TEST_PI_INSTALL=1",
 )
-async def test_jigs_install_pi(jigs_data_dir: Path) -> None:
+async def test_jigs_install_pi(jigs_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Slow (an npm install from the registry): opt in with JIGS_TEST_PI_INSTALL=1."""
     from jigs.env import build_env
+
+    monkeypatch.delenv("JIGS_PI_EXECUTABLE", raising=False)
+    monkeypatch.setenv("JIGS_CLI_DIR", str(jigs_data_dir / "clis"))
 
     what = await PiHarness().install(build_env([]))
     assert "1.6.0" in what
