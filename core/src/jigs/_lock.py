@@ -15,8 +15,6 @@ import os
 import secrets
 from pathlib import Path
 
-import filelock
-
 from jigs._paths import data_dir
 from jigs.errors import WorktreeBusyError
 
@@ -41,6 +39,9 @@ class WorktreeLock:
         self.path = lock_path_for(self.worktree)
         self._holder_path = self.path.with_suffix(".holder")
         self._token = secrets.token_hex(16)
+        import filelock  # 24 ms at import time: only a step that locks pays it
+
+        self._timeout_error = filelock.Timeout
         self._lock = filelock.FileLock(self.path, timeout=0, thread_local=False)
 
     @property
@@ -51,7 +52,7 @@ class WorktreeLock:
         """Take the lock or raise :class:`WorktreeBusyError` at once, naming the holder."""
         try:
             self._lock.acquire(timeout=0)
-        except filelock.Timeout:
+        except self._timeout_error:
             run_id, pid = self._read_holder()
             raise WorktreeBusyError(self.worktree, run_id, pid) from None
         record = {
