@@ -94,7 +94,6 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=4)
     args = parser.parse_args()
     from jigs._registry import default_registry
-
     from jigs.executables import installed_dir
 
     kinds = args.harness or default_registry().kinds()

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from jigs import RunMetadata
 
-
 # Installed CLIs (`jigs install pi`) live in the real data dir; every test gets its own data dir
 # below, so pin the CLI dir to the real one first.
 if "JIGS_CLI_DIR" not in os.environ:

@@ -67,22 +67,44 @@ def test_config_with_endpoint_names_the_key_and_never_holds_it():
 
 
 def test_config_writes_the_steps_mcp_servers_by_name_only():
-    descriptor = harnesses.codex(mcp_servers=_MCP)
-    text, extra = render_config(descriptor, {"GH_TOKEN": "ghp-value", "SAME": "same-value"})
-    assert "ghp-value" not in text
-    assert "same-value" not in text
+    descriptor = harnesses.codex(
+        model="m", base_url="http://127.0.0.1:1/v1", api_key_env="MODEL_KEY", mcp_servers=_MCP
+    )
+    env = {
+        "GH_TOKEN": "ghp-value",
+        "SAME": "same-value",
+        "PATH": "/bin",
+        "HTTPS_PROXY": "http://proxy:1",
+        "MODEL_KEY": "sk-model-key-value",
+        "WEB_BEARER": "web-bearer-value",
+    }
+    text, extra = render_config(descriptor, env)
+    for value in env.values():
+        if value not in ("/bin", "http://proxy:1"):
+            assert value not in text
     config = tomllib.loads(text)
     assert sorted(config["mcp_servers"]) == ["files", "web"]
     files = config["mcp_servers"]["files"]
-    assert files["env_vars"] == ["SAME", "TOKEN"]
+    # the step's environment, as the probe had it, but neither the model key nor what another
+    # server declared as its credential
+    assert files["env_vars"] == ["GH_TOKEN", "HTTPS_PROXY", "PATH", "SAME", "TOKEN"]
     assert files["disabled_tools"] == ["rm"]
+    for server in config["mcp_servers"].values():
+        assert server["required"] is True
+        assert server["startup_timeout_sec"] == 20.0
+        assert server["default_tools_approval_mode"] == "approve"
+    short = harnesses.codex(mcp_servers=_MCP, startup_timeout=5)
+    assert (
+        tomllib.loads(render_config(short, {})[0])["mcp_servers"]["web"]["startup_timeout_sec"]
+        == 2.5
+    )
     web = config["mcp_servers"]["web"]
     assert web["bearer_token_env_var"] == "WEB_BEARER"
     assert web["env_http_headers"] == {"X-Api": "WEB_KEY"}
     # a renamed credential rides in the app server's env, and is kept from the agent's shell
     assert extra == {"TOKEN": "ghp-value"}
     excluded = set(config["shell_environment_policy"]["exclude"])
-    assert {"GH_TOKEN", "TOKEN", "SAME", "WEB_BEARER", "WEB_KEY"} <= excluded
+    assert {"GH_TOKEN", "TOKEN", "SAME", "WEB_BEARER", "WEB_KEY", "MODEL_KEY"} <= excluded
 
 
 def test_the_real_cli_reads_the_curated_mcp_tables(require_cli, tmp_path):

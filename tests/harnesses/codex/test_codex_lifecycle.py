@@ -104,11 +104,11 @@ async def test_worktree_config_may_not_override_policy(config, named, worktree):
     (worktree / ".codex").mkdir()
     (worktree / ".codex" / "config.toml").write_text(config)
     target = HarnessTarget(descriptor=CodexDescriptor(), cwd=worktree)
-    (outcome,) = await run_checks(CodexHarness().jit_checks(target, {}))
+    outcome, _system = await run_checks(CodexHarness().jit_checks(target, {}))
     assert not outcome.ok
     assert named in outcome.reason
     (worktree / ".codex" / "config.toml").write_text('model_reasoning_effort = "low"\n')
-    (outcome,) = await run_checks(CodexHarness().jit_checks(target, {}))
+    outcome, _system = await run_checks(CodexHarness().jit_checks(target, {}))
     assert outcome.ok, outcome.reason
 
 
@@ -122,7 +122,7 @@ async def test_project_configs_up_to_the_repo_root_are_guarded(worktree):
     (worktree / ".codex").mkdir()
     (worktree / ".codex" / "config.toml").write_text('[mcp_servers.root]\ncommand = "x"\n')
     target = HarnessTarget(descriptor=CodexDescriptor(), cwd=sub)
-    (outcome,) = await run_checks(CodexHarness().jit_checks(target, {}))
+    outcome, _system = await run_checks(CodexHarness().jit_checks(target, {}))
     assert not outcome.ok
     assert "root" in outcome.reason
 

@@ -9,9 +9,9 @@
 
 It uses plain ``assert`` (no pytest import) and drives the real pipeline with the kind's real CLI
 against :class:`~jigs.testing.ModelServer`. It checks that: the descriptor round-trips through
-JSON; every process the kind launches (in a scratch ``HOME``) gets nothing outside the allowlist (canaries planted in the
-host environment never arrive); the worktree lock is taken while the agent runs and released
-after; ``close()`` is idempotent and leaves no process; a stale ``resume`` raises
+JSON; every process the kind launches (in a scratch ``HOME``) gets nothing outside the allowlist
+(canaries planted in the host environment never arrive); the worktree lock is taken while the agent
+runs and released after; ``close()`` is idempotent and leaves no process; a stale ``resume`` raises
 :class:`~jigs.errors.AgentSessionError` before any process starts; kinds without a model refuse
 ``create_agent_runner`` with :class:`~jigs.errors.ModelNotAvailableError`, leaving nothing behind.
 
@@ -61,10 +61,10 @@ async def check_harness(
     from jigs import harnesses
     from jigs._paths import data_dir
     from jigs._registry import default_registry
-    from jigs.executables import installed_dir
     from jigs._types import AgentSessionRef, RunMetadata
     from jigs.env import BASE_ENV
     from jigs.errors import AgentSessionError, ModelNotAvailableError
+    from jigs.executables import installed_dir
     from jigs.models import generate_text
     from jigs.processes import group_alive, observe_launches, value_digest
     from jigs.steps import create_agent_runner, run_agent

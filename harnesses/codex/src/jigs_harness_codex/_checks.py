@@ -7,6 +7,11 @@
   declare ``mcp_servers`` (Codex trusts the worktree and would load them), nor any other key that
   would override the private home's policy (the agent's environment, the login shell, the model
   provider, profiles, telemetry, plugins); unparseable TOML fails closed.
+- ``mcp.codex-system-config`` (just in time): Codex also layers the host's
+  ``/etc/codex/config.toml`` (below the private home: its ``mcp_servers`` would still be started
+  for every step) and ``/etc/codex/managed_config.toml`` (above it: it could override any
+  policy), whatever ``CODEX_HOME`` says. The first must declare no ``mcp_servers``; the second is
+  held to the worktree's rules.
 """
 
 from __future__ import annotations
@@ -23,7 +28,16 @@ from jigs_harness_codex._descriptor import CodexDescriptor
 from jigs_harness_codex._executable import MINIMUM_VERSION, fix_hint, resolve_executable
 from jigs_harness_codex._home import operator_auth_file
 
-__all__ = ["auth_check", "cli_check", "worktree_config_check"]
+__all__ = [
+    "SYSTEM_CONFIG_DIR",
+    "auth_check",
+    "cli_check",
+    "system_config_check",
+    "worktree_config_check",
+]
+
+#: Where Codex reads its system-wide layers on Unix (no variable moves them).
+SYSTEM_CONFIG_DIR = Path("/etc/codex")
 
 #: Keys a repo's ``.codex/config.toml`` may not set: Codex layers that file over the private
 #: home's config, so each could undo a policy jigs wrote there.
@@ -87,7 +101,11 @@ def auth_check(descriptor: CodexDescriptor, env: Mapping[str, str]) -> Check:
     return Check("harness.codex-auth", "Codex login or model key", run)
 
 
-def _worktree_failure(path: Path) -> CheckFailure | None:
+def _worktree_failure(
+    path: Path, *, by: str = "the repo", policy: bool = True
+) -> CheckFailure | None:
+    """Why the Codex config layer at ``path`` may not be loaded with a step; None when it is
+    absent or harmless. ``policy=False`` looks at ``mcp_servers`` only."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -96,16 +114,18 @@ def _worktree_failure(path: Path) -> CheckFailure | None:
         return CheckFailure(
             reason=f"{path} cannot be parsed ({type(exc).__name__}: {exc}), so jigs cannot prove "
             f"it declares no MCP servers or policy keys",
-            repair=f"fix or remove {path}; MCP servers are declared per step, never by the repo",
+            repair=f"fix or remove {path}; MCP servers are declared per step, never by {by}",
         )
     servers = data.get("mcp_servers")
     if servers:
         names = ", ".join(sorted(servers)) if isinstance(servers, dict) else str(servers)[:80]
         return CheckFailure(
-            reason=f"{path} declares mcp_servers: {names}",
+            reason=f"{path} declares mcp_servers: {names} (Codex would start them for the step)",
             repair=f"remove the mcp_servers table from {path}; MCP servers are declared per "
-            f"step, never by the repo",
+            f"step, never by {by}",
         )
+    if not policy:
+        return None
     owned = [f"{key} ({why})" for key, why in _POLICY_KEYS.items() if key in data]
     features = data.get("features")
     if isinstance(features, dict):
@@ -117,7 +137,7 @@ def _worktree_failure(path: Path) -> CheckFailure | None:
     if owned:
         return CheckFailure(
             reason=f"{path} sets what jigs owns as policy: {'; '.join(owned)}",
-            repair=f"remove those keys from {path} (Codex would let the repo override jigs' "
+            repair=f"remove those keys from {path} (Codex would let {by} override jigs' "
             f"private home)",
         )
     return None
@@ -144,3 +164,17 @@ def worktree_config_check(cwd: Path) -> Check:
         return CheckOk(f"no mcp_servers or policy keys in {', '.join(present)}" if present else "")
 
     return Check("mcp.codex-worktree-config", "Codex worktree config", run)
+
+
+def system_config_check(root: Path = SYSTEM_CONFIG_DIR) -> Check:
+    async def run() -> CheckResult:
+        by = "the host's system-wide Codex config"
+        failure = _worktree_failure(root / "config.toml", by=by, policy=False)
+        failure = failure or _worktree_failure(root / "managed_config.toml", by=by)
+        if failure is not None:
+            return failure
+        present = [str(p) for p in (root / "config.toml", root / "managed_config.toml")]
+        present = [p for p in present if Path(p).exists()]
+        return CheckOk(f"no mcp_servers in {', '.join(present)}" if present else "")
+
+    return Check("mcp.codex-system-config", "Codex system-wide config", run)

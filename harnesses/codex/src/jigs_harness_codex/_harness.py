@@ -12,7 +12,12 @@ from jigs.executables import Resolved
 from jigs.models import LanguageModel
 from jigs.plugin import Harness, HarnessContext, HarnessTarget
 
-from jigs_harness_codex._checks import auth_check, cli_check, worktree_config_check
+from jigs_harness_codex._checks import (
+    auth_check,
+    cli_check,
+    system_config_check,
+    worktree_config_check,
+)
 from jigs_harness_codex._descriptor import CodexDescriptor
 from jigs_harness_codex._executable import (
     RUNTIME_WHEEL,
@@ -53,7 +58,7 @@ class CodexHarness(Harness):
         return [auth_check(descriptor, env)]
 
     def jit_checks(self, target: HarnessTarget, env: Mapping[str, str]) -> Sequence[Check]:
-        return [worktree_config_check(target.cwd)]
+        return [worktree_config_check(target.cwd), system_config_check()]
 
     async def verify_resume(self, target: HarnessTarget, ctx: HarnessContext) -> None:
         assert target.resume is not None

@@ -32,9 +32,11 @@ from jigs_harness_codex._descriptor import DEFAULT_OPENAI_BASE_URL, CodexDescrip
 from jigs_harness_codex._seed import copy_seed
 
 __all__ = [
+    "MCP_STARTUP_TIMEOUT",
     "PROVIDER_ID",
     "CodexHome",
     "build_home",
+    "mcp_startup_timeout",
     "operator_auth_file",
     "render_config",
     "rollout_for",
@@ -43,6 +45,10 @@ __all__ = [
 
 #: The ``[model_providers.<id>]`` jigs writes when the descriptor names an endpoint.
 PROVIDER_ID = "jigs"
+#: The most seconds Codex may take to start one step server and list its tools (the probe's
+#: start and list phases take 10 s each at most); capped further at half the descriptor's
+#: ``startup_timeout`` so Codex's own, precise error arrives before jigs gives up on the thread.
+MCP_STARTUP_TIMEOUT = 20.0
 _THREAD_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z-]{7,80}$")
 _FIRST_LINE_LIMIT = 64 * 1024
 
@@ -87,11 +93,27 @@ def _toml_key(key: str) -> str:
     return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _toml_str(key)
 
 
+def mcp_startup_timeout(descriptor: CodexDescriptor) -> float:
+    """Seconds Codex may take to start one of the step's servers (``startup_timeout_sec``)."""
+    return min(MCP_STARTUP_TIMEOUT, descriptor.startup_timeout / 2)
+
+
 def _mcp_tables(
     descriptor: CodexDescriptor, env: Mapping[str, str]
 ) -> tuple[list[str], dict[str, str], set[str]]:
     """The ``[mcp_servers.*]`` tables, the env the app server must add for renamed
-    credentials, and every credential name (kept from the agent's shell)."""
+    credentials, and every credential name (kept from the agent's shell).
+
+    Every server is ``required``: Codex then fails ``thread/start`` when one does not start
+    within ``startup_timeout_sec`` (an optional one would be dropped silently after about a
+    second, and the model would run without its tools)."""
+    others = {
+        name: frozenset().union(
+            *(s.env_names() for n, s in descriptor.mcp_servers.items() if n != name)
+        )
+        for name in descriptor.mcp_servers
+    }
+    startup = f"startup_timeout_sec = {float(mcp_startup_timeout(descriptor))!r}"
     lines: list[str] = []
     extra: dict[str, str] = {}
     secret_names: set[str] = set()
@@ -100,15 +122,22 @@ def _mcp_tables(
         if isinstance(server, McpStdioServer):
             lines.append(f"command = {_toml_str(server.command)}")
             lines.append(f"args = {_toml_list(server.args)}")
-            forwarded: list[str] = []
-            for child, source in sorted(server.env.items()):
-                forwarded.append(child)
+            # Codex gives a stdio server only a few variables of its own (HOME, PATH, ...) plus
+            # env_vars: forward the step's environment, as the probe had it, except the model
+            # key, CODEX_HOME and the credentials other servers declared
+            forwarded = (
+                set(env)
+                - {descriptor.api_key_env, "CODEX_HOME"}
+                - (others[name] - server.env_names())
+            )
+            for child, source in server.env.items():
+                forwarded.add(child)
                 secret_names.update((child, source))
                 if child != source and source in env:
                     # a renamed credential rides in the app server's env, never on disk
                     extra[child] = env[source]
             if forwarded:
-                lines.append(f"env_vars = {_toml_list(forwarded)}")
+                lines.append(f"env_vars = {_toml_list(sorted(n for n in forwarded if n))}")
         elif isinstance(server, McpHttpServer):
             lines.append(f"url = {_toml_str(server.url)}")
             if server.bearer_token_env:
@@ -123,7 +152,9 @@ def _mcp_tables(
                 secret_names.update(server.headers.values())
         if server.disabled_tools:
             lines.append(f"disabled_tools = {_toml_list(server.disabled_tools)}")
-        # unattended: a declared (and probed) server's tools run without asking
+        lines += ["required = true", startup]
+        # unattended: a declared (and probed) server's tools run without asking (with "prompt"
+        # Codex would refuse them under the approval policy "never")
         lines.append('default_tools_approval_mode = "approve"')
     return lines, extra, secret_names
 

@@ -30,9 +30,9 @@ from jigs.plugin import HarnessContext, HarnessTarget
 from jigs_harness_codex._approvals import ApprovalHook, answer_by_policy
 from jigs_harness_codex._descriptor import CodexDescriptor
 from jigs_harness_codex._executable import fix_hint, resolve_executable
-from jigs_harness_codex._home import build_home
+from jigs_harness_codex._home import build_home, mcp_startup_timeout
 from jigs_harness_codex._reap import stop_tree
-from jigs_harness_codex._rpc import AppServer, AppServerTimeoutError
+from jigs_harness_codex._rpc import AppServer, AppServerRpcError, AppServerTimeoutError
 from jigs_harness_codex._seed import ensure_seed
 from jigs_harness_codex._turn import TurnState, strict_schema
 from jigs_harness_codex._version import __version__
@@ -46,6 +46,8 @@ POLICY_APPROVAL = "never"
 #: many CI containers lack, and would silently deny network to build tools).
 POLICY_SANDBOX = "danger-full-access"
 _INTERRUPT_GRACE = 0.5
+#: What Codex says when a ``required`` MCP server does not start (``thread/start`` fails).
+_MCP_STARTUP_FAILED = "required MCP servers failed to initialize"
 _UNSUPPORTED = ("temperature", "top_p", "top_k", "max_output_tokens", "stop_sequences", "seed")
 
 
@@ -197,6 +199,25 @@ class CodexModel(StreamingModel):
                 self._ctx.log.info("codex.turn.interrupt_failed", error=type(exc).__name__)
 
 
+def _mcp_startup_error(
+    exc: AppServerRpcError, descriptor: CodexDescriptor
+) -> AgentTurnError | None:
+    """A step server Codex could not start (every one is ``required``), named in plain words;
+    None for any other refusal."""
+    detail = exc.detail or ""
+    if _MCP_STARTUP_FAILED not in detail:
+        return None
+    reason = detail.split(_MCP_STARTUP_FAILED, 1)[1].lstrip(": ").strip() or detail
+    return AgentTurnError(
+        f"Codex could not start the step's MCP server(s) within "
+        f"{mcp_startup_timeout(descriptor):g}s, although the just-in-time probe had started "
+        f"them: {reason}. Make the server start faster, or raise the descriptor's "
+        f"startup_timeout (Codex gets half of it, at most 20 s, per server)",
+        kind="codex",
+        detail=detail,
+    )
+
+
 async def open_model(target: HarnessTarget, ctx: HarnessContext) -> CodexModel:
     """Build the home, launch and initialize the app server, start or resume the thread.
 
@@ -263,14 +284,20 @@ async def open_model(target: HarnessTarget, ctx: HarnessContext) -> CodexModel:
         common["model"] = descriptor.model
     if descriptor.developer_instructions is not None:
         common["developerInstructions"] = descriptor.developer_instructions
-    if target.resume is not None:
-        result = await server.request(
-            "thread/resume",
-            {"threadId": target.resume.id, "excludeTurns": True, **common},
-            timeout=timeout,
-        )
-    else:
-        result = await server.request("thread/start", common, timeout=timeout)
+    try:
+        if target.resume is not None:
+            result = await server.request(
+                "thread/resume",
+                {"threadId": target.resume.id, "excludeTurns": True, **common},
+                timeout=timeout,
+            )
+        else:
+            result = await server.request("thread/start", common, timeout=timeout)
+    except AppServerRpcError as exc:
+        mcp_error = _mcp_startup_error(exc, descriptor)
+        if mcp_error is None:
+            raise
+        raise mcp_error from None
     thread = (result or {}).get("thread") or {}
     thread_id = str(thread.get("id") or "")
     if not thread_id:
