@@ -1,5 +1,6 @@
 """MCP probes against a real stdio server written with the mcp SDK."""
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -98,3 +99,17 @@ async def test_a_failing_probe_fails_the_step_with_jit_check_error_before_the_lo
 def anyio_backend() -> str:
     """The probe is the mcp SDK's code: one backend is enough here."""
     return "asyncio"
+
+
+async def test_a_probed_server_gets_its_own_credential_but_not_the_kinds_private_names(tmp_path):
+    report = tmp_path / "env.json"
+    env = {"PATH": "/usr/bin:/bin", "OTHER_SERVER_TOKEN": "other-secret", "MY_TOKEN": "mine"}
+    server = stdio("--env-report", str(report), env={"CHILD_TOKEN": "MY_TOKEN"})
+    result = await probe_server(
+        "s", server, cwd=tmp_path, env=env, private=frozenset({"OTHER_SERVER_TOKEN", "MY_TOKEN"})
+    )
+    assert isinstance(result, CheckOk), result
+    names = set(json.loads(report.read_text()))
+    assert "CHILD_TOKEN" in names
+    assert "PATH" in names
+    assert not names & {"OTHER_SERVER_TOKEN", "MY_TOKEN"}

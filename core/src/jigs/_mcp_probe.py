@@ -109,9 +109,11 @@ async def probe_server(
     cwd: Path,
     env: Mapping[str, str],
     timeout: float = PHASE_TIMEOUT,
+    private: frozenset[str] = frozenset(),
 ) -> CheckResult:
     """Probe one server; never raises for a server fault (it returns a failure). ``timeout``
-    bounds each phase."""
+    bounds each phase. A stdio server gets the step environment without the ``private`` names
+    (the kind's own: model keys, every server's credential sources), plus its declared ``env``."""
     values, missing = resolve_server_env(server, env)
     if missing:
         return CheckFailure(
@@ -130,7 +132,7 @@ async def probe_server(
                 params = StdioServerParameters(
                     command=server.command,
                     args=list(server.args),
-                    env={**env, **values},
+                    env={**{k: v for k, v in env.items() if k not in private}, **values},
                     cwd=cwd,
                 )
                 async with (
@@ -162,13 +164,18 @@ async def probe_server(
 
 
 def mcp_probe_checks(
-    servers: Mapping[str, McpStdioServer | McpHttpServer], *, cwd: Path, env: Mapping[str, str]
+    servers: Mapping[str, McpStdioServer | McpHttpServer],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    private: frozenset[str] = frozenset(),
 ) -> list[Check]:
-    """One just-in-time check per declared server (id ``mcp.<name>``)."""
+    """One just-in-time check per declared server (id ``mcp.<name>``); see :func:`probe_server`
+    for ``private``."""
 
     def make(name: str, server: McpStdioServer | McpHttpServer) -> Check:
         async def run() -> CheckResult:
-            return await probe_server(name, server, cwd=cwd, env=env)
+            return await probe_server(name, server, cwd=cwd, env=env, private=private)
 
         return Check(
             id=f"mcp.{name}", label=f"MCP server {name}", run=run, timeout=4 * PHASE_TIMEOUT

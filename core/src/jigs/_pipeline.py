@@ -137,7 +137,10 @@ async def prepare(
         if descriptor.mcp_servers:
             from jigs._mcp_probe import mcp_probe_checks
 
-            checks.extend(mcp_probe_checks(descriptor.mcp_servers, cwd=workdir, env=env))
+            private = frozenset(harness.env_allowlist(descriptor))
+            checks.extend(
+                mcp_probe_checks(descriptor.mcp_servers, cwd=workdir, env=env, private=private)
+            )
         with anyio.fail_after(JIT_TIMEOUT):
             outcomes = await run_checks(checks)
         failed = [o for o in outcomes if not o.ok]

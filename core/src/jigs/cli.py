@@ -96,7 +96,12 @@ async def _doctor(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -
                 if descriptor.mcp_servers:
                     from jigs._mcp_probe import mcp_probe_checks
 
-                    checks += mcp_probe_checks(descriptor.mcp_servers, cwd=worktree, env=env)
+                    checks += mcp_probe_checks(
+                        descriptor.mcp_servers,
+                        cwd=worktree,
+                        env=env,
+                        private=frozenset(harness.env_allowlist(descriptor)),
+                    )
         except JigsError as exc:
             rows.append([kind, "plugin and descriptor", "FAIL", str(exc)])
             failed += 1
