@@ -7,6 +7,7 @@ from jigs.errors import EnvPolicyError
 
 def test_env_is_built_from_empty():
     host = {
+        "LC_DEPLOY_TOKEN": "ghp_forwarded_by_ssh",
         "PATH": "/bin",
         "HOME": "/h",
         "LC_ALL": "C",
@@ -82,3 +83,16 @@ def test_unknown_keys_in_the_table_are_refused(tmp_path):
     (tmp_path / "jigs.toml").write_text('[agents]\nenv = []\nenvs = ["X"]\n')
     with pytest.raises(EnvPolicyError, match="unknown keys"):
         find_agents_config(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["ASIAPAC_REGION", "AKIA_MODE", "AIzaCONFIG", "SSH_AUTH_SOCK"])
+def test_ordinary_names_are_not_mistaken_for_secrets(name):
+    assert validate_agents_env([name], source="t") == (name,)
+
+
+@pytest.mark.parametrize(
+    "value", ["AKIAIOSFODNN7EXAMPLE", "sk-ant-api03-abcdef", "ghp_abcdefghijklmnop"]
+)
+def test_key_shapes_are_refused(value):
+    with pytest.raises(EnvPolicyError, match="looks like a secret"):
+        validate_agents_env([value], source="t")

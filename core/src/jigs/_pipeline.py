@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -28,7 +29,7 @@ from jigs._logging import logger, timed
 from jigs._paths import run_state_dir
 from jigs._registry import Registry, default_registry
 from jigs._types import AgentSessionRef, RunMetadata
-from jigs.checks import run_checks
+from jigs.checks import CheckOutcome, run_checks
 from jigs.descriptors import HarnessDescriptor
 from jigs.env import RESERVED_AGENT_ENV, build_env, find_agents_config, validate_agents_env
 from jigs.errors import (
@@ -40,10 +41,46 @@ from jigs.errors import (
 )
 from jigs.plugin import Harness, HarnessContext, HarnessTarget
 
-__all__ = ["Prepared", "agent_env_for", "prepare"]
+__all__ = ["CLOSE_TIMEOUT", "Prepared", "StepScope", "agent_env_for", "prepare"]
 
 #: Seconds all just-in-time checks together may take.
 JIT_TIMEOUT = 50.0
+#: Seconds releasing a step may take in all (stop processes, remove homes, release the lock).
+CLOSE_TIMEOUT = 10.0
+
+
+class StepScope:
+    """Everything one step acquired, released in reverse order by :meth:`aclose`.
+
+    :meth:`aclose` is idempotent, shielded from cancellation and bounded by
+    :data:`CLOSE_TIMEOUT`; when a kind's cleanup overruns, the worktree lock is still released.
+    """
+
+    def __init__(self) -> None:
+        self.stack = AsyncExitStack()
+        self.lock: WorktreeLock | None = None
+        self.ctx: HarnessContext | None = None
+        self.log: Any = logger
+        self.closed = False
+        self._closing = anyio.Lock()
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            async with self._closing:
+                if self.closed:
+                    return
+                self.closed = True
+                if self.ctx is not None:
+                    self.ctx.closed = True
+                started = time.perf_counter()
+                with anyio.move_on_after(CLOSE_TIMEOUT) as scope:
+                    await self.stack.aclose()
+                if scope.cancelled_caught:
+                    self.log.warning("runner.close.timeout", seconds=CLOSE_TIMEOUT)
+                    if self.lock is not None:
+                        self.lock.release()
+                if self.ctx is not None:
+                    self.log.info("runner.closed", seconds=round(time.perf_counter() - started, 4))
 
 
 @dataclass(slots=True)
@@ -92,11 +129,12 @@ async def prepare(
     resume: AgentSessionRef | None,
     agents_env: Sequence[str] | None,
     need_model: bool,
-    stack: AsyncExitStack,
+    scope: StepScope,
     registry: Registry | None = None,
 ) -> Prepared:
-    """Run stages 1-6, registering every release on ``stack``. Raises on the first failure;
-    the caller closes ``stack`` (which releases what was acquired)."""
+    """Run stages 1-6, registering every release on ``scope``. Raises on the first failure;
+    the caller closes ``scope`` (which releases what was acquired)."""
+    stack = scope.stack
     started = time.perf_counter()
     reg = registry or default_registry()
     with timed("runner.resolve", run_id=run.workflow_run_id) as fields:
@@ -104,6 +142,7 @@ async def prepare(
         fields["kind"] = harness.kind
     kind = harness.kind
     log = logger.bind(run_id=run.workflow_run_id, kind=kind)
+    scope.log = log
     if need_model and not harness.has_model:
         raise ModelNotAvailableError(kind)
 
@@ -124,6 +163,12 @@ async def prepare(
         env, source = agent_env_for(harness, descriptor, workdir, agents_env)
         fields.update(names=sorted(env), agents_env_source=source)
 
+    # A worktree another agent holds fails now, not after seconds of checks and probes; the lock
+    # itself is still taken only after the checks pass.
+    probe = WorktreeLock(workdir, run.workflow_run_id)
+    probe.acquire()
+    probe.release()
+
     target = HarnessTarget(descriptor=descriptor, cwd=workdir, resume=resume)
     with timed("runner.checks.descriptor", log) as fields:
         outcomes = await run_checks(harness.descriptor_checks(descriptor, env))
@@ -141,8 +186,20 @@ async def prepare(
             checks.extend(
                 mcp_probe_checks(descriptor.mcp_servers, cwd=workdir, env=env, private=private)
             )
-        with anyio.fail_after(JIT_TIMEOUT):
-            outcomes = await run_checks(checks)
+        try:
+            with anyio.fail_after(JIT_TIMEOUT):
+                outcomes = await run_checks(checks)
+        except TimeoutError:
+            outcomes = [
+                CheckOutcome(
+                    "jit",
+                    "Just-in-time checks",
+                    ok=False,
+                    reason=f"they did not finish within {JIT_TIMEOUT:g}s together",
+                    repair="run `jigs doctor --cwd DIR` to see which check hangs",
+                    unanswered=True,
+                )
+            ]
         failed = [o for o in outcomes if not o.ok]
         fields["checks"] = [o.id for o in outcomes]
         if failed:
@@ -156,6 +213,7 @@ async def prepare(
         stack=stack,
         log=log,
     )
+    scope.ctx = ctx
     if resume is not None:
         with timed("runner.resume.verified", log, session_id=resume.id):
             await harness.verify_resume(target, ctx)
@@ -163,6 +221,7 @@ async def prepare(
     lock = WorktreeLock(workdir, run.workflow_run_id)
     with timed("runner.lock.acquired", log, worktree=str(workdir), lock=str(lock.path)):
         lock.acquire()
+    scope.lock = lock
 
     def release() -> None:
         lock.release()

@@ -79,7 +79,7 @@ async def _run_one(check: Check, default_timeout: float) -> CheckOutcome:
     started = time.perf_counter()
     try:
         with anyio.fail_after(timeout):
-            result = await check.run()
+            result: object = await check.run()
     except TimeoutError:
         return CheckOutcome(
             check.id,
@@ -102,6 +102,15 @@ async def _run_one(check: Check, default_timeout: float) -> CheckOutcome:
     seconds = time.perf_counter() - started
     if isinstance(result, CheckOk):
         return CheckOutcome(check.id, check.label, ok=True, detail=result.detail, seconds=seconds)
+    if not isinstance(result, CheckFailure):
+        return CheckOutcome(
+            check.id,
+            check.label,
+            ok=False,
+            reason=f"the {check.id} check returned {type(result).__name__}, not a check result",
+            repair="report this as a bug in the plugin that provides the check",
+            seconds=seconds,
+        )
     return CheckOutcome(
         check.id,
         check.label,

@@ -19,6 +19,7 @@ from jigs.errors import EnvPolicyError
 
 __all__ = [
     "BASE_ENV",
+    "LOCALE_ENV",
     "RESERVED_AGENT_ENV",
     "AgentsConfig",
     "build_env",
@@ -54,7 +55,25 @@ BASE_ENV: tuple[str, ...] = (
     "REQUESTS_CA_BUNDLE",
     "NODE_EXTRA_CA_CERTS",
 )
-_LOCALE = re.compile(r"^LC_[A-Z0-9_]+$")
+#: The POSIX and glibc locale categories. Only these ``LC_*`` names pass: SSH forwards any
+#: ``LC_*`` by default, and people carry tokens in made-up ones.
+LOCALE_ENV: frozenset[str] = frozenset(
+    {
+        "LC_ALL",
+        "LC_CTYPE",
+        "LC_COLLATE",
+        "LC_MESSAGES",
+        "LC_NUMERIC",
+        "LC_TIME",
+        "LC_MONETARY",
+        "LC_PAPER",
+        "LC_NAME",
+        "LC_ADDRESS",
+        "LC_TELEPHONE",
+        "LC_MEASUREMENT",
+        "LC_IDENTIFICATION",
+    }
+)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 #: Names ``agents.env`` may not declare, with where they belong instead.
@@ -163,10 +182,10 @@ def find_agents_config(start: Path) -> AgentsConfig:
 
 
 def build_env(names: Iterable[str], *, source: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for an agent: the base list, ``LC_*``, and ``names``, copied from
+    """The environment for an agent: the base list, the locale categories, and ``names``, from
     ``source`` (default ``os.environ``) when set. Nothing else passes."""
     host = os.environ if source is None else source
     wanted: Sequence[str] = (*BASE_ENV, *names)
     env = {name: host[name] for name in wanted if name in host}
-    env.update({k: v for k, v in host.items() if _LOCALE.fullmatch(k)})
+    env.update({k: v for k, v in host.items() if k in LOCALE_ENV})
     return env

@@ -28,13 +28,28 @@ __all__ = [
     "JigsError",
     "JitCheckError",
     "ModelNotAvailableError",
+    "RunnerClosedError",
     "StructuredOutputError",
     "WorktreeBusyError",
 ]
 
 
+def _rebuild(cls: type[JigsError], args: tuple[object, ...], state: dict[str, object]) -> JigsError:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class JigsError(Exception):
-    """Base of every error jigs raises on purpose."""
+    """Base of every error jigs raises on purpose.
+
+    Errors pickle with their structured fields (workflow workers and process pools send
+    exceptions across processes), whatever their ``__init__`` signature.
+    """
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _rebuild, (type(self), self.args, dict(self.__dict__))
 
 
 class DescriptorError(JigsError, ValueError):
@@ -103,6 +118,18 @@ class ModelNotAvailableError(JigsError, NotImplementedError):
             f"the {kind!r} harness has no model object, so create_agent_runner cannot open it "
             f"and runner.model is unavailable. Run it with jigs.steps.run_agent(harness=..., "
             f"cwd=..., prompt=..., run=...) instead"
+        )
+
+
+class RunnerClosedError(JigsError, RuntimeError):
+    """The runner was closed: its lock is released and its processes are stopped."""
+
+    def __init__(self, kind: str, run_id: str) -> None:
+        self.kind = kind
+        self.run_id = run_id
+        super().__init__(
+            f"the {kind} runner of run {run_id!r} is closed (its worktree lock is released), so "
+            f"it cannot start the agent again; open a new one with create_agent_runner"
         )
 
 

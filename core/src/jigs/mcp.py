@@ -32,7 +32,8 @@ __all__ = [
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SERVER_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SECRET_PREFIXES = re.compile(
-    r"^(sk-|sk_|ghp_|gho_|ghs_|ghu_|github_pat_|xox[abposr]-|AKIA|ASIA|AIza|glpat-|eyJ)"
+    r"^(sk-|sk_|ghp_|gho_|ghs_|ghu_|github_pat_|xox[abposr]-|glpat-|eyJ[A-Za-z0-9_-]{8})"
+    r"|^(AKIA|ASIA)[0-9A-Z]{16}$|^AIza[0-9A-Za-z_-]{35}$"
 )
 _LONG_TOKEN = re.compile(r"^[A-Za-z0-9+/_=.-]{24,}$")
 

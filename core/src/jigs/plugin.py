@@ -33,7 +33,7 @@ import pluggy
 from jigs._types import AgentSessionRef, RunMetadata
 from jigs.checks import Check
 from jigs.descriptors import HarnessDescriptor
-from jigs.errors import AgentSessionError, ModelNotAvailableError
+from jigs.errors import AgentSessionError, ModelNotAvailableError, RunnerClosedError
 from jigs.models._protocol import LanguageModel
 from jigs.models._types import GenerateResult, ModelRequest, Usage
 from jigs.processes import ManagedProcess, launch
@@ -83,6 +83,8 @@ class HarnessContext:
     stack: AsyncExitStack
     log: Any
     processes: list[ManagedProcess] = field(default_factory=list)
+    #: Set when the step is being released; nothing new may start after that.
+    closed: bool = False
 
     async def launch(
         self,
@@ -94,7 +96,10 @@ class HarnessContext:
         owner: str | None = None,
     ) -> ManagedProcess:
         """Launch a process with ``env`` (default: exactly ``self.env``) in its own group; it is
-        stopped (TERM, grace, KILL) when the runner closes."""
+        stopped (TERM, grace, KILL) when the runner closes. Raises
+        :class:`~jigs.errors.RunnerClosedError` once the runner is closed."""
+        if self.closed:
+            raise RunnerClosedError(self.kind, self.run.workflow_run_id)
         process = await launch(
             argv,
             cwd=cwd,

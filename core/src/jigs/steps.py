@@ -15,34 +15,34 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Sequence
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Generic, TypeVar, overload
 
-import anyio
 from pydantic import BaseModel
 
-from jigs._logging import logger
-from jigs._pipeline import Prepared, prepare
+from jigs._logging import logger, timed
+from jigs._pipeline import Prepared, StepScope, prepare
 from jigs._types import AgentSessionRef, RunMetadata
 from jigs.descriptors import HarnessDescriptor
 from jigs.errors import (
     AgentSessionError,
     JitCheckError,
     ModelNotAvailableError,
+    RunnerClosedError,
     StructuredOutputError,
     WorktreeBusyError,
 )
 from jigs.models._functions import parse_output
 from jigs.models._protocol import LanguageModel
 from jigs.models._types import GenerateResult, Usage
-from jigs.plugin import AgentRequest
+from jigs.plugin import AgentRequest, AgentTurn, HarnessTarget
 
 __all__ = [
     "AgentResult",
     "AgentRunner",
+    "AgentRunnerOpening",
     "AgentSessionError",
     "JitCheckError",
     "ModelNotAvailableError",
@@ -54,22 +54,16 @@ __all__ = [
 
 T = TypeVar("T", bound=BaseModel)
 
-#: Seconds ``close()`` may take in all (it stops processes, removes homes, releases the lock).
-CLOSE_TIMEOUT = 10.0
-
 
 class AgentRunner:
     """An opened harness: its model, how to read a session from a result, and ``close``."""
 
-    def __init__(
-        self, prepared: Prepared, model: LanguageModel | None, stack: AsyncExitStack
-    ) -> None:
+    def __init__(self, prepared: Prepared, model: LanguageModel | None, scope: StepScope) -> None:
         self._prepared = prepared
         self._model = model
-        self._stack = stack
-        self._closed = False
-        self._close_lock = anyio.Lock()
+        self._scope = scope
         self.kind = prepared.harness.kind
+        self.run_id = prepared.ctx.run.workflow_run_id
         self.descriptor: HarnessDescriptor = prepared.target.descriptor
         self.cwd: Path = prepared.target.cwd
         self.env_names: tuple[str, ...] = tuple(sorted(prepared.ctx.env))
@@ -77,9 +71,12 @@ class AgentRunner:
 
     @property
     def model(self) -> LanguageModel:
-        """The live model. Raises :class:`ModelNotAvailableError` for kinds without one."""
+        """The live model. Raises :class:`ModelNotAvailableError` for kinds without one and
+        :class:`~jigs.errors.RunnerClosedError` once the runner is closed."""
         if self._model is None:
             raise ModelNotAvailableError(self.kind)
+        if self._scope.closed:
+            raise RunnerClosedError(self.kind, self.run_id)
         return self._model
 
     def session_from(self, result: GenerateResult) -> AgentSessionRef | None:
@@ -94,28 +91,13 @@ class AgentRunner:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._scope.closed
 
     async def close(self) -> None:
         """Stop every process the harness started and release the lock. Idempotent, shielded
-        from cancellation, and bounded in time."""
-        with anyio.CancelScope(shield=True):
-            async with self._close_lock:
-                if self._closed:
-                    return
-                self._closed = True
-                started = time.perf_counter()
-                try:
-                    with anyio.move_on_after(CLOSE_TIMEOUT) as scope:
-                        await self._stack.aclose()
-                    if scope.cancelled_caught:
-                        # the kind's cleanup overran: still never leave the lock held
-                        self._prepared.lock.release()
-                        logger.warning("runner.close.timeout", kind=self.kind)
-                finally:
-                    self._prepared.ctx.log.info(
-                        "runner.closed", seconds=round(time.perf_counter() - started, 4)
-                    )
+        from cancellation, and bounded in time (the lock is released even if the kind's
+        cleanup overruns)."""
+        await self._scope.aclose()
 
     async def __aenter__(self) -> AgentRunner:
         return self
@@ -137,7 +119,7 @@ async def _open_runner(
     resume: AgentSessionRef | None,
     agents_env: Sequence[str] | None,
 ) -> AgentRunner:
-    stack = AsyncExitStack()
+    scope = StepScope()
     try:
         prepared = await prepare(
             harness,
@@ -146,7 +128,7 @@ async def _open_runner(
             resume=resume,
             agents_env=agents_env,
             need_model=True,
-            stack=stack,
+            scope=scope,
         )
         started = time.perf_counter()
         model = await prepared.harness.open(prepared.target, prepared.ctx)
@@ -156,14 +138,14 @@ async def _open_runner(
             total_seconds=round(time.perf_counter() - prepared.started, 4),
         )
     except BaseException:
-        with anyio.CancelScope(shield=True):
-            await stack.aclose()
+        await scope.aclose()
         raise
-    return AgentRunner(prepared, model, stack)
+    return AgentRunner(prepared, model, scope)
 
 
-class _RunnerOpening:
-    """``create_agent_runner``'s return: awaitable, or an async context manager."""
+class AgentRunnerOpening:
+    """What :func:`create_agent_runner` returns: await it, or use it as an async context
+    manager (which closes the runner on exit)."""
 
     def __init__(self, **kwargs: Any) -> None:
         self._kwargs = kwargs
@@ -193,7 +175,7 @@ def create_agent_runner(
     run: RunMetadata,
     resume: AgentSessionRef | None = None,
     agents_env: Sequence[str] | None = None,
-) -> _RunnerOpening:
+) -> AgentRunnerOpening:
     """Open a harness under jigs' policy and hand back its live model.
 
     ``agents_env`` overrides the factory's ``agents.env`` (otherwise read from ``jigs.toml`` or
@@ -205,7 +187,9 @@ def create_agent_runner(
     :class:`WorktreeBusyError` when another agent holds the worktree. Every failure releases
     what was acquired.
     """
-    return _RunnerOpening(harness=harness, cwd=cwd, run=run, resume=resume, agents_env=agents_env)
+    return AgentRunnerOpening(
+        harness=harness, cwd=cwd, run=run, resume=resume, agents_env=agents_env
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,60 +250,70 @@ async def run_agent(
     :func:`create_agent_runner` raises, except that kinds without a model are supported.
     """
     schema = output.model_json_schema() if output is not None else None
-
-    async def once(prompt: str, resume: AgentSessionRef | None) -> AgentResult[Any]:
-        async with AsyncExitStack() as stack:
-            prepared = await prepare(
-                harness,
-                cwd=cwd,
-                run=run,
-                resume=resume,
-                agents_env=agents_env,
-                need_model=False,
-                stack=stack,
-            )
-            turn = await prepared.harness.run(
-                AgentRequest(
-                    target=prepared.target,
-                    prompt=prompt,
-                    output_schema=schema,
-                    provider_options=provider_options or {},
-                ),
-                prepared.ctx,
-            )
-        session = (
-            AgentSessionRef(
-                harness=prepared.harness.kind,
-                id=turn.session_id,
-                descriptor=prepared.target.descriptor.describe(),
-            )
-            if turn.session_id
-            else None
-        )
-        return AgentResult(
-            text=turn.text,
-            session=session,
-            output=turn.output,
-            usage=turn.usage,
-            provider_metadata=turn.provider_metadata,
-        )
-
-    result = await once(prompt, resume)
-    if output is None:
-        return result
+    options = provider_options or {}
+    scope = StepScope()
     try:
-        parsed = parse_output(output, GenerateResult(text=result.text, output=result.output))
-    except StructuredOutputError as exc:
-        rejection = f"Your answer was rejected:\n{exc}\n\nAnswer again, fixing that."
-        logger.info("run_agent.output.rejected", error=str(exc)[:200])
-        if result.session is not None:
-            result = await once(rejection, result.session)
-        else:
-            result = await once(f"{prompt}\n\n{rejection}", resume)
-        parsed = parse_output(output, GenerateResult(text=result.text, output=result.output))
+        prepared = await prepare(
+            harness,
+            cwd=cwd,
+            run=run,
+            resume=resume,
+            agents_env=agents_env,
+            need_model=False,
+            scope=scope,
+        )
+        kind, target, ctx = prepared.harness.kind, prepared.target, prepared.ctx
+
+        async def turn(target: HarnessTarget, prompt: str) -> AgentTurn:
+            with timed("runner.turn", ctx.log, resumed=target.resume is not None):
+                return await prepared.harness.run(
+                    AgentRequest(
+                        target=target,
+                        prompt=prompt,
+                        output_schema=schema,
+                        provider_options=options,
+                    ),
+                    ctx,
+                )
+
+        result = await turn(target, prompt)
+        parsed = None
+        if output is not None:
+            try:
+                parsed = parse_output(
+                    output, GenerateResult(text=result.text, output=result.output)
+                )
+            except StructuredOutputError as exc:
+                # ask once more, in the same step (the worktree stays locked)
+                rejection = f"Your answer was rejected:\n{exc}\n\nAnswer again, fixing that."
+                ctx.log.info("run_agent.output.rejected", error=str(exc)[:200])
+                if result.session_id:
+                    again = HarnessTarget(
+                        descriptor=target.descriptor,
+                        cwd=target.cwd,
+                        resume=AgentSessionRef(
+                            harness=kind,
+                            id=result.session_id,
+                            descriptor=target.descriptor.describe(),
+                        ),
+                    )
+                    await prepared.harness.verify_resume(again, ctx)
+                    result = await turn(again, rejection)
+                else:
+                    result = await turn(target, f"{prompt}\n\n{rejection}")
+                parsed = parse_output(
+                    output, GenerateResult(text=result.text, output=result.output)
+                )
+    finally:
+        await scope.aclose()
+    session = (
+        AgentSessionRef(harness=kind, id=result.session_id, descriptor=target.descriptor.describe())
+        if result.session_id
+        else None
+    )
     return AgentResult(
         text=result.text,
-        session=result.session,
+        session=session,
         output=parsed,
         usage=result.usage,
         provider_metadata=result.provider_metadata,

@@ -22,7 +22,6 @@ runs and released after; ``close()`` is idempotent and leaves no process; a stal
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -40,7 +39,6 @@ CANARIES = {
     "AWS_SECRET_ACCESS_KEY": "conformance-canary",
     "JIGS_CONFORMANCE_CANARY": "conformance-canary",
 }
-_LOCALE = re.compile(r"^LC_[A-Z0-9_]+$")
 
 
 def _fresh_worktree(root: Path, name: str) -> Path:
@@ -62,7 +60,7 @@ async def check_harness(
     from jigs._paths import data_dir
     from jigs._registry import default_registry
     from jigs._types import AgentSessionRef, RunMetadata
-    from jigs.env import BASE_ENV
+    from jigs.env import BASE_ENV, LOCALE_ENV
     from jigs.errors import AgentSessionError, ModelNotAvailableError
     from jigs.executables import installed_dir
     from jigs.models import generate_text
@@ -167,7 +165,7 @@ async def check_harness(
         # 4. environments: built from empty; no canary arrives
         assert launches, f"{kind}: no process was launched through jigs.processes"
         for launch in launches:
-            leaked = {n for n in launch.env_names if n not in allowed and not _LOCALE.match(n)}
+            leaked = {n for n in launch.env_names if n not in allowed | LOCALE_ENV}
             assert not leaked, f"{kind}: {launch.argv[0]} got names outside the allowlist: {leaked}"
             arrived = [n for n, v in CANARIES.items() if value_digest(v) in launch.value_digests]
             assert not arrived, f"{kind}: canary values arrived in {launch.argv[0]}: {arrived}"
