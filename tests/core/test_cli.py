@@ -82,3 +82,24 @@ def test_run_with_a_stale_session_fails_cleanly(tmp_path):
     assert result.returncode == 1
     assert result.stderr.startswith("jigs: AgentSessionError: echo session gone is missing")
     assert "Traceback" not in result.stderr
+
+
+def test_bad_settings_json_is_a_clear_error(tmp_path):
+    result = jigs("run", "--harness", "echo", "--cwd", str(tmp_path), "--settings", "{nope", "x")
+    assert result.returncode == 1
+    assert "--settings is not valid JSON" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_disabled_kinds_are_left_out_of_doctor(tmp_path):
+    env = os.environ | {"JIGS_DISABLE_PLUGINS": "claude,codex,pi"}
+    result = subprocess.run(
+        [sys.executable, "-m", "jigs.cli", "doctor"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout
+    assert "claude" not in result.stdout

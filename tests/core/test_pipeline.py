@@ -451,3 +451,78 @@ async def test_cleanup_that_hangs_is_bounded_and_the_lock_still_released(
         await runner.close()
     assert time.perf_counter() - started < 3
     assert not worktree_locked(worktree)
+
+
+async def test_agents_env_in_the_worktree_itself_is_ignored(tmp_path, run_meta, monkeypatch):
+    (tmp_path / "jigs.toml").write_text('[agents]\nenv = ["FROM_FACTORY"]\n')
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    # the code under edit tries to widen the agent's environment
+    (tree / "jigs.toml").write_text('[agents]\nenv = ["AWS_SECRET_ACCESS_KEY"]\n')
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-canary")
+    monkeypatch.setenv("FROM_FACTORY", "1")
+    result = await run_agent(harness=harnesses.echo(), cwd=tree, prompt="env", run=run_meta)
+    names = result.text.split()
+    assert "AWS_SECRET_ACCESS_KEY" not in names
+    assert "FROM_FACTORY" in names
+
+
+WORKER = textwrap.dedent(
+    """
+    import sys, anyio
+    from jigs import harnesses, RunMetadata
+    from jigs.models import generate_text
+    from jigs.steps import create_agent_runner
+
+    async def main():
+        async with create_agent_runner(
+            harnesses.echo(), cwd=sys.argv[1], run=RunMetadata(workflow_run_id="worker")
+        ) as runner:
+            await generate_text(runner.model, prompt=f"pidfile:{sys.argv[2]} child sleep:60")
+
+    anyio.run(main)
+    """
+)
+
+
+def test_sigterm_to_the_worker_stops_its_agents(worktree, tmp_path):
+    pidfile = tmp_path / "agent.pid"
+    worker = subprocess.Popen(
+        [sys.executable, "-c", WORKER, str(worktree), str(pidfile)], env=os.environ.copy()
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        leader = int(pidfile.read_text())
+        time.sleep(0.3)  # the grandchild is started
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=10) == -signal.SIGTERM
+        deadline = time.monotonic() + 2
+        while group_alive(leader) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not group_alive(leader)
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+async def test_an_mcp_server_may_not_read_a_reserved_name(worktree, run_meta):
+    descriptor = harnesses.echo(
+        mcp_servers={
+            "x": {"command": "srv", "env": {"FOO": "ANTHROPIC_API_KEY"}, "probe": {"tool": "p"}}
+        }
+    )
+    with pytest.raises(EnvPolicyError, match="MCP server 'x' reads ANTHROPIC_API_KEY"):
+        await create_agent_runner(descriptor, cwd=worktree, run=run_meta)
+
+
+async def test_a_crash_message_redacts_secret_values_from_stderr(worktree, run_meta, monkeypatch):
+    monkeypatch.setenv("DEPLOY_TOKEN", "tok-very-secret-123")
+    with pytest.raises(AgentCrashedError) as info:
+        async with create_agent_runner(
+            harnesses.echo(), cwd=worktree, run=run_meta, agents_env=["DEPLOY_TOKEN"]
+        ) as runner:
+            await generate_text(runner.model, prompt="leakenv:DEPLOY_TOKEN crash")
+    assert "tok-very-secret-123" not in str(info.value)
+    assert "[redacted]" in info.value.stderr_tail

@@ -131,3 +131,35 @@ def test_resolving_one_kind_loads_only_that_plugin(site):
         env=os.environ | {"PYTHONPATH": str(site)},
     ).stdout
     assert out.split() == ["False", "False"]
+
+
+TWO_KINDS = """
+    from typing import Literal
+    from jigs.descriptors import HarnessDescriptor
+    from jigs.plugin import Harness, hookimpl
+
+    def make(name):
+        class D(HarnessDescriptor):
+            kind: Literal[name] = name
+
+        class H(Harness):
+            kind = name
+            display_name = name
+            descriptor_type = D
+
+        return H()
+
+    @hookimpl
+    def jigs_register_harnesses(register):
+        register(make("one"))
+        register(make("two"))
+"""
+
+
+def test_one_plugin_module_can_serve_two_kinds(site):
+    make_dist(site, "jigs-harness-pair", "one", "pair_plugin", TWO_KINDS)
+    info = site / "jigs_harness_pair-0.1.dist-info" / "entry_points.txt"
+    info.write_text("[jigs.harnesses]\none = pair_plugin\ntwo = pair_plugin\n")
+    rows = listed(site)
+    assert rows["one"]["error"] is None
+    assert rows["two"]["error"] is None

@@ -10,7 +10,6 @@ redacted. The ``mcp`` SDK is imported only here, only when a descriptor declares
 
 from __future__ import annotations
 
-import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from jigs._redact import redact, secret_values
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.mcp import McpHttpServer, McpStdioServer
 
@@ -25,7 +25,6 @@ __all__ = ["PHASE_TIMEOUT", "mcp_probe_checks", "probe_server", "resolve_server_
 
 #: Seconds each phase (start/connect, list tools, call the probe) may take.
 PHASE_TIMEOUT = 10.0
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
 _TAIL_LINES = 5
 
 
@@ -42,20 +41,13 @@ def resolve_server_env(
     return headers, missing
 
 
-def _redact(text: str, secrets: list[str]) -> str:
-    for value in sorted(secrets, key=len, reverse=True):
-        if len(value) >= 4:
-            text = text.replace(value, "[redacted]")
-    return text
-
-
 def _tail(errlog: Any, secrets: list[str]) -> str:
     try:
         errlog.seek(0)
         lines = errlog.read().splitlines()[-_TAIL_LINES:]
     except (OSError, ValueError):
         return ""
-    return _redact("\n".join(line[:300] for line in lines), secrets)
+    return redact("\n".join(line[:300] for line in lines), secrets)
 
 
 def _error_text(result: Any) -> str:
@@ -122,7 +114,7 @@ async def probe_server(
         )
     from mcp.client.session import ClientSession
 
-    secrets = list(values.values()) + [v for k, v in env.items() if _SECRET_NAME.search(k)]
+    secrets = secret_values(env, values.values())
     phase = ["start" if isinstance(server, McpStdioServer) else "connect"]
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         try:
@@ -155,7 +147,7 @@ async def probe_server(
             if isinstance(leaf, TimeoutError):
                 reason = f"did not answer within {timeout:g}s ({phase[0]})"
             else:
-                detail = _redact(str(leaf), secrets)
+                detail = redact(str(leaf), secrets)
                 reason = f"failed at {phase[0]}: {type(leaf).__name__}: {detail}"
         tail = _tail(errlog, secrets)
     if tail:

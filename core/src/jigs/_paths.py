@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -23,7 +24,12 @@ def data_dir() -> Path:
 
 
 def _safe(part: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", part)[:120] or "_"
+    """A file name for ``part``; a name that had to change gets a digest suffix, so two run ids
+    never share a directory."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", part)[:100]
+    if cleaned == part and cleaned not in {".", ".."}:
+        return cleaned
+    return f"{cleaned}-{hashlib.sha256(part.encode()).hexdigest()[:12]}"
 
 
 def run_state_dir(run_id: str, kind: str) -> Path:

@@ -31,7 +31,12 @@ from jigs._registry import Registry, default_registry
 from jigs._types import AgentSessionRef, RunMetadata
 from jigs.checks import CheckOutcome, run_checks
 from jigs.descriptors import HarnessDescriptor
-from jigs.env import RESERVED_AGENT_ENV, build_env, find_agents_config, validate_agents_env
+from jigs.env import (
+    RESERVED_AGENT_ENV,
+    agents_config_for_worktree,
+    build_env,
+    validate_agents_env,
+)
 from jigs.errors import (
     AgentSessionError,
     CheckFailedError,
@@ -107,9 +112,18 @@ def agent_env_for(
         names = validate_agents_env(agents_env, source="agents_env=", reserved=reserved)
         source = "agents_env="
     else:
-        config = find_agents_config(cwd)
+        config = agents_config_for_worktree(cwd)
         names = validate_agents_env(config.env, source=config.source, reserved=reserved)
         source = config.source
+    for server_name, server in descriptor.mcp_servers.items():
+        clash = sorted(server.env_names() & reserved.keys())
+        if clash:
+            raise EnvPolicyError(
+                f"MCP server {server_name!r} reads {clash[0]}, which {reserved[clash[0]]}; give "
+                f"the server a credential variable of its own",
+                name=clash[0],
+                source=f"mcp_servers.{server_name}",
+            )
     kind_names = [n for n in harness.env_allowlist(descriptor) if n not in harness.sets_env]
     return build_env([*kind_names, *names]), source
 

@@ -8,6 +8,7 @@ other kind keeps working. The same kind from two distributions is refused. ``JIG
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from collections.abc import Iterable
@@ -72,6 +73,7 @@ class Registry:
         self._eps: dict[str, list[EntryPoint]] | None = None
         self._loaded: dict[str, Harness] = {}
         self._errors: dict[str, str] = {}
+        self._modules: dict[str, list[Harness]] = {}
 
     def _entry_points(self) -> dict[str, list[EntryPoint]]:
         if self._eps is None:
@@ -88,6 +90,10 @@ class Registry:
         """Installed kinds (loaded or not), sorted, including programmatic registrations."""
         with self._lock:
             return sorted(set(self._entry_points()) | set(self._loaded))
+
+    def enabled_kinds(self) -> list[str]:
+        """Installed kinds not blocked by ``JIGS_DISABLE_PLUGINS``."""
+        return [k for k in self.kinds() if k not in self.disabled]
 
     def register(self, harness: Harness) -> None:
         """Register a harness object directly (tests, embedded kinds)."""
@@ -127,15 +133,8 @@ class Registry:
         ep = eps[0]
         dist, _ = _dist_of(ep)
         where = f"entry point {ep.name} = {ep.value} (distribution {dist})"
-        collected: list[Harness] = []
         try:
-            module = ep.load()
-            self._pm.register(module, name=f"{self.group}:{kind}")
-            caller = self._pm.subset_hook_caller(
-                "jigs_register_harnesses",
-                remove_plugins=[p for p in self._pm.get_plugins() if p is not module],
-            )
-            caller(register=collected.append)
+            collected = self._harnesses_of(ep.value)
         except Exception as exc:  # a broken plugin must not break the others
             self._errors[kind] = f"{where} failed: {type(exc).__name__}: {exc}"
             return
@@ -147,6 +146,21 @@ class Registry:
             )
             return
         self._loaded[kind] = matching[0]
+
+    def _harnesses_of(self, value: str) -> list[Harness]:
+        """Import a plugin module once and collect what its hook registers (a module may serve
+        several kinds through several entry points)."""
+        if value not in self._modules:
+            module = importlib.import_module(value.split(":", 1)[0])
+            self._pm.register(module, name=f"{self.group}:{value}")
+            caller = self._pm.subset_hook_caller(
+                "jigs_register_harnesses",
+                remove_plugins=[p for p in self._pm.get_plugins() if p is not module],
+            )
+            collected: list[Harness] = []
+            caller(register=collected.append)
+            self._modules[value] = collected
+        return self._modules[value]
 
     def info(self, kind: str) -> PluginInfo:
         """Load ``kind`` if needed and describe it, with its load error if any."""

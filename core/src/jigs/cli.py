@@ -37,6 +37,19 @@ def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def _settings(text: str) -> dict[str, Any]:
+    """``--settings`` as a JSON object, or a clear error."""
+    from jigs.errors import DescriptorError
+
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise DescriptorError(f"--settings is not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise DescriptorError("--settings must be a JSON object of descriptor settings")
+    return value
+
+
 def cmd_harnesses(args: argparse.Namespace) -> int:
     from jigs._registry import default_registry
 
@@ -67,7 +80,7 @@ async def _doctor(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -
     from jigs._pipeline import agent_env_for
     from jigs._registry import default_registry
     from jigs.checks import Check, run_checks
-    from jigs.env import build_env, find_agents_config
+    from jigs.env import agents_config_for_worktree, build_env, find_agents_config
     from jigs.errors import JigsError
     from jigs.harnesses import load
     from jigs.plugin import HarnessTarget
@@ -78,7 +91,9 @@ async def _doctor(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -
     fixes: list[str] = []
     worktree = Path(cwd).resolve() if cwd is not None else None
     try:
-        config = find_agents_config(worktree or Path.cwd())
+        config = (
+            agents_config_for_worktree(worktree) if worktree else find_agents_config(Path.cwd())
+        )
     except JigsError as exc:
         print(f"FAIL agents.env: {exc}")
         return 1
@@ -126,8 +141,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     from jigs._registry import default_registry
 
-    kinds = [args.harness] if args.harness else default_registry().kinds()
-    return anyio.run(_doctor, kinds, args.cwd, json.loads(args.settings))
+    kinds = [args.harness] if args.harness else default_registry().enabled_kinds()
+    return anyio.run(_doctor, kinds, args.cwd, _settings(args.settings))
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -135,7 +150,7 @@ async def _run(args: argparse.Namespace) -> int:
     from jigs._types import AgentSessionRef, RunMetadata
     from jigs.steps import run_agent
 
-    descriptor = harnesses.load({"kind": args.harness, **json.loads(args.settings)})
+    descriptor = harnesses.load({"kind": args.harness, **_settings(args.settings)})
     resume = (
         AgentSessionRef(harness=args.harness, id=args.resume, descriptor=descriptor.describe())
         if args.resume
@@ -181,7 +196,7 @@ def cmd_install(args: argparse.Namespace) -> int:
 
     from jigs._registry import default_registry
 
-    kinds = args.kinds or default_registry().kinds()
+    kinds = args.kinds or default_registry().enabled_kinds()
     return anyio.run(_install, kinds)
 
 

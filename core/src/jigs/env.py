@@ -22,6 +22,7 @@ __all__ = [
     "LOCALE_ENV",
     "RESERVED_AGENT_ENV",
     "AgentsConfig",
+    "agents_config_for_worktree",
     "build_env",
     "find_agents_config",
     "validate_agents_env",
@@ -152,6 +153,14 @@ def _read_table(path: Path) -> tuple[object, str] | None:
     if table is None:
         return None
     return table, where
+
+
+def agents_config_for_worktree(worktree: Path) -> AgentsConfig:
+    """The factory's ``agents.env`` for a step in ``worktree``: found from the worktree's
+    *parent* upward. Files inside the worktree never count: it holds the code under edit, which
+    an agent (or the repository's authors) can write, and ``agents.env`` decides which host
+    secrets an agent gets."""
+    return find_agents_config(worktree.resolve().parent)
 
 
 def find_agents_config(start: Path) -> AgentsConfig:

@@ -5,7 +5,8 @@ process group, has stdin closed unless asked for a pipe, and writes stderr to an
 whose tail is kept for error messages (no reader task is needed, so a process can outlive the task
 that started it). :meth:`ManagedProcess.stop` is shielded from cancellation and bounded in time:
 SIGTERM to the whole group, a grace period, then SIGKILL. Every live group is tracked, and an
-``atexit`` reaper kills what is left so no child outlives the Python process.
+``atexit`` reaper (and, unless the application handles SIGTERM itself, a SIGTERM handler) kills
+what is left so no child outlives the Python process. SIGKILL of Python itself cannot be caught.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from jigs._redact import redact, secret_values
 from jigs.errors import AgentOutputError
 
 __all__ = [
@@ -101,13 +103,32 @@ def _untrack(pgid: int) -> None:
 
 
 def _reap_all() -> None:
+    """SIGKILL every group jigs started and has not stopped (skipping groups already gone)."""
     for pgid in live_groups():
-        with contextlib.suppress(OSError):
-            os.killpg(pgid, signal.SIGKILL)
+        if group_alive(pgid):
+            with contextlib.suppress(OSError):
+                os.killpg(pgid, signal.SIGKILL)
         _untrack(pgid)
 
 
 atexit.register(_reap_all)
+_sigterm_installed = threading.Event()
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    _reap_all()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _install_sigterm_reaper() -> None:
+    """SIGTERM (how containers and service managers stop workers) skips ``atexit``: when the
+    application has not claimed SIGTERM itself, reap the groups first, then die as before."""
+    if _sigterm_installed.is_set() or threading.current_thread() is not threading.main_thread():
+        return
+    _sigterm_installed.set()
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 def _group_members(pgid: int) -> list[int]:
@@ -163,6 +184,7 @@ class ManagedProcess:
         kind: str,
         stderr_file: IO[bytes],
         max_line_bytes: int,
+        secrets: Sequence[str] = (),
     ) -> None:
         self._process = process
         self.argv = tuple(argv)
@@ -171,6 +193,7 @@ class ManagedProcess:
         self.pid = process.pid
         self.pgid = process.pid  # start_new_session: the child leads its own group
         self._stderr = stderr_file
+        self._secrets = secrets
         self._max_line = max_line_bytes
         self._reader: BufferedByteReceiveStream | None = None
         self._stopped = False
@@ -186,13 +209,15 @@ class ManagedProcess:
         return self._process.stdin
 
     def stderr_tail(self, limit: int = _STDERR_TAIL) -> str:
-        """The last ``limit`` characters the process wrote to stderr."""
+        """The last ``limit`` characters the process wrote to stderr, with the values of
+        secret-looking variables of its environment redacted (it goes into error messages)."""
         try:
             size = os.fstat(self._stderr.fileno()).st_size
             self._stderr.seek(max(0, size - limit))
-            return self._stderr.read().decode("utf-8", errors="replace")
+            text = self._stderr.read().decode("utf-8", errors="replace")
         except (OSError, ValueError):
             return ""
+        return redact(text, self._secrets)
 
     async def read_line(self) -> bytes | None:
         """The next stdout line without its newline, or None at end of stream.
@@ -245,18 +270,24 @@ class ManagedProcess:
                     _untrack(self.pgid)
                     await self._close_streams()
 
+    def _group_is_ours(self) -> bool:
+        """Whether signalling ``-pgid`` can only reach our group: the leader is not yet reaped
+        (its pid cannot be reused), or members still hold the group id."""
+        return self._process.returncode is None or group_alive(self.pgid)
+
     async def _stop_group(self, grace: float) -> None:
-        if self._process.returncode is None or group_alive(self.pgid):
+        if self._group_is_ours():
             _signal_group(self.pgid, signal.SIGTERM)
             with anyio.move_on_after(grace):
                 await self._process.wait()
                 while group_alive(self.pgid):
                     await anyio.sleep(0.02)
-        _signal_group(self.pgid, signal.SIGKILL)
-        with anyio.move_on_after(1.0):
-            await self._process.wait()
-            while group_alive(self.pgid):
-                await anyio.sleep(0.02)
+        if self._group_is_ours():
+            _signal_group(self.pgid, signal.SIGKILL)
+            with anyio.move_on_after(1.0):
+                await self._process.wait()
+                while group_alive(self.pgid):
+                    await anyio.sleep(0.02)
 
     async def _close_streams(self) -> None:
         for stream in (self._process.stdin, self._process.stdout):
@@ -309,6 +340,7 @@ async def launch(
     Raises :class:`FileNotFoundError` / :class:`PermissionError` when the executable cannot run;
     callers turn that into their kind's :class:`~jigs.errors.CliNotFoundError`.
     """
+    _install_sigterm_reaper()
     stderr_file = tempfile.TemporaryFile(prefix="jigs-stderr-")  # noqa: SIM115 - owned by the process
     started = time.perf_counter()
     try:
@@ -344,4 +376,5 @@ async def launch(
         kind=kind,
         stderr_file=stderr_file,
         max_line_bytes=max_line_bytes,
+        secrets=secret_values(env),
     )

@@ -56,6 +56,8 @@ async def check_harness(
 ) -> None:
     """Run every conformance check for ``kind``; raises ``AssertionError`` naming the first
     that fails."""
+    from structlog.testing import capture_logs
+
     from jigs import harnesses
     from jigs._paths import data_dir
     from jigs._registry import default_registry
@@ -135,14 +137,21 @@ async def check_harness(
                     raise AssertionError(f"{kind}: create_agent_runner did not refuse")
                 assert not launches, f"{kind}: a refused runner launched a process"
                 assert not worktree_locked(tree)
-                turn = await run_agent(
-                    harness=descriptor,
-                    cwd=tree,
-                    prompt=plan.write_file(server, "conformance.txt", "conformance"),
-                    run=run,
-                    agents_env=plan.agents_env,
-                )
+                with capture_logs() as logs:
+                    turn = await run_agent(
+                        harness=descriptor,
+                        cwd=tree,
+                        prompt=plan.write_file(server, "conformance.txt", "conformance"),
+                        run=run,
+                        agents_env=plan.agents_env,
+                    )
                 assert turn.text, f"{kind}: run_agent returned no text"
+                events = [e["event"] for e in logs]
+                assert "runner.lock.acquired" in events, f"{kind}: run_agent took no lock"
+                assert events.index("runner.lock.acquired") < events.index("runner.turn"), (
+                    f"{kind}: the agent ran before the worktree was locked"
+                )
+                assert "runner.lock.released" in events, f"{kind}: the lock was not released"
             else:
                 # 3b. a model: the lock is held while the runner is open, close is idempotent
                 runner = await create_agent_runner(

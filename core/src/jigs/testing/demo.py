@@ -184,7 +184,7 @@ async def run_demo(kinds: Sequence[str] | None = None) -> list[KindReport]:
     from jigs._paths import data_dir
     from jigs._registry import default_registry
 
-    chosen = list(kinds) if kinds else default_registry().kinds()
+    chosen = list(kinds) if kinds else default_registry().enabled_kinds()
     reports = []
     with tempfile.TemporaryDirectory(prefix="jigs-demo-") as tmp:
         root = Path(tmp)
@@ -194,7 +194,10 @@ async def run_demo(kinds: Sequence[str] | None = None) -> list[KindReport]:
         # operator's; the jigs data dir (installed CLIs, locks) stays where it is.
         with patched_environ({"JIGS_DATA_DIR": str(data_dir()), "HOME": str(home)}):
             for kind in chosen:
-                report = await _demo_kind(kind, root)
+                try:
+                    report = await _demo_kind(kind, root)
+                except Exception as exc:  # one kind's surprise must not stop the others
+                    report = KindReport(kind, error=f"unexpected {type(exc).__name__}: {exc}")
                 _print_report(report)
                 reports.append(report)
     return reports
