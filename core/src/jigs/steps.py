@@ -53,6 +53,8 @@ __all__ = [
 ]
 
 T = TypeVar("T", bound=BaseModel)
+#: The structured output of a turn: a pydantic model, or None when none was asked for.
+O = TypeVar("O", bound=BaseModel | None)
 
 
 class AgentRunner:
@@ -193,12 +195,13 @@ def create_agent_runner(
 
 
 @dataclass(frozen=True, slots=True)
-class AgentResult(Generic[T]):
-    """A whole turn: the text, the session to resume, and the structured output if asked for."""
+class AgentResult(Generic[O]):
+    """A whole turn: the text, the session to resume, and the structured output (typed as the
+    model asked for with ``output=``; None when none was)."""
 
     text: str
     session: AgentSessionRef | None
-    output: T | None = None
+    output: O
     usage: Usage = field(default_factory=Usage)
     provider_metadata: dict[str, dict[str, Any]] | None = None
 
@@ -228,7 +231,7 @@ async def run_agent(
     output: None = None,
     agents_env: Sequence[str] | None = None,
     provider_options: dict[str, dict[str, Any]] | None = None,
-) -> AgentResult[Any]: ...
+) -> AgentResult[None]: ...
 
 
 async def run_agent(
@@ -318,6 +321,36 @@ async def run_agent(
         usage=result.usage,
         provider_metadata=result.provider_metadata,
     )
+
+
+@overload
+async def agent_session(
+    *,
+    harness: HarnessDescriptor | dict[str, Any],
+    cwd: str | Path,
+    run: RunMetadata,
+    session: AgentSessionRef | None,
+    resume_prompt: str,
+    fresh_prompt: str,
+    output: type[T],
+    name: str = "agent",
+    agents_env: Sequence[str] | None = None,
+) -> AgentResult[T]: ...
+
+
+@overload
+async def agent_session(
+    *,
+    harness: HarnessDescriptor | dict[str, Any],
+    cwd: str | Path,
+    run: RunMetadata,
+    session: AgentSessionRef | None,
+    resume_prompt: str,
+    fresh_prompt: str,
+    output: None = None,
+    name: str = "agent",
+    agents_env: Sequence[str] | None = None,
+) -> AgentResult[None]: ...
 
 
 async def agent_session(
