@@ -54,7 +54,7 @@ __all__ = [
 
 T = TypeVar("T", bound=BaseModel)
 #: The structured output of a turn: a pydantic model, or None when none was asked for.
-O = TypeVar("O", bound=BaseModel | None)
+OutputT = TypeVar("OutputT", bound=BaseModel | None)
 
 
 class AgentRunner:
@@ -195,13 +195,13 @@ def create_agent_runner(
 
 
 @dataclass(frozen=True, slots=True)
-class AgentResult(Generic[O]):
+class AgentResult(Generic[OutputT]):
     """A whole turn: the text, the session to resume, and the structured output (typed as the
     model asked for with ``output=``; None when none was)."""
 
     text: str
     session: AgentSessionRef | None
-    output: O
+    output: OutputT
     usage: Usage = field(default_factory=Usage)
     provider_metadata: dict[str, dict[str, Any]] | None = None
 
