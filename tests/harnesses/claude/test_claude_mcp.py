@@ -8,7 +8,6 @@ writes a file the moment the process starts, so a server that was never started 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,30 +17,13 @@ from jigs import RunMetadata
 from jigs.models import generate_text
 from jigs.steps import create_agent_runner
 from jigs.testing import ModelServer, text, tool_call
+from mcp_configs import RECORD_ENV, step_server, stray_server
 
 pytestmark = pytest.mark.anyio
 
-FIXTURE = Path(__file__).parents[2] / "fixtures" / "mcp_server.py"
-RECORD_ENV = "JIGS_TEST_MCP_RECORD"
-
-
-def _server(**extra: Any) -> dict[str, Any]:
-    """The step's server: the record file reaches it by variable name, never by value."""
-    return {
-        "command": sys.executable,
-        "args": [str(FIXTURE)],
-        "env": {"MCP_RECORD_FILE": RECORD_ENV},
-        "probe": {"tool": "probe"},
-        **extra,
-    }
-
 
 def _stray(marker: Path) -> dict[str, Any]:
-    return {
-        "type": "stdio",
-        "command": sys.executable,
-        "args": [str(FIXTURE), "--marker", str(marker)],
-    }
+    return {"type": "stdio", **stray_server(marker)}
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
@@ -60,7 +42,7 @@ def record_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 async def test_model_calls_the_record_tool_and_the_server_records_it(
     claude_cli: Path, server: ModelServer, worktree: Path, run_meta: RunMetadata, record_file: Path
 ) -> None:
-    descriptor = descriptor_for(server, mcp_servers={"jigs": _server()})
+    descriptor = descriptor_for(server, mcp_servers={"jigs": step_server()})
     server.add(tool_call("mcp__jigs__record", {"note": "NOTE-FROM-MODEL-71"}), text("recorded"))
     async with create_agent_runner(
         descriptor, cwd=worktree, run=run_meta, agents_env=AGENTS_ENV
@@ -113,7 +95,7 @@ async def test_worktree_and_user_servers_are_never_started(
             }
         )
     )
-    descriptor = descriptor_for(server, mcp_servers={"jigs": _server()})
+    descriptor = descriptor_for(server, mcp_servers={"jigs": step_server()})
     server.add(tool_call("mcp__jigs__record", {"note": "STEP-SERVER-WORKS"}), text("done"))
     events: list[dict[str, Any]] = []
     async with create_agent_runner(
@@ -138,7 +120,7 @@ async def test_a_disabled_tool_cannot_be_called(
     claude_cli: Path, server: ModelServer, worktree: Path, run_meta: RunMetadata, record_file: Path
 ) -> None:
     descriptor = descriptor_for(
-        server, mcp_servers={"jigs": _server(disabled_tools=["secret_echo"])}
+        server, mcp_servers={"jigs": step_server(disabled_tools=["secret_echo"])}
     )
     server.add(
         tool_call("mcp__jigs__secret_echo", {"text": "LEAKED-VIA-DISABLED-TOOL"}),

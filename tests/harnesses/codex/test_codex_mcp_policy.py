@@ -23,26 +23,9 @@ from jigs.errors import AgentTurnError, JitCheckError
 from jigs.models import generate_text
 from jigs.steps import create_agent_runner
 from jigs.testing import ModelServer, text, tool_call
+from mcp_configs import FIXTURE, RECORD_ENV, step_server, stray_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli("codex")]
-
-FIXTURE = Path(__file__).parents[2] / "fixtures" / "mcp_server.py"
-RECORD_ENV = "JIGS_TEST_MCP_RECORD"
-
-
-def _server(*args: str, **extra: Any) -> dict[str, Any]:
-    """The step's server: the record file reaches it by variable name, never by value."""
-    return {
-        "command": sys.executable,
-        "args": [str(FIXTURE), *args],
-        "env": {"MCP_RECORD_FILE": RECORD_ENV},
-        "probe": {"tool": "probe"},
-        **extra,
-    }
-
-
-def _stray(marker: Path) -> dict[str, Any]:
-    return {"command": sys.executable, "args": [str(FIXTURE), "--marker", str(marker)]}
 
 
 def _stray_toml(name: str, marker: Path) -> str:
@@ -86,7 +69,7 @@ async def test_model_calls_the_record_tool_and_the_server_records_it(
     record_file: Path,
 ) -> None:
     model_server.add(tool_call("mcp__jigs__record", {"note": "NOTE-FROM-MODEL-71"}), text("ok"))
-    harness = descriptor(mcp_servers={"jigs": _server()})
+    harness = descriptor(mcp_servers={"jigs": step_server()})
     async with create_agent_runner(harness, cwd=worktree, run=run_meta, agents_env=[]) as runner:
         result = await generate_text(runner.model, prompt="record a note")
     assert result.text == "ok"
@@ -118,17 +101,17 @@ async def test_servers_declared_outside_the_step_are_never_started(
     monkeypatch.setenv("HOME", str(home))
     markers = {w: tmp_path / f"started-{w}" for w in ("mcpjson", "claude", "user-codex")}
     (worktree / ".mcp.json").write_text(
-        json.dumps({"mcpServers": {"mcpjson-stray": _stray(markers["mcpjson"])}})
+        json.dumps({"mcpServers": {"mcpjson-stray": stray_server(markers["mcpjson"])}})
     )
     (worktree / ".claude").mkdir()
     (worktree / ".claude" / "settings.json").write_text(
-        json.dumps({"mcpServers": {"claude-stray": _stray(markers["claude"])}})
+        json.dumps({"mcpServers": {"claude-stray": stray_server(markers["claude"])}})
     )
     # the operator's own Codex config: the private CODEX_HOME never reads it
     (home / ".codex").mkdir(parents=True)
     (home / ".codex" / "config.toml").write_text(_stray_toml("user-stray", markers["user-codex"]))
     model_server.add(tool_call("mcp__jigs__record", {"note": "STEP-SERVER-WORKS"}), text("done"))
-    harness = descriptor(mcp_servers={"jigs": _server()})
+    harness = descriptor(mcp_servers={"jigs": step_server()})
     async with create_agent_runner(harness, cwd=worktree, run=run_meta, agents_env=[]) as runner:
         result = await generate_text(runner.model, prompt="record a note")
     assert result.text == "done"
@@ -152,7 +135,7 @@ async def test_a_worktree_codex_config_with_servers_fails_before_anything_starts
     step_marker = tmp_path / "started-step"
     (worktree / ".codex").mkdir()
     (worktree / ".codex" / "config.toml").write_text(_stray_toml("repo-stray", marker))
-    harness = descriptor(mcp_servers={"jigs": _server("--marker", str(step_marker))})
+    harness = descriptor(mcp_servers={"jigs": step_server("--marker", str(step_marker))})
     with pytest.raises(JitCheckError) as caught:
         async with create_agent_runner(harness, cwd=worktree, run=run_meta, agents_env=[]):
             pytest.fail("the runner opened despite the worktree's MCP servers")
@@ -174,7 +157,7 @@ async def test_a_disabled_tool_cannot_be_called(
         tool_call("mcp__jigs__record", {"note": "ALLOWED-AFTERWARDS"}),
         text("finished"),
     )
-    harness = descriptor(mcp_servers={"jigs": _server(disabled_tools=["secret_echo"])})
+    harness = descriptor(mcp_servers={"jigs": step_server(disabled_tools=["secret_echo"])})
     async with create_agent_runner(harness, cwd=worktree, run=run_meta, agents_env=[]) as runner:
         result = await generate_text(runner.model, prompt="try both tools")
     assert result.text == "finished"
@@ -206,7 +189,7 @@ async def test_a_server_that_does_not_start_in_codex_fails_the_step_loudly(
     marker = tmp_path / "started"
     args = ("--hang-on-restart", str(tmp_path / "probed"), "--marker", str(marker))
     # Codex gets half the descriptor's startup_timeout per server: 2 s here
-    harness = descriptor(mcp_servers={"jigs": _server(*args)}, startup_timeout=4)
+    harness = descriptor(mcp_servers={"jigs": step_server(*args)}, startup_timeout=4)
     started = time.monotonic()
     with pytest.raises(AgentTurnError) as caught:
         async with create_agent_runner(harness, cwd=worktree, run=run_meta, agents_env=[]):
@@ -237,7 +220,7 @@ async def test_the_server_gets_the_steps_environment_but_not_the_model_key(
     stdio server only HOME, PATH and a few more) it sees the same, minus the model key."""
     monkeypatch.setenv("JIGS_TEST_STEP_EXTRA", "extra-value")
     model_server.add(tool_call("mcp__jigs__environ", {}), text("seen"))
-    harness = descriptor(mcp_servers={"jigs": _server("--environ")})
+    harness = descriptor(mcp_servers={"jigs": step_server("--environ")})
     async with create_agent_runner(
         harness, cwd=worktree, run=run_meta, agents_env=["JIGS_TEST_STEP_EXTRA"]
     ) as runner:
@@ -284,7 +267,7 @@ async def test_a_resumed_thread_gets_the_steps_servers(
     model_server.add(
         text("first"), tool_call("mcp__jigs__record", {"note": "AFTER-RESUME"}), text("second")
     )
-    harness = descriptor(mcp_servers={"jigs": _server()})
+    harness = descriptor(mcp_servers={"jigs": step_server()})
     async with create_agent_runner(harness, cwd=worktree, run=run_meta, agents_env=[]) as runner:
         session = runner.session_from(await generate_text(runner.model, prompt="one"))
     assert session is not None

@@ -21,26 +21,9 @@ import pytest
 from jigs import RunMetadata
 from jigs.steps import run_agent
 from jigs.testing import ModelServer, text, tool_call
+from mcp_configs import FIXTURE, RECORD_ENV, step_server, stray_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("pi_cli", "model_key")]
-
-FIXTURE = Path(__file__).parents[2] / "fixtures" / "mcp_server.py"
-RECORD_ENV = "JIGS_TEST_MCP_RECORD"
-
-
-def _server(*args: str, **extra: Any) -> dict[str, Any]:
-    """The step's server: the record file reaches it by variable name, never by value."""
-    return {
-        "command": sys.executable,
-        "args": [str(FIXTURE), *args],
-        "env": {"MCP_RECORD_FILE": RECORD_ENV},
-        "probe": {"tool": "probe"},
-        **extra,
-    }
-
-
-def _stray(marker: Path) -> dict[str, Any]:
-    return {"command": sys.executable, "args": [str(FIXTURE), "--marker", str(marker)]}
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
@@ -73,7 +56,7 @@ async def test_model_calls_the_record_tool_and_the_server_records_it(
 ) -> None:
     script = [tool_call("mcp__jigs__record", {"note": "NOTE-FROM-MODEL-42"}), text("recorded")]
     async with ModelServer(script) as s:
-        harness = pi_descriptor(s.openai_base_url, mcp_servers={"jigs": _server()})
+        harness = pi_descriptor(s.openai_base_url, mcp_servers={"jigs": step_server()})
         result = await run_agent(harness=harness, cwd=worktree, prompt="record it", run=run_meta)
         requests = s.model_requests
     assert result.text == "recorded"
@@ -92,7 +75,9 @@ async def test_a_tools_allowlist_keeps_the_declared_servers(
     """``tools`` restricts Pi's own tools; the step's servers stay callable."""
     script = [tool_call("mcp__jigs__record", {"note": "WITH-ALLOWLIST"}), text("ok")]
     async with ModelServer(script) as s:
-        harness = pi_descriptor(s.openai_base_url, tools=["read"], mcp_servers={"jigs": _server()})
+        harness = pi_descriptor(
+            s.openai_base_url, tools=["read"], mcp_servers={"jigs": step_server()}
+        )
         result = await run_agent(harness=harness, cwd=worktree, prompt="record", run=run_meta)
         declared = _declared_tools(s.model_requests[0].body)
     assert result.text == "ok"
@@ -117,15 +102,15 @@ async def test_worktree_and_user_servers_are_never_started(
     }
     (worktree / ".pi").mkdir()
     (worktree / ".pi" / "mcp.json").write_text(
-        json.dumps({"mcpServers": {"repo-stray": _stray(markers["pi-project"])}})
+        json.dumps({"mcpServers": {"repo-stray": stray_server(markers["pi-project"])}})
     )
     (worktree / ".pi" / "settings.json").write_text(json.dumps({"extensions": ["+builtin:mcp"]}))
     (worktree / ".mcp.json").write_text(
-        json.dumps({"mcpServers": {"mcpjson-stray": _stray(markers["mcpjson"])}})
+        json.dumps({"mcpServers": {"mcpjson-stray": stray_server(markers["mcpjson"])}})
     )
     (worktree / ".claude").mkdir()
     (worktree / ".claude" / "settings.json").write_text(
-        json.dumps({"mcpServers": {"claude-stray": _stray(markers["claude"])}})
+        json.dumps({"mcpServers": {"claude-stray": stray_server(markers["claude"])}})
     )
     (worktree / ".codex").mkdir()
     (worktree / ".codex" / "config.toml").write_text(
@@ -134,11 +119,11 @@ async def test_worktree_and_user_servers_are_never_started(
     )
     (home / ".pi" / "agent").mkdir(parents=True)
     (home / ".pi" / "agent" / "mcp.json").write_text(
-        json.dumps({"mcpServers": {"user-stray": _stray(markers["pi-user"])}})
+        json.dumps({"mcpServers": {"user-stray": stray_server(markers["pi-user"])}})
     )
     script = [tool_call("mcp__jigs__record", {"note": "STEP-SERVER-WORKS"}), text("done")]
     async with ModelServer(script) as s:
-        harness = pi_descriptor(s.openai_base_url, mcp_servers={"jigs": _server()})
+        harness = pi_descriptor(s.openai_base_url, mcp_servers={"jigs": step_server()})
         result = await run_agent(harness=harness, cwd=worktree, prompt="record", run=run_meta)
         bodies = json.dumps([r.body for r in s.model_requests])
     assert result.text == "done"
@@ -161,11 +146,11 @@ async def test_without_declared_servers_nothing_is_started(
     markers = {w: tmp_path / f"started-{w}" for w in ("project", "user")}
     (worktree / ".pi").mkdir()
     (worktree / ".pi" / "mcp.json").write_text(
-        json.dumps({"mcpServers": {"repo-stray": _stray(markers["project"])}})
+        json.dumps({"mcpServers": {"repo-stray": stray_server(markers["project"])}})
     )
     (home / ".pi" / "agent").mkdir(parents=True)
     (home / ".pi" / "agent" / "mcp.json").write_text(
-        json.dumps({"mcpServers": {"user-stray": _stray(markers["user"])}})
+        json.dumps({"mcpServers": {"user-stray": stray_server(markers["user"])}})
     )
     async with ModelServer([text("plain")]) as s:
         result = await run_agent(
@@ -190,7 +175,7 @@ async def test_a_disabled_tool_cannot_be_called(
     ]
     async with ModelServer(script) as s:
         harness = pi_descriptor(
-            s.openai_base_url, mcp_servers={"jigs": _server(disabled_tools=["secret_echo"])}
+            s.openai_base_url, mcp_servers={"jigs": step_server(disabled_tools=["secret_echo"])}
         )
         result = await run_agent(harness=harness, cwd=worktree, prompt="try both", run=run_meta)
         requests = s.model_requests
@@ -217,7 +202,7 @@ async def test_cancellation_stops_the_mcp_server(
     marker = tmp_path / "started-step"
     async with ModelServer([text("too late", delay=20)]) as s:
         harness = pi_descriptor(
-            s.openai_base_url, mcp_servers={"jigs": _server("--marker", str(marker))}
+            s.openai_base_url, mcp_servers={"jigs": step_server("--marker", str(marker))}
         )
         with anyio.move_on_after(15):
             async with anyio.create_task_group() as tg:
@@ -256,7 +241,7 @@ async def test_the_server_gets_its_credential_but_not_the_model_key(
 ) -> None:
     script = [tool_call("mcp__jigs__environ", {}), text("seen")]
     async with ModelServer(script) as s:
-        harness = pi_descriptor(s.openai_base_url, mcp_servers={"jigs": _server("--environ")})
+        harness = pi_descriptor(s.openai_base_url, mcp_servers={"jigs": step_server("--environ")})
         result = await run_agent(harness=harness, cwd=worktree, prompt="env", run=run_meta)
         seen = _tool_messages(s.model_requests[1].body)
     assert result.text == "seen"
