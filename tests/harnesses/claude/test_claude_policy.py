@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from claude_helpers import AGENTS_ENV, descriptor_for
+from claude_helpers import AGENTS_ENV, KEY_ENV, descriptor_for
 from jigs import RunMetadata
 from jigs.env import BASE_ENV
 from jigs.models import generate_text
@@ -90,6 +90,42 @@ async def test_agent_sees_only_the_allowlist_and_project_settings(
     unexpected = {n for n in env if n not in allowed and not n.startswith(("LC_", "CLAUDE"))}
     assert "CLAUDE_HOST_ONLY_SETTING" not in env
     assert not unexpected, f"names outside the allowlist reached the agent: {sorted(unexpected)}"
+
+
+@pytest.mark.parametrize("header", ["x-api-key", "bearer"])
+async def test_agent_commands_never_see_the_model_key(
+    claude_cli: Path,
+    server: ModelServer,
+    worktree: Path,
+    run_meta: RunMetadata,
+    monkeypatch: pytest.MonkeyPatch,
+    header: str,
+) -> None:
+    key = "sk-MODEL-KEY-CANARY-91e3"
+    monkeypatch.setenv(KEY_ENV, key)
+    server.add(
+        tool_call("Bash", {"command": "env; echo done-env", "description": "show env"}),
+        tool_call("Bash", {"command": "env | wc -l", "description": "again"}),
+        text("seen"),
+    )
+    descriptor = descriptor_for(server, api_key_header=header)
+    async with create_agent_runner(
+        descriptor, cwd=worktree, run=run_meta, agents_env=AGENTS_ENV
+    ) as runner:
+        result = await generate_text(runner.model, prompt="run env")
+    assert result.text == "seen"
+    seen = server.model_requests[1].text()
+    # env did run and printed the environment
+    assert "done-env" in seen
+    assert "CLAUDE_CODE_SESSION_ID=" in seen
+    for request in server.model_requests[1:]:
+        assert key not in request.text()
+        assert "ANTHROPIC_API_KEY" not in request.text()
+        assert "ANTHROPIC_AUTH_TOKEN" not in request.text()
+    # the CLI itself still authenticated every request with the key
+    sent = "x-api-key" if header == "x-api-key" else "authorization"
+    assert all(r.has_header(sent) for r in server.model_requests)
+    assert len(server.model_requests) == 3
 
 
 async def test_step_mcp_list_is_the_whole_universe(
@@ -215,7 +251,10 @@ async def test_declared_mcp_server_reaches_the_agent_with_its_credential(
     ) as runner:
         result = await generate_text(runner.model, prompt="call the echo tool")
     assert result.text == "used it"
-    assert "echo:MCP-ROUNDTRIP secret-set:True" in server.model_requests[1].text()
+    # the declared credential reaches the server; the model key does not
+    assert (
+        "echo:MCP-ROUNDTRIP secret-set:True model-key-set:False" in server.model_requests[1].text()
+    )
     # Claude Code defers MCP tools behind ToolSearch: look for the names anywhere in the body
     first = json.dumps(server.model_requests[0].body)
     assert "mcp__jigsecho__echo" in first

@@ -76,7 +76,10 @@ def test_argv_carries_the_policy_whatever_the_descriptor() -> None:
 
 def test_env_adds_only_what_jigs_sets_and_reads_the_key_at_launch() -> None:
     d = ClaudeDescriptor(base_url="http://gw.example", api_key_env="GW_KEY")
-    env = build_env(d, {"PATH": "/bin"}, host_env={"GW_KEY": "secret-value", "OTHER": "x"})
+    prefix = Path("/private/shell-prefix")
+    env = build_env(
+        d, {"PATH": "/bin"}, host_env={"GW_KEY": "secret-value", "OTHER": "x"}, shell_prefix=prefix
+    )
     assert env == {
         "PATH": "/bin",
         "CLAUDE_CODE_ENTRYPOINT": "sdk-py",
@@ -84,9 +87,15 @@ def test_env_adds_only_what_jigs_sets_and_reads_the_key_at_launch() -> None:
         "CLAUDE_CODE_MAX_RETRIES": "2",
         "ANTHROPIC_BASE_URL": "http://gw.example",
         "ANTHROPIC_API_KEY": "secret-value",
+        "CLAUDE_CODE_SHELL_PREFIX": "/private/shell-prefix",
     }
     bearer = d.model_copy(update={"api_key_header": "bearer"})
-    assert "ANTHROPIC_AUTH_TOKEN" in build_env(bearer, {}, host_env={"GW_KEY": "v"})
+    assert "ANTHROPIC_AUTH_TOKEN" in build_env(
+        bearer, {}, host_env={"GW_KEY": "v"}, shell_prefix=prefix
+    )
+    # a key without the prefix that hides it is a programming error, never a silent leak
+    with pytest.raises(ValueError, match="shell_prefix"):
+        build_env(d, {}, host_env={"GW_KEY": "v"})
     login = build_env(ClaudeDescriptor(), {"HOME": "/h"}, host_env={"ANTHROPIC_API_KEY": "leak"})
     assert "ANTHROPIC_API_KEY" not in login
     # the key's own variable is not on the agent's allowlist

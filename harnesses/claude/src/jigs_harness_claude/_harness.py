@@ -4,7 +4,8 @@ Where things live: transcripts in the operator's Claude Code config dir (``CLAUD
 or ``~/.claude``), so the operator's login keeps working (token refreshes write back to the same
 place) and ``claude --resume`` from a shell finds jigs' sessions. A per-run private dir (removed
 when the runner closes) holds the MCP config file when the step declares servers, so resolved
-credentials never appear on a command line.
+credentials never appear on a command line, and, when the descriptor names an endpoint key, the
+shell prefix that keeps that key out of the agent's commands (:mod:`._shell`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from jigs_harness_claude._launch import SETS_ENV
 from jigs_harness_claude._mcp import mcp_config
 from jigs_harness_claude._model import ClaudeModel
 from jigs_harness_claude._sessions import verify_transcript
+from jigs_harness_claude._shell import write_shell_prefix
 
 if TYPE_CHECKING:
     from jigs.testing.plan import DemoPlan
@@ -80,8 +82,15 @@ class ClaudeHarness(Harness):
         executable = resolve_executable(ctx.env)
         ctx.log.debug("claude.executable", path=str(executable.path), source=executable.source)
         config = _EMPTY_MCP
+        private: Path | None = None
         if descriptor.mcp_servers:
-            config = str(_write_private(ctx, mcp_config(descriptor.mcp_servers, ctx.env)))
+            private = _private_dir(ctx)
+            config = str(
+                _write_json(private / "mcp.json", mcp_config(descriptor.mcp_servers, ctx.env))
+            )
+        prefix = None
+        if descriptor.api_key_env is not None:
+            prefix = write_shell_prefix(private or _private_dir(ctx))
         return ClaudeModel(
             descriptor,
             cwd=target.cwd,
@@ -89,6 +98,7 @@ class ClaudeHarness(Harness):
             executable=executable.path,
             mcp_config=config,
             resume_id=target.resume.id if target.resume else None,
+            shell_prefix=prefix,
         )
 
     def demo_plan(self, server: Any) -> DemoPlan:
@@ -114,11 +124,15 @@ class ClaudeHarness(Harness):
         )
 
 
-def _write_private(ctx: HarnessContext, data: object) -> Path:
-    """Write ``data`` as JSON into a 0700 dir that is removed when the runner closes."""
+def _private_dir(ctx: HarnessContext) -> Path:
+    """A fresh 0700 dir that is removed when the runner closes."""
     private = Path(tempfile.mkdtemp(prefix="jigs-claude-"))
     ctx.callback(shutil.rmtree, private, True)
-    path = private / "mcp.json"
+    return private
+
+
+def _write_json(path: Path, data: object) -> Path:
+    """Write ``data`` as JSON to a new 0600 file."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(data, fh)

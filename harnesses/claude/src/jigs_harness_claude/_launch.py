@@ -11,7 +11,9 @@ Policy that every launch carries, whatever the descriptor says:
 - the environment is exactly the core-built one plus ``CLAUDE_CODE_ENTRYPOINT``,
   ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` (no telemetry, update checks or other calls
   home), a bounded ``CLAUDE_CODE_MAX_RETRIES``, and for a descriptor endpoint
-  ``ANTHROPIC_BASE_URL`` and the key copied from the variable the descriptor names.
+  ``ANTHROPIC_BASE_URL``, the key copied from the variable the descriptor names, and
+  ``CLAUDE_CODE_SHELL_PREFIX`` naming the script that removes the key from the environment of the
+  agent's commands and MCP servers (see :mod:`._shell`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from jigs.errors import JigsError
 
 from jigs_harness_claude._descriptor import ClaudeDescriptor
 from jigs_harness_claude._mcp import disallowed_mcp_tools
+from jigs_harness_claude._shell import PREFIX_VAR
 
 __all__ = ["ENTRYPOINT", "MAX_PROMPT_ARG", "SETS_ENV", "Launch", "build_argv", "build_env"]
 
@@ -45,6 +48,7 @@ SETS_ENV = frozenset(
         "ANTHROPIC_BASE_URL",
         "ANTHROPIC_API_KEY",
         "ANTHROPIC_AUTH_TOKEN",
+        PREFIX_VAR,
     }
 )
 
@@ -63,12 +67,15 @@ def build_env(
     *,
     host_env: Mapping[str, str] | None = None,
     max_output_tokens: int | None = None,
+    shell_prefix: Path | None = None,
 ) -> dict[str, str]:
     """The CLI's environment: ``agent_env`` (built by the core from empty) plus what jigs sets.
 
     The endpoint key is read from ``host_env`` (default ``os.environ``) by the name the
-    descriptor gives, at launch; it is never stored. Raises :class:`JigsError` when that
-    variable is not set.
+    descriptor gives, at launch; it is never stored. ``shell_prefix`` (the script from
+    :func:`~._shell.write_shell_prefix`) is required with a key, so the key never reaches the
+    agent's commands. Raises :class:`JigsError` when the key variable is not set, ValueError
+    when a key is named and no ``shell_prefix`` is given.
     """
     host = os.environ if host_env is None else host_env
     env = dict(agent_env)
@@ -84,6 +91,9 @@ def build_env(
                 f"the claude descriptor names {descriptor.api_key_env} for its model key, but "
                 f"it is not set in the step's environment; set it where the service runs"
             )
+        if shell_prefix is None:
+            raise ValueError("a descriptor with api_key_env needs a shell_prefix")
+        env[PREFIX_VAR] = str(shell_prefix)
         if descriptor.base_url is not None:
             env["ANTHROPIC_BASE_URL"] = descriptor.base_url
         if descriptor.api_key_header == "bearer":

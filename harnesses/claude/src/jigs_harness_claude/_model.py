@@ -73,6 +73,7 @@ class ClaudeModel(StreamingModel):
         executable: Path,
         mcp_config: str,
         resume_id: str | None,
+        shell_prefix: Path | None = None,
     ) -> None:
         self.model_id = descriptor.model or "default"
         self._descriptor = descriptor
@@ -81,6 +82,7 @@ class ClaudeModel(StreamingModel):
         self._executable = executable
         self._mcp_config = mcp_config
         self._session = resume_id
+        self._shell_prefix = shell_prefix
 
     @property
     def session_id(self) -> str | None:
@@ -124,7 +126,10 @@ class ClaudeModel(StreamingModel):
             stream_input=approval is not None,
         )
         env = build_env(
-            self._descriptor, self._ctx.env, max_output_tokens=request.max_output_tokens
+            self._descriptor,
+            self._ctx.env,
+            max_output_tokens=request.max_output_tokens,
+            shell_prefix=self._shell_prefix,
         )
         log = self._ctx.log.bind(session_id=session_id or self._session, resumed=not fresh)
         started = time.perf_counter()
