@@ -24,7 +24,7 @@ from jigs_harness_claude._launch import build_argv, build_env
 from jigs_harness_claude._mcp import mcp_config
 from jigs_harness_claude._sessions import project_dir_name
 
-SAMPLES = Path("/work/shared/reference/cli-samples")
+SAMPLES = Path(__file__).parents[2] / "testing" / "cli_samples"
 PROBE = McpProbe(tool="ping")
 
 
@@ -160,7 +160,6 @@ def test_recorded_not_logged_in_stream_is_a_turn_error() -> None:
     assert "api_key_env" in str(caught.value)
 
 
-@pytest.mark.skipif(not SAMPLES.is_dir(), reason="the recorded CLI samples are not here")
 def test_recorded_stream_with_a_tool_call() -> None:
     reader = TurnReader(partial=False)
     parts = []
