@@ -70,3 +70,13 @@ def require_cli() -> Iterator[Callable[[str], Path]]:
             pytest.skip(f"the {kind} CLI is not installed: {exc}")
 
     return require
+
+
+@pytest.fixture
+def record_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where the test MCP server's ``record`` tool writes; its variable is set for the step."""
+    from mcp_configs import RECORD_ENV
+
+    path = tmp_path / "mcp-record.jsonl"
+    monkeypatch.setenv(RECORD_ENV, str(path))
+    return path

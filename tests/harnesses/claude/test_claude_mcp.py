@@ -17,26 +17,13 @@ from jigs import RunMetadata
 from jigs.models import generate_text
 from jigs.steps import create_agent_runner
 from jigs.testing import ModelServer, text, tool_call
-from mcp_configs import RECORD_ENV, step_server, stray_server
+from mcp_configs import records, step_server, stray_server
 
 pytestmark = pytest.mark.anyio
 
 
 def _stray(marker: Path) -> dict[str, Any]:
     return {"type": "stdio", **stray_server(marker)}
-
-
-def _records(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-@pytest.fixture
-def record_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "mcp-record.jsonl"
-    monkeypatch.setenv(RECORD_ENV, str(path))
-    return path
 
 
 async def test_model_calls_the_record_tool_and_the_server_records_it(
@@ -51,7 +38,7 @@ async def test_model_calls_the_record_tool_and_the_server_records_it(
     assert result.text == "recorded"
     # the probe (a just-in-time check) talks to its own copy of the server; only the model's
     # call goes through `record`
-    assert _records(record_file) == [{"note": "NOTE-FROM-MODEL-71"}]
+    assert records(record_file) == [{"note": "NOTE-FROM-MODEL-71"}]
     assert "recorded NOTE-FROM-MODEL-71" in server.model_requests[1].text()
 
 
@@ -107,7 +94,7 @@ async def test_worktree_and_user_servers_are_never_started(
             provider_options={"claude": {"on_event": events.append}},
         )
     assert result.text == "done"
-    assert _records(record_file) == [{"note": "STEP-SERVER-WORKS"}]
+    assert records(record_file) == [{"note": "STEP-SERVER-WORKS"}]
     started = sorted(where for where, marker in markers.items() if marker.exists())
     assert not started, f"MCP servers from outside the step were started: {started}"
     init = next(e for e in events if e.get("subtype") == "init")
@@ -133,7 +120,7 @@ async def test_a_disabled_tool_cannot_be_called(
         result = await generate_text(runner.model, prompt="try both tools")
     assert result.text == "finished"
     # the server never saw the disabled call; the enabled one right after it went through
-    assert _records(record_file) == [{"note": "ALLOWED-AFTERWARDS"}]
+    assert records(record_file) == [{"note": "ALLOWED-AFTERWARDS"}]
     first = json.dumps(server.model_requests[0].body)
     assert "mcp__jigs__record" in first
     assert "mcp__jigs__secret_echo" not in first

@@ -23,7 +23,7 @@ from jigs.errors import AgentTurnError, JitCheckError
 from jigs.models import generate_text
 from jigs.steps import create_agent_runner
 from jigs.testing import ModelServer, text, tool_call
-from mcp_configs import FIXTURE, RECORD_ENV, step_server, stray_server
+from mcp_configs import FIXTURE, records, step_server, stray_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli("codex")]
 
@@ -33,12 +33,6 @@ def _stray_toml(name: str, marker: Path) -> str:
         f"[mcp_servers.{name}]\ncommand = {json.dumps(sys.executable)}\n"
         f"args = {json.dumps([str(FIXTURE), '--marker', str(marker)])}\n"
     )
-
-
-def _records(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def _namespaces(body: Any) -> dict[str, list[str]]:
@@ -52,13 +46,6 @@ def _namespaces(body: Any) -> dict[str, list[str]]:
 
 def _input_items(body: Any, kind: str) -> list[dict[str, Any]]:
     return [item for item in body.get("input") or [] if item.get("type") == kind]
-
-
-@pytest.fixture
-def record_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "mcp-record.jsonl"
-    monkeypatch.setenv(RECORD_ENV, str(path))
-    return path
 
 
 async def test_model_calls_the_record_tool_and_the_server_records_it(
@@ -75,7 +62,7 @@ async def test_model_calls_the_record_tool_and_the_server_records_it(
     assert result.text == "ok"
     # the probe (a just-in-time check) talks to its own copy of the server; only the model's
     # call goes through `record`
-    assert _records(record_file) == [{"note": "NOTE-FROM-MODEL-71"}]
+    assert records(record_file) == [{"note": "NOTE-FROM-MODEL-71"}]
     first, second = model_server.model_requests
     assert sorted(_namespaces(first.body)["mcp__jigs"]) == ["probe", "record", "secret_echo"]
     # the call went back to Codex in its namespace, and the server's answer came back to the model
@@ -115,7 +102,7 @@ async def test_servers_declared_outside_the_step_are_never_started(
     async with create_agent_runner(harness, cwd=worktree, run=run_meta, agents_env=[]) as runner:
         result = await generate_text(runner.model, prompt="record a note")
     assert result.text == "done"
-    assert _records(record_file) == [{"note": "STEP-SERVER-WORKS"}]
+    assert records(record_file) == [{"note": "STEP-SERVER-WORKS"}]
     started = sorted(where for where, marker in markers.items() if marker.exists())
     assert not started, f"MCP servers from outside the step were started: {started}"
     for request in model_server.model_requests:
@@ -162,7 +149,7 @@ async def test_a_disabled_tool_cannot_be_called(
         result = await generate_text(runner.model, prompt="try both tools")
     assert result.text == "finished"
     # the server never saw the disabled call; the enabled one right after it went through
-    assert _records(record_file) == [{"note": "ALLOWED-AFTERWARDS"}]
+    assert records(record_file) == [{"note": "ALLOWED-AFTERWARDS"}]
     first, second, _ = model_server.model_requests
     assert sorted(_namespaces(first.body)["mcp__jigs"]) == ["probe", "record"]
     # the model was told the call failed (Codex: "unsupported call"), not the echoed text
@@ -276,4 +263,4 @@ async def test_a_resumed_thread_gets_the_steps_servers(
     ) as runner:
         result = await generate_text(runner.model, prompt="two")
     assert result.text == "second"
-    assert _records(record_file) == [{"note": "AFTER-RESUME"}]
+    assert records(record_file) == [{"note": "AFTER-RESUME"}]

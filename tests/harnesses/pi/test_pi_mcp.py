@@ -21,15 +21,9 @@ import pytest
 from jigs import RunMetadata
 from jigs.steps import run_agent
 from jigs.testing import ModelServer, text, tool_call
-from mcp_configs import FIXTURE, RECORD_ENV, step_server, stray_server
+from mcp_configs import FIXTURE, records, step_server, stray_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("pi_cli", "model_key")]
-
-
-def _records(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def _tool_messages(body: Any) -> list[dict[str, Any]]:
@@ -39,13 +33,6 @@ def _tool_messages(body: Any) -> list[dict[str, Any]]:
 
 def _declared_tools(body: Any) -> list[str]:
     return [t.get("function", {}).get("name", "") for t in body.get("tools") or []]
-
-
-@pytest.fixture
-def record_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "mcp-record.jsonl"
-    monkeypatch.setenv(RECORD_ENV, str(path))
-    return path
 
 
 async def test_model_calls_the_record_tool_and_the_server_records_it(
@@ -61,7 +48,7 @@ async def test_model_calls_the_record_tool_and_the_server_records_it(
         requests = s.model_requests
     assert result.text == "recorded"
     # the probe talks to its own copy of the server; only the model's call goes through `record`
-    assert _records(record_file) == [{"note": "NOTE-FROM-MODEL-42"}]
+    assert records(record_file) == [{"note": "NOTE-FROM-MODEL-42"}]
     assert "mcp__jigs__record" in _declared_tools(requests[0].body)
     assert "recorded NOTE-FROM-MODEL-42" in json.dumps(_tool_messages(requests[1].body))
 
@@ -81,7 +68,7 @@ async def test_a_tools_allowlist_keeps_the_declared_servers(
         result = await run_agent(harness=harness, cwd=worktree, prompt="record", run=run_meta)
         declared = _declared_tools(s.model_requests[0].body)
     assert result.text == "ok"
-    assert _records(record_file) == [{"note": "WITH-ALLOWLIST"}]
+    assert records(record_file) == [{"note": "WITH-ALLOWLIST"}]
     assert "read" in declared
     assert "bash" not in declared
 
@@ -127,7 +114,7 @@ async def test_worktree_and_user_servers_are_never_started(
         result = await run_agent(harness=harness, cwd=worktree, prompt="record", run=run_meta)
         bodies = json.dumps([r.body for r in s.model_requests])
     assert result.text == "done"
-    assert _records(record_file) == [{"note": "STEP-SERVER-WORKS"}]
+    assert records(record_file) == [{"note": "STEP-SERVER-WORKS"}]
     started = sorted(where for where, marker in markers.items() if marker.exists())
     assert not started, f"MCP servers from outside the step were started: {started}"
     assert "stray" not in bodies
@@ -181,7 +168,7 @@ async def test_a_disabled_tool_cannot_be_called(
         requests = s.model_requests
     assert result.text == "finished"
     # the server never saw the disabled call; the enabled one right after it went through
-    assert _records(record_file) == [{"note": "ALLOWED-AFTERWARDS"}]
+    assert records(record_file) == [{"note": "ALLOWED-AFTERWARDS"}]
     declared = _declared_tools(requests[0].body)
     assert "mcp__jigs__record" in declared
     assert "mcp__jigs__secret_echo" not in declared
