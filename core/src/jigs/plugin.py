@@ -82,7 +82,6 @@ class HarnessContext:
     kind: str
     stack: AsyncExitStack
     log: Any
-    processes: list[ManagedProcess] = field(default_factory=list)
     #: Set when the step is being released; nothing new may start after that.
     closed: bool = False
 
@@ -108,7 +107,6 @@ class HarnessContext:
             kind=self.kind,
             owner=owner or f"{self.kind} for run {self.run.workflow_run_id}",
         )
-        self.processes.append(process)
         self.stack.push_async_callback(process.stop)
         return process
 
