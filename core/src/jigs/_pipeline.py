@@ -1,35 +1,36 @@
-"""The policy pipeline every agent step goes through, in order.
+"""The policy pipeline every agent step goes through, in order, owned by one :class:`Step`.
 
 1. resolve the kind (and, for a runner, refuse a kind without a model before acquiring anything);
-2. refuse a ``resume`` recorded on another kind;
+2. validate what the caller gave (``cwd``, ``run``, ``resume``, ``agents_env``; the prompt is
+   checked by :func:`validate_prompt`): only :class:`~jigs.errors.JigsError`\\ s come out;
 3. build the environment from empty (base list, the kind's names, ``agents.env``);
-4. descriptor checks (:class:`CheckFailedError`), then just-in-time checks (:class:`JitCheckError`);
-5. prove the session to resume exists (:class:`AgentSessionError`);
-6. lock the worktree (never waits: :class:`WorktreeBusyError`);
-7. hand over to the kind (``open`` or ``run``).
+4. lock the worktree (one attempt, never waits: :class:`WorktreeBusyError`; exactly one winner);
+5. the check stage: descriptor checks (:class:`CheckFailedError`), then just-in-time checks and
+   MCP probes (:class:`JitCheckError`) -- :func:`check_stage`, shared with ``jigs doctor``;
+6. prove the session to resume exists (:class:`AgentSessionError`);
+7. open the turn engine (the kind's transport, or its private files).
 
 Each stage logs a structlog event with the run id, the kind and its duration. Whatever was
-acquired is released, in reverse order, when the step ends or any stage fails (cancellation
-included).
+acquired is released, in reverse order, by :meth:`Step.aclose` (idempotent, shielded, bounded),
+when the step ends or any stage fails, cancellation included.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from jigs._lock import WorktreeLock
+from jigs._engine import TurnEngine
 from jigs._logging import logger, timed
-from jigs._paths import run_state_dir
+from jigs._paths import data_dir, run_state_dir
 from jigs._registry import Registry, default_registry
 from jigs._types import AgentSessionRef, RunMetadata
-from jigs.checks import CheckOutcome, run_checks
+from jigs.checks import Check, CheckOutcome, run_checks
 from jigs.descriptors import HarnessDescriptor
 from jigs.env import (
     RESERVED_AGENT_ENV,
@@ -41,66 +42,168 @@ from jigs.errors import (
     AgentSessionError,
     CheckFailedError,
     EnvPolicyError,
+    InvalidInputError,
+    JigsError,
     JitCheckError,
     ModelNotAvailableError,
+    PromptError,
 )
 from jigs.plugin import Harness, HarnessContext, HarnessTarget
 
-__all__ = ["CLOSE_TIMEOUT", "Prepared", "StepScope", "agent_env_for", "prepare"]
+__all__ = [
+    "CLOSE_TIMEOUT",
+    "JIT_TIMEOUT",
+    "Step",
+    "agent_env_for",
+    "check_stage",
+    "validate_prompt",
+]
 
 #: Seconds all just-in-time checks together may take.
 JIT_TIMEOUT = 50.0
 #: Seconds releasing a step may take in all (stop processes, remove homes, release the lock).
 CLOSE_TIMEOUT = 10.0
+#: Longest session id jigs accepts in a resume reference.
+_MAX_SESSION_ID = 256
 
 
-class StepScope:
-    """Everything one step acquired, released in reverse order by :meth:`aclose`.
-
-    :meth:`aclose` is idempotent, shielded from cancellation and bounded by
-    :data:`CLOSE_TIMEOUT`; when a kind's cleanup overruns, the worktree lock is still released.
-    """
-
-    def __init__(self) -> None:
-        self.stack = AsyncExitStack()
-        self.lock: WorktreeLock | None = None
-        self.ctx: HarnessContext | None = None
-        self.log: Any = logger
-        self.closed = False
-        self._closing = anyio.Lock()
-
-    async def aclose(self) -> None:
-        with anyio.CancelScope(shield=True):
-            async with self._closing:
-                if self.closed:
-                    return
-                self.closed = True
-                if self.ctx is not None:
-                    self.ctx.closed = True
-                started = time.perf_counter()
-                with anyio.move_on_after(CLOSE_TIMEOUT) as scope:
-                    await self.stack.aclose()
-                if scope.cancelled_caught:
-                    self.log.warning("runner.close.timeout", seconds=CLOSE_TIMEOUT)
-                    if self.lock is not None:
-                        self.lock.release()
-                if self.ctx is not None:
-                    self.log.info("runner.closed", seconds=round(time.perf_counter() - started, 4))
+def validate_prompt(prompt: object) -> str:
+    """The prompt, or :class:`PromptError`: it must be a non-empty string without NUL bytes.
+    (A long prompt is fine: kinds pass it through stdin or a file, never one argv element.)"""
+    if not isinstance(prompt, str):
+        raise PromptError(f"the prompt must be a string, got {type(prompt).__name__}")
+    if not prompt.strip():
+        raise PromptError("the prompt is empty; give the agent something to do")
+    if "\x00" in prompt:
+        raise PromptError(
+            "the prompt contains a NUL byte, which no CLI can receive; remove it (binary data "
+            "belongs in a file in the worktree)"
+        )
+    return prompt
 
 
-@dataclass(slots=True)
-class Prepared:
-    """A step that passed every stage: the kind, its context and the target."""
+def _validate_cwd(cwd: object) -> Path:
+    if isinstance(cwd, Path):
+        raw = str(cwd)
+    elif isinstance(cwd, str):
+        raw = cwd
+    else:
+        raise InvalidInputError(
+            f"cwd must be a path (str or pathlib.Path) naming the step's worktree, got "
+            f"{type(cwd).__name__}",
+            argument="cwd",
+        )
+    if not raw.strip():
+        raise InvalidInputError(
+            "cwd is empty; pass the step's worktree explicitly (jigs never falls back to the "
+            "process's working directory)",
+            argument="cwd",
+        )
+    if "\x00" in raw:
+        raise InvalidInputError("cwd contains a NUL byte", argument="cwd")
+    path = Path(raw)
+    try:
+        is_dir = path.is_dir()
+        resolved = path.resolve() if is_dir else path
+    except (OSError, RuntimeError, ValueError):
+        is_dir = False
+        resolved = path
+    if not is_dir:
+        raise InvalidInputError(
+            f"the worktree {_shown(raw)} does not exist or is not a directory; create it (or "
+            f"check out the repository) before the step runs",
+            argument="cwd",
+        )
+    if resolved == Path(resolved.anchor):
+        raise InvalidInputError(
+            "cwd is the filesystem root; give the agent a worktree of its own", argument="cwd"
+        )
+    data = data_dir().resolve()
+    if resolved == data or data in resolved.parents:
+        raise InvalidInputError(
+            f"cwd {resolved} is inside the jigs data directory {data}, which holds locks, homes "
+            f"and sessions; give the agent a worktree outside it",
+            argument="cwd",
+        )
+    return resolved
 
-    harness: Harness
-    target: HarnessTarget
-    ctx: HarnessContext
-    lock: WorktreeLock
-    started: float
+
+def _shown(text: str) -> str:
+    from jigs.mcp import looks_like_secret
+
+    if len(text) > 200 or looks_like_secret(text):
+        return "<not shown>"
+    return repr(text)
+
+
+def _validate_run(run: object) -> RunMetadata:
+    if isinstance(run, RunMetadata):
+        return run
+    if isinstance(run, Mapping):
+        from pydantic import ValidationError
+
+        try:
+            return RunMetadata.model_validate(dict(run))
+        except ValidationError as exc:
+            fields = ", ".join(".".join(map(str, e["loc"])) or "run" for e in exc.errors())
+            raise InvalidInputError(
+                f"run is not valid RunMetadata (check: {fields}); build it with "
+                f"RunMetadata(workflow_run_id=...)",
+                argument="run",
+            ) from None
+    raise InvalidInputError(
+        f"run must be a jigs.RunMetadata, got {type(run).__name__}", argument="run"
+    )
+
+
+def _validate_resume(resume: object) -> AgentSessionRef | None:
+    if resume is None:
+        return None
+    if isinstance(resume, Mapping):
+        from pydantic import ValidationError
+
+        try:
+            resume = AgentSessionRef.model_validate(dict(resume))
+        except ValidationError:
+            raise InvalidInputError(
+                "resume is not a valid AgentSessionRef (harness, id, descriptor); pass the "
+                "session a step returned, or None",
+                argument="resume",
+            ) from None
+    if not isinstance(resume, AgentSessionRef):
+        raise InvalidInputError(
+            f"resume must be an AgentSessionRef or None, got {type(resume).__name__}",
+            argument="resume",
+        )
+    if len(resume.id) > _MAX_SESSION_ID or not resume.id.isprintable() or "/" in resume.id:
+        raise AgentSessionError(
+            "the session id to resume is not one jigs recorded (too long, or holding '/' or "
+            "control characters); start without resume",
+            kind=resume.harness,
+            session_id=resume.id[:64],
+        )
+    return resume
+
+
+def _validate_agents_env(agents_env: object) -> Sequence[str] | None:
+    if agents_env is None:
+        return None
+    if isinstance(agents_env, str | bytes):
+        raise InvalidInputError(
+            "agents_env must be a list of variable names, not a single string (write "
+            "agents_env=['IS_SANDBOX'], not agents_env='IS_SANDBOX')",
+            argument="agents_env",
+        )
+    if not isinstance(agents_env, Sequence | set | frozenset):
+        raise InvalidInputError(
+            f"agents_env must be a list of variable names, got {type(agents_env).__name__}",
+            argument="agents_env",
+        )
+    return list(agents_env)
 
 
 def agent_env_for(
-    harness: Harness,
+    harness: Harness[Any],
     descriptor: HarnessDescriptor,
     cwd: Path,
     agents_env: Sequence[str] | None,
@@ -128,83 +231,48 @@ def agent_env_for(
     return build_env([*kind_names, *names]), source
 
 
-def _coerce_descriptor(registry: Registry, harness: object) -> tuple[Harness, HarnessDescriptor]:
-    from jigs.harnesses import load
+def jit_stage_checks(
+    harness: Harness[Any], target: HarnessTarget[Any], env: Mapping[str, str]
+) -> list[Check]:
+    """The just-in-time checks of a target: the kind's, then one probe per MCP server."""
+    checks = list(harness.jit_checks(target, env))
+    descriptor = target.descriptor
+    if descriptor.mcp_servers:
+        from jigs._mcp_probe import mcp_probe_checks
 
-    descriptor = load(harness)  # type: ignore[arg-type]
-    return registry.get(descriptor.kind), descriptor
-
-
-async def prepare(
-    descriptor_or_data: object,
-    *,
-    cwd: str | Path,
-    run: RunMetadata,
-    resume: AgentSessionRef | None,
-    agents_env: Sequence[str] | None,
-    need_model: bool,
-    scope: StepScope,
-    registry: Registry | None = None,
-) -> Prepared:
-    """Run stages 1-6, registering every release on ``scope``. Raises on the first failure;
-    the caller closes ``scope`` (which releases what was acquired)."""
-    stack = scope.stack
-    started = time.perf_counter()
-    reg = registry or default_registry()
-    with timed("runner.resolve", run_id=run.workflow_run_id) as fields:
-        harness, descriptor = _coerce_descriptor(reg, descriptor_or_data)
-        fields["kind"] = harness.kind
-    kind = harness.kind
-    log = logger.bind(run_id=run.workflow_run_id, kind=kind)
-    scope.log = log
-    if need_model and not harness.has_model:
-        raise ModelNotAvailableError(kind)
-
-    if resume is not None and resume.harness != kind:
-        raise AgentSessionError(
-            f"session {resume.id} was recorded on the {resume.harness} harness and this step "
-            f"runs on {kind}; start without resume",
-            kind=kind,
-            session_id=resume.id,
+        private = frozenset(harness.env_allowlist(descriptor))
+        checks.extend(
+            mcp_probe_checks(descriptor.mcp_servers, cwd=target.cwd, env=env, private=private)
         )
+    return checks
 
-    workdir = Path(cwd)
-    if not workdir.is_dir():
-        raise EnvPolicyError(f"the worktree {workdir} does not exist or is not a directory")
-    workdir = workdir.resolve()
 
-    with timed("runner.env.built", log) as fields:
-        env, source = agent_env_for(harness, descriptor, workdir, agents_env)
-        fields.update(names=sorted(env), agents_env_source=source)
-
-    # A worktree another agent holds fails now, not after seconds of checks and probes; the lock
-    # itself is still taken only after the checks pass.
-    probe = WorktreeLock(workdir, run.workflow_run_id)
-    probe.acquire()
-    probe.release()
-
-    target = HarnessTarget(descriptor=descriptor, cwd=workdir, resume=resume)
+async def check_stage(
+    harness: Harness[Any],
+    descriptor: HarnessDescriptor,
+    env: Mapping[str, str],
+    target: HarnessTarget[Any] | None,
+    *,
+    installation: bool = False,
+    log: Any = None,
+) -> tuple[list[CheckOutcome], list[CheckOutcome]]:
+    """The check stage: ``(descriptor outcomes, jit outcomes)``. With ``installation`` the kind's
+    installation checks run first (``jigs doctor``); without ``target`` no JIT check runs.
+    Never raises for a failed check (the caller decides); just-in-time checks are bounded by
+    :data:`JIT_TIMEOUT` together."""
+    checks: list[Check] = list(harness.installation_checks(env)) if installation else []
     with timed("runner.checks.descriptor", log) as fields:
-        outcomes = await run_checks(harness.descriptor_checks(descriptor, env))
-        failed = [o for o in outcomes if not o.ok]
-        fields["checks"] = [o.id for o in outcomes]
-        if failed:
-            raise CheckFailedError(failed, what=f"{kind} descriptor checks")
-
+        checks += harness.descriptor_checks(descriptor, env)
+        first = await run_checks(checks)
+        fields["checks"] = [o.id for o in first]
+    if target is None:
+        return first, []
     with timed("runner.checks.jit", log) as fields:
-        checks = list(harness.jit_checks(target, env))
-        if descriptor.mcp_servers:
-            from jigs._mcp_probe import mcp_probe_checks
-
-            private = frozenset(harness.env_allowlist(descriptor))
-            checks.extend(
-                mcp_probe_checks(descriptor.mcp_servers, cwd=workdir, env=env, private=private)
-            )
         try:
             with anyio.fail_after(JIT_TIMEOUT):
-                outcomes = await run_checks(checks)
+                jit = await run_checks(jit_stage_checks(harness, target, env))
         except TimeoutError:
-            outcomes = [
+            jit = [
                 CheckOutcome(
                     "jit",
                     "Just-in-time checks",
@@ -214,32 +282,144 @@ async def prepare(
                     unanswered=True,
                 )
             ]
-        failed = [o for o in outcomes if not o.ok]
-        fields["checks"] = [o.id for o in outcomes]
+        fields["checks"] = [o.id for o in jit]
+    return first, jit
+
+
+class Step:
+    """One agent step: its stages and everything it acquired.
+
+    ``await step.open(...)`` runs the stages and leaves :attr:`engine` ready; :meth:`aclose`
+    releases everything in reverse order. :meth:`aclose` is idempotent, shielded from
+    cancellation and bounded by :data:`CLOSE_TIMEOUT`; when a kind's cleanup overruns, the
+    worktree lock is still released.
+    """
+
+    def __init__(self, registry: Registry | None = None) -> None:
+        self.registry = registry
+        self.stack = AsyncExitStack()
+        self.lock: Any = None
+        self.ctx: HarnessContext | None = None
+        self.log: Any = logger
+        self.closed = False
+        self.started = time.perf_counter()
+        self._closing = anyio.Lock()
+        self._engine: TurnEngine | None = None
+
+    @property
+    def engine(self) -> TurnEngine:
+        if self._engine is None:
+            raise RuntimeError("the step is not open")
+        return self._engine
+
+    async def open(
+        self,
+        descriptor_or_data: object,
+        *,
+        cwd: object,
+        run: object,
+        resume: object,
+        agents_env: object,
+        need_model: bool,
+    ) -> TurnEngine:
+        """Run every stage; raises the first failure (the caller then calls :meth:`aclose`)."""
+        registry = self.registry or default_registry()
+        run_meta = _validate_run(run)
+        with timed("runner.resolve", run_id=run_meta.workflow_run_id) as fields:
+            harness, descriptor = _resolve(registry, descriptor_or_data)
+            fields["kind"] = harness.kind
+        kind = harness.kind
+        log = logger.bind(run_id=run_meta.workflow_run_id, kind=kind)
+        self.log = log
+        if need_model and not harness.has_model:
+            raise ModelNotAvailableError(kind)
+        session = _validate_resume(resume)
+        if session is not None and session.harness != kind:
+            raise AgentSessionError(
+                f"session {session.id} was recorded on the {session.harness} harness and this "
+                f"step runs on {kind}; start without resume",
+                kind=kind,
+                session_id=session.id,
+            )
+        workdir = _validate_cwd(cwd)
+        names = _validate_agents_env(agents_env)
+
+        with timed("runner.env.built", log) as fields:
+            env, source = agent_env_for(harness, descriptor, workdir, names)
+            fields.update(names=sorted(env), agents_env_source=source)
+
+        from jigs._lock import WorktreeLock
+
+        lock = WorktreeLock(workdir, run_meta.workflow_run_id)
+        with timed("runner.lock.acquired", log, worktree=str(workdir), lock=str(lock.path)):
+            lock.acquire()
+        self.lock = lock
+
+        def release() -> None:
+            lock.release()
+            log.info("runner.lock.released", worktree=str(workdir))
+
+        self.stack.callback(release)
+
+        target: HarnessTarget[Any] = HarnessTarget(
+            descriptor=descriptor, cwd=workdir, resume=session
+        )
+        first, jit = await check_stage(harness, descriptor, env, target, log=log)
+        failed = [o for o in first if not o.ok]
+        if failed:
+            raise CheckFailedError(failed, what=f"{kind} descriptor checks")
+        failed = [o for o in jit if not o.ok]
         if failed:
             raise JitCheckError(failed)
 
-    ctx = HarnessContext(
-        run=run,
-        env=env,
-        state_dir=run_state_dir(run.workflow_run_id, kind),
-        kind=kind,
-        stack=stack,
-        log=log,
-    )
-    scope.ctx = ctx
-    if resume is not None:
-        with timed("runner.resume.verified", log, session_id=resume.id):
-            await harness.verify_resume(target, ctx)
+        ctx = HarnessContext(
+            run=run_meta,
+            env=env,
+            state_dir=run_state_dir(run_meta.workflow_run_id, kind),
+            kind=kind,
+            stack=self.stack,
+            log=log,
+            inherit_fds=tuple(getattr(lock, "fds", ())),
+        )
+        self.ctx = ctx
+        if session is not None:
+            with timed("runner.resume.verified", log, session_id=session.id):
+                try:
+                    await harness.verify_resume(target, ctx)
+                except JigsError:
+                    raise
+                except (OSError, ValueError) as exc:
+                    raise AgentSessionError(
+                        f"the {kind} session {session.id[:64]} cannot be read "
+                        f"({type(exc).__name__}); start without resume",
+                        kind=kind,
+                        session_id=session.id,
+                    ) from None
+        with timed("runner.engine.opened", log):
+            self._engine = await TurnEngine.open(harness, target, ctx)
+        return self._engine
 
-    lock = WorktreeLock(workdir, run.workflow_run_id)
-    with timed("runner.lock.acquired", log, worktree=str(workdir), lock=str(lock.path)):
-        lock.acquire()
-    scope.lock = lock
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            async with self._closing:
+                if self.closed:
+                    return
+                self.closed = True
+                if self.ctx is not None:
+                    self.ctx.closed = True
+                started = time.perf_counter()
+                with anyio.move_on_after(CLOSE_TIMEOUT) as scope:
+                    await self.stack.aclose()
+                if scope.cancelled_caught:
+                    self.log.warning("runner.close.timeout", seconds=CLOSE_TIMEOUT)
+                    if self.lock is not None:
+                        self.lock.release()
+                if self.ctx is not None:
+                    self.log.info("runner.closed", seconds=round(time.perf_counter() - started, 4))
 
-    def release() -> None:
-        lock.release()
-        log.info("runner.lock.released", worktree=str(workdir))
 
-    stack.callback(release)
-    return Prepared(harness, target, ctx, lock, started)
+def _resolve(registry: Registry, data: object) -> tuple[Harness[Any], HarnessDescriptor]:
+    from jigs.harnesses import load
+
+    descriptor = load(data, registry=registry)  # type: ignore[arg-type]
+    return registry.get(descriptor.kind), descriptor

@@ -71,9 +71,9 @@ class Registry:
         self._pm.add_hookspecs(HarnessSpecs)
         self._lock = threading.RLock()
         self._eps: dict[str, list[EntryPoint]] | None = None
-        self._loaded: dict[str, Harness] = {}
+        self._loaded: dict[str, Harness[Any]] = {}
         self._errors: dict[str, str] = {}
-        self._modules: dict[str, list[Harness]] = {}
+        self._modules: dict[str, list[Harness[Any]]] = {}
 
     def _entry_points(self) -> dict[str, list[EntryPoint]]:
         if self._eps is None:
@@ -95,14 +95,14 @@ class Registry:
         """Installed kinds not blocked by ``JIGS_DISABLE_PLUGINS``."""
         return [k for k in self.kinds() if k not in self.disabled]
 
-    def register(self, harness: Harness) -> None:
+    def register(self, harness: Harness[Any]) -> None:
         """Register a harness object directly (tests, embedded kinds)."""
         with self._lock:
             if harness.kind in self._loaded and self._loaded[harness.kind] is not harness:
                 raise HarnessPluginError(f"harness kind {harness.kind!r} is already registered")
             self._loaded[harness.kind] = harness
 
-    def get(self, kind: str) -> Harness:
+    def get(self, kind: str) -> Harness[Any]:
         """The harness for ``kind``, loading its plugin on first use.
 
         Raises :class:`HarnessNotFoundError` (a ``LookupError``) for an unknown, disabled or
@@ -147,7 +147,7 @@ class Registry:
             return
         self._loaded[kind] = matching[0]
 
-    def _harnesses_of(self, value: str) -> list[Harness]:
+    def _harnesses_of(self, value: str) -> list[Harness[Any]]:
         """Import a plugin module once and collect what its hook registers (a module may serve
         several kinds through several entry points)."""
         if value not in self._modules:
@@ -157,7 +157,7 @@ class Registry:
                 "jigs_register_harnesses",
                 remove_plugins=[p for p in self._pm.get_plugins() if p is not module],
             )
-            collected: list[Harness] = []
+            collected: list[Harness[Any]] = []
             caller(register=collected.append)
             self._modules[value] = collected
         return self._modules[value]

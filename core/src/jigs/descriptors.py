@@ -11,12 +11,29 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from jigs.errors import DescriptorError
 from jigs.mcp import McpServer
 
-__all__ = ["COMMON_POLICY_KEYS", "HarnessDescriptor", "validation_message"]
+__all__ = [
+    "COMMON_POLICY_KEYS",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_TURN_TIMEOUT",
+    "LIMITS",
+    "HarnessDescriptor",
+    "validation_message",
+]
+
+#: Seconds a whole turn may take unless the descriptor says otherwise.
+DEFAULT_TURN_TIMEOUT = 3600.0
+#: Seconds a turn may go without any event from the CLI unless the descriptor says otherwise.
+DEFAULT_IDLE_TIMEOUT = 600.0
+#: The limit knobs a kind may support, and what each means.
+LIMITS: Mapping[str, str] = {
+    "max_turns": "the number of model requests in one turn",
+    "max_budget_usd": "the cost of one turn, as the CLI reports it",
+}
 
 #: Keys no descriptor may set, with the reason shown to the user.
 COMMON_POLICY_KEYS: Mapping[str, str] = {
@@ -64,9 +81,32 @@ class HarnessDescriptor(BaseModel):
 
     #: Extra policy keys of the kind, on top of :data:`COMMON_POLICY_KEYS`.
     policy_keys: ClassVar[Mapping[str, str]] = {}
+    #: Which of :data:`LIMITS` the kind can enforce (with its CLI or through the core's
+    #: turn engine); setting another one is refused, never silently ignored.
+    supported_limits: ClassVar[frozenset[str]] = frozenset()
+    #: Why the kind cannot enforce a limit it does not support (shown in the refusal).
+    unsupported_limit_reason: ClassVar[str] = "the CLI does not report what the limit counts"
 
     kind: str
     mcp_servers: dict[str, McpServer] = Field(default_factory=dict)
+    #: Seconds a whole turn may take (wall clock); jigs stops it then (AgentTimeoutError).
+    turn_timeout: float = Field(default=DEFAULT_TURN_TIMEOUT, gt=0, le=7 * 86400)
+    #: Seconds a turn may go without any event from the CLI (a hung endpoint or CLI).
+    idle_timeout: float = Field(default=DEFAULT_IDLE_TIMEOUT, gt=0, le=86400)
+    #: Model requests one turn may make (AgentLimitError past it); None: no limit.
+    max_turns: int | None = Field(default=None, ge=1, le=10_000)
+    #: Cost one turn may reach (AgentLimitError past it); None: no limit.
+    max_budget_usd: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _limits_supported(self) -> Self:
+        for name in LIMITS:
+            if getattr(self, name) is not None and name not in self.supported_limits:
+                raise ValueError(
+                    f"{name}: the {self.kind} kind cannot enforce {name} "
+                    f"({self.unsupported_limit_reason}); remove it from the descriptor"
+                )
+        return self
 
     def __init__(self, /, **data: Any) -> None:
         kind = str(data.get("kind") or self._kind_default())

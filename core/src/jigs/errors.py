@@ -3,21 +3,29 @@
 One base, :class:`JigsError`. Each subclass carries structured fields (so a caller never parses a
 message) and also inherits the standard-library class that fits, so generic code that catches
 ``LookupError`` or ``TimeoutError`` keeps working. Every message says what failed and how to fix it.
+
+Every error says whether a retry can help (``retryable``): a durable engine retries a step that
+failed with ``retryable`` True and gives up at once otherwise. The turn errors
+(:class:`AgentTurnError` and its subclasses) keep what happened before the turn failed: the session
+id (so :func:`jigs.steps.agent_session` can continue it), usage and cost, the stop reason and the
+redacted stderr tail.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from jigs.checks import FailedCheck
 
 __all__ = [
     "AgentCrashedError",
+    "AgentLimitError",
     "AgentOutputError",
     "AgentSessionError",
+    "AgentTimeoutError",
     "AgentTurnError",
     "CheckFailedError",
     "CliNotFoundError",
@@ -25,9 +33,11 @@ __all__ = [
     "EnvPolicyError",
     "HarnessNotFoundError",
     "HarnessPluginError",
+    "InvalidInputError",
     "JigsError",
     "JitCheckError",
     "ModelNotAvailableError",
+    "PromptError",
     "RunnerClosedError",
     "StructuredOutputError",
     "WorktreeBusyError",
@@ -35,7 +45,9 @@ __all__ = [
 
 
 def _rebuild(cls: type[JigsError], args: tuple[object, ...], state: dict[str, object]) -> JigsError:
-    error = cls.__new__(cls)
+    # the builtin base with the widest layout must allocate (OSError for timeout/crash errors)
+    new = OSError.__new__ if issubclass(cls, OSError) else Exception.__new__
+    error = new(cls)
     error.args = args
     error.__dict__.update(state)
     return error
@@ -45,8 +57,12 @@ class JigsError(Exception):
     """Base of every error jigs raises on purpose.
 
     Errors pickle with their structured fields (workflow workers and process pools send
-    exceptions across processes), whatever their ``__init__`` signature.
+    exceptions across processes), whatever their ``__init__`` signature. ``retryable`` says
+    whether running the same step again can succeed (a class default; some errors decide per
+    instance).
     """
+
+    retryable: bool = False
 
     def __reduce__(self) -> tuple[object, ...]:
         return _rebuild, (type(self), self.args, dict(self.__dict__))
@@ -158,15 +174,19 @@ class JitCheckError(CheckFailedError):
     """Just-in-time checks (those that need the worktree, such as MCP probes) failed.
 
     The message lists ``label: reason`` lines; ``failures`` carries the structured results.
+    ``retryable`` is True when a check did not answer in time (a slow server may answer later).
     """
 
     def __init__(self, failures: Sequence[FailedCheck]) -> None:
         self.failures = tuple(failures)
+        self.retryable = any(getattr(f, "unanswered", False) for f in self.failures)
         JigsError.__init__(self, "\n".join(f"{f.label}: {f.reason}" for f in self.failures))
 
 
 class WorktreeBusyError(JigsError, BlockingIOError):
-    """Another agent holds the worktree. jigs never waits for it."""
+    """Another agent holds the worktree. jigs never waits for it; a later retry can succeed."""
+
+    retryable = True
 
     def __init__(self, worktree: Path, holder_run_id: str | None, holder_pid: int | None) -> None:
         self.worktree = worktree
@@ -196,39 +216,141 @@ class CliNotFoundError(JigsError, FileNotFoundError):
         )
 
 
-class AgentCrashedError(JigsError, ChildProcessError):
-    """The harness process exited unexpectedly (non-zero, by a signal, or before its result)."""
+class InvalidInputError(JigsError, ValueError):
+    """An argument of a step call is unusable (``cwd``, ``agents_env``, ``run``, ``resume``).
 
-    def __init__(
-        self, message: str, *, kind: str, returncode: int | None, stderr_tail: str
-    ) -> None:
-        self.kind = kind
-        self.returncode = returncode
-        self.stderr_tail = stderr_tail
-        tail = f"; its stderr ended with:\n{stderr_tail}" if stderr_tail.strip() else ""
-        super().__init__(f"{message}{tail}")
+    ``argument`` names the parameter; the message says what is wrong and never echoes a value
+    that could be a secret.
+    """
 
-
-class AgentOutputError(JigsError, ValueError):
-    """The harness printed something jigs cannot read (garbage, a truncated stream)."""
-
-    def __init__(self, message: str, *, kind: str, line: int | None = None) -> None:
+    def __init__(self, message: str, *, argument: str) -> None:
         super().__init__(message)
-        self.kind = kind
-        self.line = line
+        self.argument = argument
+
+
+class PromptError(InvalidInputError):
+    """The prompt cannot be sent to an agent (empty, or holding a NUL byte)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, argument="prompt")
 
 
 class AgentTurnError(JigsError, RuntimeError):
-    """The agent ran but its turn failed (an API error, a refused request, a truncated answer)."""
+    """The agent ran but its turn failed (an API error, a refused request, a truncated answer).
 
-    def __init__(self, message: str, *, kind: str, detail: str | None = None) -> None:
+    It keeps what happened: ``session_id`` (the session the turn ran in; pass
+    ``AgentSessionRef(harness=kind, id=session_id, ...)``, or use :attr:`session`, to continue
+    it), ``usage`` (a :class:`jigs.models.Usage` with tokens and ``cost_usd``, None when the
+    kind reported none), ``stop_reason`` (the kind's own word for why the turn stopped),
+    ``reason`` (jigs' category: ``"api_error"``, ``"not_logged_in"``, ``"length"``,
+    ``"aborted"``, ``"max_turns"``, ``"turn_timeout"`` ...) and ``stderr_tail`` (redacted).
+    """
+
+    retryable = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        detail: str | None = None,
+        reason: str | None = None,
+        session_id: str | None = None,
+        usage: Any = None,
+        stop_reason: str | None = None,
+        stderr_tail: str = "",
+        retryable: bool | None = None,
+        descriptor: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.detail = detail
+        self.reason = reason or detail
+        self.session_id = session_id
+        self.usage = usage
+        self.stop_reason = stop_reason
+        self.stderr_tail = stderr_tail
+        self.descriptor = descriptor
+        if retryable is not None:
+            self.retryable = retryable
+
+    @property
+    def cost_usd(self) -> float | None:
+        """The cost the kind reported for the turn before it failed (None: none reported)."""
+        return getattr(self.usage, "cost_usd", None)
+
+    @property
+    def session(self) -> Any:
+        """An :class:`~jigs.AgentSessionRef` for the turn's session (None when the turn never
+        got one or the descriptor is unknown): resume it to continue the stopped turn."""
+        if self.session_id is None or self.descriptor is None:
+            return None
+        from jigs._types import AgentSessionRef
+
+        return AgentSessionRef(harness=self.kind, id=self.session_id, descriptor=self.descriptor)
+
+
+class AgentCrashedError(AgentTurnError, ChildProcessError):
+    """The harness process exited unexpectedly (non-zero, by a signal, or before its result).
+    A crash can be transient, so a retry may help."""
+
+    retryable = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        returncode: int | None,
+        stderr_tail: str,
+        **fields: Any,
+    ) -> None:
+        self.returncode = returncode
+        tail = f"; its stderr ended with:\n{stderr_tail}" if stderr_tail.strip() else ""
+        fields.setdefault("reason", "crashed")
+        super().__init__(f"{message}{tail}", kind=kind, stderr_tail=stderr_tail, **fields)
+
+
+class AgentOutputError(AgentTurnError, ValueError):
+    """The harness printed something jigs cannot read (garbage, an oversized line, a stream
+    that ends without its result)."""
+
+    def __init__(self, message: str, *, kind: str, line: int | None = None, **fields: Any) -> None:
+        self.line = line
+        fields.setdefault("reason", "bad_output")
+        super().__init__(message, kind=kind, **fields)
+
+
+class AgentTimeoutError(AgentTurnError, TimeoutError):
+    """The turn hit ``turn_timeout`` (wall clock) or ``idle_timeout`` (no event for that long);
+    jigs stopped it. The same class for every kind. ``limit`` names the knob, ``seconds`` its
+    value."""
+
+    retryable = True
+
+    def __init__(
+        self, message: str, *, kind: str, limit: str, seconds: float, **fields: Any
+    ) -> None:
+        self.limit = limit
+        self.seconds = seconds
+        fields.setdefault("reason", limit)
+        super().__init__(message, kind=kind, **fields)
+
+
+class AgentLimitError(AgentTurnError):
+    """The turn reached the descriptor's ``max_turns`` or ``max_budget_usd`` and was stopped.
+    Not retryable as is: continue the session (``error.session``) or raise the limit."""
+
+    def __init__(self, message: str, *, kind: str, limit: str, value: float, **fields: Any) -> None:
+        self.limit = limit
+        self.value = value
+        fields.setdefault("reason", limit)
+        super().__init__(message, kind=kind, **fields)
 
 
 class StructuredOutputError(JigsError, ValueError):
-    """The agent's structured answer did not validate against the requested model."""
+    """The agent's structured answer did not validate against the requested model (after one
+    re-ask)."""
 
     def __init__(self, message: str, *, raw: str) -> None:
         super().__init__(message)

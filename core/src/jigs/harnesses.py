@@ -29,16 +29,26 @@ def installed() -> list[str]:
     return kinds
 
 
-def load(data: Mapping[str, Any] | HarnessDescriptor) -> HarnessDescriptor:
-    """Validate stored descriptor data (with its ``kind``) into the kind's descriptor class."""
+def load(data: Mapping[str, Any] | HarnessDescriptor, *, registry: Any = None) -> HarnessDescriptor:
+    """Validate stored descriptor data (with its ``kind``) into the kind's descriptor class,
+    resolving the kind through ``registry`` (default: the installed plugins). Raises
+    :class:`DescriptorError` for anything that is not such data."""
     if isinstance(data, HarnessDescriptor):
         return data
     if not isinstance(data, Mapping):
-        raise DescriptorError(f"a descriptor must be a mapping with a 'kind', got {type(data)}")
+        raise DescriptorError(
+            f"a descriptor must be a mapping with a 'kind', got {type(data).__name__}"
+        )
+    bad = [k for k in data if not isinstance(k, str)]
+    if bad:
+        raise DescriptorError(
+            f"a descriptor's keys must be strings; found a key of type {type(bad[0]).__name__}"
+        )
     kind = data.get("kind")
     if not isinstance(kind, str) or not kind:
         raise DescriptorError("a descriptor needs a 'kind' naming its harness kind")
-    descriptor_type: type[HarnessDescriptor] = _registry().get(kind).descriptor_type
+    reg = registry if registry is not None else _registry()
+    descriptor_type: type[HarnessDescriptor] = reg.get(kind).descriptor_type
     return descriptor_type.from_data(data)
 
 

@@ -1,4 +1,4 @@
-"""The contract a harness distribution implements.
+"""The contract a harness distribution implements: a kind describes its CLI; the core runs it.
 
 A distribution declares an entry point in the group ``jigs.harnesses`` whose name is the kind and
 whose value is a module with pluggy hook implementations::
@@ -13,56 +13,86 @@ whose value is a module with pluggy hook implementations::
     def jigs_register_harnesses(register):
         register(MyKindHarness())
 
-A :class:`Harness` owns its CLI's flags, files and wire format; the core owns the pipeline (env,
-checks, lock), process supervision and the model protocol. Resources a kind acquires while opening
-go on ``ctx`` (:meth:`HarnessContext.launch`, :meth:`HarnessContext.callback`), so the core releases
-them, in reverse order, on every path.
+**The core owns the turn** (:mod:`jigs._engine`): launching and reading lines, JSON decoding, the
+line cap, ``turn_timeout`` / ``idle_timeout`` deadlines, ``max_turns`` / ``max_budget_usd``
+limits, crash / garbage / oversize mapping, structured-output extraction and the single re-ask,
+the error types, the model object and ``run_agent``. A kind supplies small pieces:
+
+- :meth:`Harness.resolve_executable` -- which CLI runs (also what ``jigs doctor`` shows);
+- :meth:`Harness.prepare` -- files for its private dir, once per step (the returned state is
+  handed back to every :meth:`Harness.launch_turn`);
+- :meth:`Harness.launch_turn` -- one turn's argv, env additions and stdin (:class:`TurnLaunch`);
+- :meth:`Harness.decoder` -- a :class:`TurnDecoder` that turns each JSON message the CLI prints
+  into typed :mod:`jigs.events`;
+- ``structured_output`` -- ``"native"`` (the schema goes to the CLI) or ``"prompted"``;
+- ``native_limits`` -- which of ``max_turns`` / ``max_budget_usd`` the CLI enforces itself
+  (the core enforces the others from the events, where the descriptor allows them).
+
+A kind whose CLI is a long-lived server carrying many turns (Codex's app server) overrides
+:meth:`Harness.open_transport` instead and returns a :class:`SessionTransport`: the second shape of
+the same contract, read by the same engine.
+
+Resources a kind acquires go on ``ctx`` (:meth:`HarnessContext.launch`,
+:meth:`HarnessContext.private_dir`, :meth:`HarnessContext.callback`), so the core releases them,
+in reverse order, on every path.
 """
 
 from __future__ import annotations
 
-from abc import ABC
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+import os
+import shutil
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 import pluggy
 
 from jigs._types import AgentSessionRef, RunMetadata
 from jigs.checks import Check
 from jigs.descriptors import HarnessDescriptor
-from jigs.errors import AgentSessionError, ModelNotAvailableError, RunnerClosedError
-from jigs.models._protocol import LanguageModel
-from jigs.models._types import GenerateResult, ModelRequest, Usage
+from jigs.errors import AgentSessionError, RunnerClosedError
 from jigs.processes import ManagedProcess, launch
 
 __all__ = [
-    "AgentRequest",
-    "AgentTurn",
     "Harness",
     "HarnessContext",
     "HarnessTarget",
+    "SessionTransport",
+    "TurnDecoder",
+    "TurnDriver",
+    "TurnLaunch",
+    "TurnSpec",
+    "TurnStream",
     "hookimpl",
     "hookspec",
+    "private_file",
 ]
 
 if TYPE_CHECKING:
+    import anyio.abc
+    from structlog.stdlib import BoundLogger
+
+    from jigs.events import AgentEvent
+    from jigs.executables import Resolved
+    from jigs.models._types import GenerateResult
     from jigs.testing._server.server import ModelServer
     from jigs.testing.plan import DemoPlan
 
 hookspec = pluggy.HookspecMarker("jigs")
 hookimpl = pluggy.HookimplMarker("jigs")
 
-_T = TypeVar("_T")
+D = TypeVar("D", bound=HarnessDescriptor)
 
 
 @dataclass(frozen=True, slots=True)
-class HarnessTarget:
+class HarnessTarget(Generic[D]):
     """What a step asks for: a descriptor, the worktree, and optionally a session to resume."""
 
-    descriptor: HarnessDescriptor
+    descriptor: D
     cwd: Path
     resume: AgentSessionRef | None = None
 
@@ -73,7 +103,7 @@ class HarnessContext:
 
     ``env`` is the exact environment the agent gets (built from empty); ``state_dir`` is durable
     per run and kind (session stores go there). Register cleanups on the context; they run in
-    reverse order when the runner closes or when opening fails.
+    reverse order when the step closes or when opening fails.
     """
 
     run: RunMetadata
@@ -81,7 +111,10 @@ class HarnessContext:
     state_dir: Path
     kind: str
     stack: AsyncExitStack
-    log: Any
+    log: BoundLogger
+    #: Descriptors the step's processes inherit (the worktree lock), so the lock lives until
+    #: the last process of the step is gone.
+    inherit_fds: tuple[int, ...] = ()
     #: Set when the step is being released; nothing new may start after that.
     closed: bool = False
 
@@ -95,8 +128,10 @@ class HarnessContext:
         owner: str | None = None,
     ) -> ManagedProcess:
         """Launch a process with ``env`` (default: exactly ``self.env``) in its own group; it is
-        stopped (TERM, grace, KILL) when the runner closes. Raises
-        :class:`~jigs.errors.RunnerClosedError` once the runner is closed."""
+        stopped (TERM, grace, KILL) when the step closes. Raises
+        :class:`~jigs.errors.RunnerClosedError` once the step is closed, and ``OSError`` when the
+        executable cannot run (the engine turns that into :class:`~jigs.errors.CliNotFoundError`).
+        """
         if self.closed:
             raise RunnerClosedError(self.kind, self.run.workflow_run_id)
         process = await launch(
@@ -110,6 +145,12 @@ class HarnessContext:
         self.stack.push_async_callback(process.stop)
         return process
 
+    def private_dir(self, prefix: str | None = None) -> Path:
+        """A fresh 0700 directory only this step uses, removed when the step closes."""
+        path = Path(tempfile.mkdtemp(prefix=prefix or f"jigs-{self.kind}-"))
+        self.stack.callback(shutil.rmtree, path, True)
+        return path
+
     def callback(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` at close (after later-registered cleanups)."""
         self.stack.callback(fn, *args)
@@ -120,28 +161,100 @@ class HarnessContext:
 
 
 @dataclass(frozen=True, slots=True)
-class AgentRequest:
-    """One whole turn for :func:`jigs.steps.run_agent`."""
+class TurnSpec(Generic[D]):
+    """One turn the core asks a kind to run.
 
-    target: HarnessTarget
+    ``prompt`` is final (for a prompted kind it already asks for the JSON answer);
+    ``output_schema`` is set only for kinds with ``structured_output = "native"``.
+    ``session_id`` is the session to continue (None: start a fresh one; the kind reports the
+    id it used through :class:`jigs.events.SessionStarted`). ``partial`` asks for text deltas
+    as they arrive (a streamed call). ``options`` are the step's provider options for this kind
+    (functions such as ``approve_tool``; never persisted).
+    """
+
+    descriptor: D
+    cwd: Path
     prompt: str
+    session_id: str | None = None
     output_schema: dict[str, Any] | None = None
-    provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    system: str | None = None
+    max_output_tokens: int | None = None
+    partial: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+class TurnDriver(Protocol):
+    """Speaks to the CLI on its stdin while a turn runs (a control protocol)."""
+
+    async def start(self, stdin: anyio.abc.ByteSendStream) -> None:
+        """Called once the process runs: write the opening messages."""
+
+    async def handle(self, message: dict[str, Any]) -> bool:
+        """See one decoded message first; True when it was the driver's (not decoded)."""
+
+    async def finish(self) -> None:
+        """The turn ended (or failed): close stdin. Must not raise."""
 
 
 @dataclass(frozen=True, slots=True)
-class AgentTurn:
-    """What a kind's :meth:`Harness.run` returns."""
+class TurnLaunch:
+    """How to start one turn's process: ``argv``, ``env`` added to the step's environment,
+    ``stdin`` bytes written then closed (None: stdin closed), or a ``driver`` that speaks on
+    stdin. ``exit_grace`` is how long the CLI may take to exit after its last event."""
 
-    text: str
-    session_id: str | None
-    output: Any = None
-    usage: Usage = field(default_factory=Usage)
-    provider_metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
+    argv: Sequence[str]
+    env: Mapping[str, str] = field(default_factory=dict)
+    stdin: bytes | None = None
+    driver: TurnDriver | None = None
+    exit_grace: float = 3.0
 
 
-class Harness(ABC):
-    """One harness kind. Subclasses set the class variables and override what they support."""
+class TurnDecoder(Protocol):
+    """Turns the CLI's messages (decoded JSON objects) into typed events for one turn."""
+
+    def decode(self, message: dict[str, Any]) -> Iterable[AgentEvent]:
+        """The events one message means (often none). Must end the turn with exactly one
+        :class:`~jigs.events.TurnCompleted` or :class:`~jigs.events.TurnFailed`."""
+        ...
+
+
+class TurnStream(Protocol):
+    """One running turn of a :class:`SessionTransport`."""
+
+    decoder: TurnDecoder
+
+    async def receive(self) -> dict[str, Any] | None:
+        """The next message of the turn; None when the transport closed. The engine applies
+        the deadlines around this call (it may be cancelled at any await)."""
+        ...
+
+    async def abort(self) -> None:
+        """Stop the turn now (timeout, limit, cancellation): bounded, shielded, never raises."""
+
+    async def finish(self) -> None:
+        """The turn ended normally."""
+
+    def stderr_tail(self) -> str:
+        """The redacted end of the CLI's stderr, for error messages."""
+        ...
+
+
+class SessionTransport(ABC):
+    """A long-lived CLI that carries many turns of one session (Codex's app server).
+
+    Returned by :meth:`Harness.open_transport`; everything it starts is registered on ``ctx``.
+    ``session_id`` is the session every turn continues.
+    """
+
+    session_id: str | None = None
+
+    @abstractmethod
+    async def start_turn(self, turn: TurnSpec[Any]) -> TurnStream:
+        """Start one turn and return its stream."""
+
+
+class Harness(ABC, Generic[D]):
+    """One harness kind. Subclasses set the class variables and implement the turn pieces."""
 
     #: The kind name; must equal the entry point's name.
     kind: ClassVar[str]
@@ -153,8 +266,23 @@ class Harness(ABC):
     has_model: ClassVar[bool] = True
     #: Environment names the kind sets itself (refused in ``agents.env``).
     sets_env: ClassVar[frozenset[str]] = frozenset()
+    #: ``"native"``: the CLI takes a JSON schema (``TurnSpec.output_schema``);
+    #: ``"prompted"``: the core asks for JSON in the prompt.
+    structured_output: ClassVar[Literal["native", "prompted"]] = "prompted"
+    #: Limits the CLI enforces itself (the core passes them on instead of counting).
+    native_limits: ClassVar[frozenset[str]] = frozenset()
+    #: Per-call model settings the kind honours (others come back as warnings).
+    call_settings: ClassVar[frozenset[str]] = frozenset()
+    #: What to do when the CLI is missing (shown in errors and by ``jigs doctor``).
+    install_hint: ClassVar[str] = "install the kind's CLI (see `jigs doctor`)"
 
-    def env_allowlist(self, descriptor: HarnessDescriptor) -> Collection[str]:
+    # ---------------------------------------------------------------- resolution and checks
+
+    @abstractmethod
+    def resolve_executable(self, env: Mapping[str, str]) -> Resolved:
+        """The CLI this kind runs, or :class:`~jigs.errors.CliNotFoundError`."""
+
+    def env_allowlist(self, descriptor: D) -> Collection[str]:
         """Host variable names this descriptor needs beyond the base list (MCP credentials,
         a model key named on the descriptor, ...)."""
         return descriptor.env_names()
@@ -163,47 +291,49 @@ class Harness(ABC):
         """Checks every descriptor of the kind needs: CLI present and recent enough, a login."""
         return ()
 
-    def descriptor_checks(
-        self, descriptor: HarnessDescriptor, env: Mapping[str, str]
-    ) -> Sequence[Check]:
+    def descriptor_checks(self, descriptor: D, env: Mapping[str, str]) -> Sequence[Check]:
         """Checks the descriptor alone decides (a named key is set, ...)."""
         return ()
 
-    def jit_checks(self, target: HarnessTarget, env: Mapping[str, str]) -> Sequence[Check]:
-        """Checks that need the worktree, run just before the lock is taken."""
+    def jit_checks(self, target: HarnessTarget[D], env: Mapping[str, str]) -> Sequence[Check]:
+        """Checks that need the worktree, run just before the step starts."""
         return ()
 
-    async def verify_resume(self, target: HarnessTarget, ctx: HarnessContext) -> None:
+    async def verify_resume(self, target: HarnessTarget[D], ctx: HarnessContext) -> None:
         """Prove ``target.resume`` can be resumed before any process starts, or raise
         :class:`AgentSessionError`. The default: this kind cannot resume sessions."""
-        assert target.resume is not None
+        resume = target.resume
         raise AgentSessionError(
-            f"the {self.kind} harness cannot resume sessions (asked for {target.resume.id})",
+            f"the {self.kind} harness cannot resume sessions (asked for "
+            f"{resume.id if resume else None})",
             kind=self.kind,
-            session_id=target.resume.id,
+            session_id=resume.id if resume else "",
         )
 
-    async def open(self, target: HarnessTarget, ctx: HarnessContext) -> LanguageModel:
-        """Start what the model needs and return it. Only kinds with ``has_model``."""
-        raise ModelNotAvailableError(self.kind)
+    # ---------------------------------------------------------------- the turn pieces
 
-    async def run(self, request: AgentRequest, ctx: HarnessContext) -> AgentTurn:
-        """Run one whole turn. The default opens the model and calls it once."""
-        model = await self.open(request.target, ctx)
-        result = await model.generate(
-            ModelRequest(
-                prompt=request.prompt,
-                output_schema=request.output_schema,
-                provider_options=request.provider_options,
-            )
-        )
-        return AgentTurn(
-            text=result.text,
-            session_id=self.session_id(result),
-            output=result.output,
-            usage=result.usage,
-            provider_metadata=result.provider_metadata,
-        )
+    async def prepare(self, target: HarnessTarget[D], ctx: HarnessContext) -> Any:
+        """Once per step, before the first turn: write the kind's private files (use
+        :meth:`HarnessContext.private_dir`). The value returned is handed to every
+        :meth:`launch_turn`. The default does nothing."""
+        return None
+
+    def launch_turn(self, turn: TurnSpec[D], ctx: HarnessContext, state: Any) -> TurnLaunch:
+        """The process of one turn. Kinds that run a process per turn implement it."""
+        raise NotImplementedError(f"the {self.kind} harness does not implement launch_turn")
+
+    def decoder(self, turn: TurnSpec[D]) -> TurnDecoder:
+        """A fresh decoder for one turn's output."""
+        raise NotImplementedError(f"the {self.kind} harness does not implement decoder")
+
+    async def open_transport(
+        self, target: HarnessTarget[D], ctx: HarnessContext
+    ) -> SessionTransport | None:
+        """For a CLI that serves many turns: start it and return its transport. The default
+        (None) runs one process per turn through :meth:`launch_turn`."""
+        return None
+
+    # ---------------------------------------------------------------- the rest
 
     async def install(self, env: Mapping[str, str]) -> str:
         """Install the kind's CLI for ``jigs install <kind>`` (into
@@ -227,5 +357,13 @@ class HarnessSpecs:
     """The hooks a harness plugin may implement."""
 
     @hookspec
-    def jigs_register_harnesses(self, register: Callable[[Harness], None]) -> None:
+    def jigs_register_harnesses(self, register: Callable[[Harness[Any]], None]) -> None:
         """Register the plugin's harness kinds by calling ``register(harness)`` for each."""
+
+
+def private_file(path: Path, data: bytes) -> Path:
+    """Write ``data`` to a new 0600 file (refusing to follow or replace an existing one)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    return path

@@ -18,35 +18,26 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from pydantic import BaseModel
 
-from jigs._logging import logger, timed
-from jigs._pipeline import Prepared, StepScope, prepare
+from jigs._engine import EventCallback, TurnRecord, TurnRequest
+from jigs._logging import logger
+from jigs._pipeline import Step, validate_prompt
 from jigs._types import AgentSessionRef, RunMetadata
 from jigs.descriptors import HarnessDescriptor
-from jigs.errors import (
-    AgentSessionError,
-    JitCheckError,
-    ModelNotAvailableError,
-    RunnerClosedError,
-    StructuredOutputError,
-    WorktreeBusyError,
-)
-from jigs.models._functions import parse_output
+from jigs.errors import AgentSessionError, RunnerClosedError
 from jigs.models._protocol import LanguageModel
 from jigs.models._types import GenerateResult, Usage
-from jigs.plugin import AgentRequest, AgentTurn, HarnessTarget
+
+if TYPE_CHECKING:
+    from jigs._registry import Registry
 
 __all__ = [
     "AgentResult",
     "AgentRunner",
     "AgentRunnerOpening",
-    "AgentSessionError",
-    "JitCheckError",
-    "ModelNotAvailableError",
-    "WorktreeBusyError",
     "agent_session",
     "create_agent_runner",
     "run_agent",
@@ -60,31 +51,32 @@ OutputT = TypeVar("OutputT", bound=BaseModel | None)
 class AgentRunner:
     """An opened harness: its model, how to read a session from a result, and ``close``."""
 
-    def __init__(self, prepared: Prepared, model: LanguageModel | None, scope: StepScope) -> None:
-        self._prepared = prepared
-        self._model = model
-        self._scope = scope
-        self.kind = prepared.harness.kind
-        self.run_id = prepared.ctx.run.workflow_run_id
-        self.descriptor: HarnessDescriptor = prepared.target.descriptor
-        self.cwd: Path = prepared.target.cwd
-        self.env_names: tuple[str, ...] = tuple(sorted(prepared.ctx.env))
-        self.lock_path: Path = prepared.lock.path
+    def __init__(self, step: Step) -> None:
+        from jigs._model import EngineModel
+
+        engine = step.engine
+        self._step = step
+        self._harness = engine.harness
+        self._model = EngineModel(engine)
+        self.kind = engine.harness.kind
+        self.run_id = engine.ctx.run.workflow_run_id
+        self.descriptor: HarnessDescriptor = engine.target.descriptor
+        self.cwd: Path = engine.target.cwd
+        self.env_names: tuple[str, ...] = tuple(sorted(engine.ctx.env))
+        self.lock_path: Path = step.lock.path
 
     @property
     def model(self) -> LanguageModel:
-        """The live model. Raises :class:`ModelNotAvailableError` for kinds without one and
-        :class:`~jigs.errors.RunnerClosedError` once the runner is closed."""
-        if self._model is None:
-            raise ModelNotAvailableError(self.kind)
-        if self._scope.closed:
+        """The live model. Raises :class:`~jigs.errors.RunnerClosedError` once the runner is
+        closed."""
+        if self._step.closed:
             raise RunnerClosedError(self.kind, self.run_id)
         return self._model
 
     def session_from(self, result: GenerateResult) -> AgentSessionRef | None:
         """The session a later step can resume, or None. Always read it from the latest
         result: a resumed run can report a new id."""
-        session_id = self._prepared.harness.session_id(result)
+        session_id = self._harness.session_id(result)
         if session_id is None:
             return None
         return AgentSessionRef(
@@ -93,13 +85,13 @@ class AgentRunner:
 
     @property
     def closed(self) -> bool:
-        return self._scope.closed
+        return self._step.closed
 
     async def close(self) -> None:
         """Stop every process the harness started and release the lock. Idempotent, shielded
         from cancellation, and bounded in time (the lock is released even if the kind's
         cleanup overruns)."""
-        await self._scope.aclose()
+        await self._step.aclose()
 
     async def __aenter__(self) -> AgentRunner:
         return self
@@ -120,29 +112,18 @@ async def _open_runner(
     run: RunMetadata,
     resume: AgentSessionRef | None,
     agents_env: Sequence[str] | None,
+    registry: Registry | None,
 ) -> AgentRunner:
-    scope = StepScope()
+    step = Step(registry)
     try:
-        prepared = await prepare(
-            harness,
-            cwd=cwd,
-            run=run,
-            resume=resume,
-            agents_env=agents_env,
-            need_model=True,
-            scope=scope,
+        await step.open(
+            harness, cwd=cwd, run=run, resume=resume, agents_env=agents_env, need_model=True
         )
-        started = time.perf_counter()
-        model = await prepared.harness.open(prepared.target, prepared.ctx)
-        prepared.ctx.log.info(
-            "runner.opened",
-            seconds=round(time.perf_counter() - started, 4),
-            total_seconds=round(time.perf_counter() - prepared.started, 4),
-        )
+        step.log.info("runner.opened", total_seconds=round(time.perf_counter() - step.started, 4))
+        return AgentRunner(step)
     except BaseException:
-        await scope.aclose()
+        await step.aclose()
         raise
-    return AgentRunner(prepared, model, scope)
 
 
 class AgentRunnerOpening:
@@ -177,20 +158,28 @@ def create_agent_runner(
     run: RunMetadata,
     resume: AgentSessionRef | None = None,
     agents_env: Sequence[str] | None = None,
+    registry: Registry | None = None,
 ) -> AgentRunnerOpening:
     """Open a harness under jigs' policy and hand back its live model.
 
     ``agents_env`` overrides the factory's ``agents.env`` (otherwise read from ``jigs.toml`` or
-    ``pyproject.toml`` found from ``cwd`` upward).
+    ``pyproject.toml`` found from ``cwd`` upward). ``registry`` resolves the kind (default: the
+    installed plugins), for a descriptor object and stored data alike.
 
-    Raises :class:`ModelNotAvailableError` at once for a kind without a model (use
-    :func:`run_agent`), :class:`AgentSessionError` when ``resume`` cannot be resumed,
-    :class:`~jigs.errors.CheckFailedError` / :class:`JitCheckError` when a check fails,
-    :class:`WorktreeBusyError` when another agent holds the worktree. Every failure releases
-    what was acquired.
+    Raises :class:`~jigs.errors.ModelNotAvailableError` at once for a kind without a model (use
+    :func:`run_agent`), :class:`~jigs.errors.InvalidInputError` for an unusable ``cwd``, ``run``,
+    ``resume`` or ``agents_env``, :class:`~jigs.errors.AgentSessionError` when ``resume`` cannot
+    be resumed, :class:`~jigs.errors.CheckFailedError` / :class:`~jigs.errors.JitCheckError`
+    when a check fails, :class:`~jigs.errors.WorktreeBusyError` when another agent holds the
+    worktree. Every failure releases what was acquired.
     """
     return AgentRunnerOpening(
-        harness=harness, cwd=cwd, run=run, resume=resume, agents_env=agents_env
+        harness=harness,
+        cwd=cwd,
+        run=run,
+        resume=resume,
+        agents_env=agents_env,
+        registry=registry,
     )
 
 
@@ -217,6 +206,8 @@ async def run_agent(
     output: type[T],
     agents_env: Sequence[str] | None = None,
     provider_options: dict[str, dict[str, Any]] | None = None,
+    on_event: EventCallback | None = None,
+    registry: Registry | None = None,
 ) -> AgentResult[T]: ...
 
 
@@ -231,6 +222,8 @@ async def run_agent(
     output: None = None,
     agents_env: Sequence[str] | None = None,
     provider_options: dict[str, dict[str, Any]] | None = None,
+    on_event: EventCallback | None = None,
+    registry: Registry | None = None,
 ) -> AgentResult[None]: ...
 
 
@@ -244,82 +237,100 @@ async def run_agent(
     output: type[T] | None = None,
     agents_env: Sequence[str] | None = None,
     provider_options: dict[str, dict[str, Any]] | None = None,
+    on_event: EventCallback | None = None,
+    registry: Registry | None = None,
 ) -> AgentResult[Any]:
     """Run one whole agent turn in ``cwd`` for any kind, with or without a model.
 
     With ``output`` (a pydantic model) the answer is validated into it. An answer that does not
-    fit is sent back once ("Your answer was rejected: ..."), resuming the turn's session when it
-    has one; a second misfit raises :class:`~jigs.errors.StructuredOutputError`. Raises what
-    :func:`create_agent_runner` raises, except that kinds without a model are supported.
+    fit is sent back once ("Your answer was rejected: ..."), in the same step and the same
+    session; a second misfit raises :class:`~jigs.errors.StructuredOutputError`. ``on_event`` is
+    called with every :mod:`jigs.events` event as it happens (it may be async). Raises what
+    :func:`create_agent_runner` raises (except that kinds without a model are supported),
+    :class:`~jigs.errors.PromptError` for an empty prompt or one with a NUL byte, and the turn
+    errors (:class:`~jigs.errors.AgentTurnError` and its subclasses, which keep the session id,
+    usage and cost).
     """
+    from jigs._model import result_of
+    from jigs.models._functions import parse_output
+
+    validate_prompt(prompt)
+    if output is not None and not _is_model_class(output):
+        from jigs.errors import InvalidInputError
+
+        raise InvalidInputError("output must be a pydantic model class", argument="output")
     schema = output.model_json_schema() if output is not None else None
-    options = provider_options or {}
-    scope = StepScope()
+    step = Step(registry)
     try:
-        prepared = await prepare(
-            harness,
-            cwd=cwd,
-            run=run,
-            resume=resume,
-            agents_env=agents_env,
-            need_model=False,
-            scope=scope,
+        engine = await step.open(
+            harness, cwd=cwd, run=run, resume=resume, agents_env=agents_env, need_model=False
         )
-        kind, target, ctx = prepared.harness.kind, prepared.target, prepared.ctx
+        kind = engine.harness.kind
+        options = dict((provider_options or {}).get(kind, {}))
+        callback = on_event or options.pop("on_event", None)
 
-        async def turn(target: HarnessTarget, prompt: str) -> AgentTurn:
-            with timed("runner.turn", ctx.log, resumed=target.resume is not None):
-                return await prepared.harness.run(
-                    AgentRequest(
-                        target=target,
-                        prompt=prompt,
-                        output_schema=schema,
-                        provider_options=options,
-                    ),
-                    ctx,
-                )
+        async def turn(text: str) -> TurnRecord:
+            record = TurnRecord()
+            request = TurnRequest(
+                prompt=text, output_schema=schema, options=options, on_event=callback
+            )
+            async for _ in engine.run(request, record):
+                pass
+            return record
 
-        result = await turn(target, prompt)
+        record = await turn(prompt)
+        usage = record.usage
         parsed = None
         if output is not None:
+            from jigs.errors import StructuredOutputError
+
             try:
-                parsed = parse_output(
-                    output, GenerateResult(text=result.text, output=result.output)
-                )
+                parsed = parse_output(output, result_of(kind, record, [], None))
             except StructuredOutputError as exc:
-                # ask once more, in the same step (the worktree stays locked)
-                rejection = f"Your answer was rejected:\n{exc}\n\nAnswer again, fixing that."
-                ctx.log.info("run_agent.output.rejected", error=str(exc)[:200])
-                if result.session_id:
-                    again = HarnessTarget(
-                        descriptor=target.descriptor,
-                        cwd=target.cwd,
-                        resume=AgentSessionRef(
-                            harness=kind,
-                            id=result.session_id,
-                            descriptor=target.descriptor.describe(),
-                        ),
-                    )
-                    await prepared.harness.verify_resume(again, ctx)
-                    result = await turn(again, rejection)
-                else:
-                    result = await turn(target, f"{prompt}\n\n{rejection}")
-                parsed = parse_output(
-                    output, GenerateResult(text=result.text, output=result.output)
-                )
+                # ask once more, in the same step and session (the worktree stays locked)
+                problem = record.output_problem or str(exc)
+                step.log.info("run_agent.output.rejected", error=problem[:200])
+                from jigs._structured import reask_prompt
+
+                again = reask_prompt(problem, schema or {})
+                if engine.session_id is None:
+                    again = f"{prompt}\n\n{again}"
+                first = usage
+                record = await turn(again)
+                usage = _add_usage(first, record.usage)
+                parsed = parse_output(output, result_of(kind, record, [], None))
+        descriptor = engine.target.descriptor
     finally:
-        await scope.aclose()
+        await step.aclose()
     session = (
-        AgentSessionRef(harness=kind, id=result.session_id, descriptor=target.descriptor.describe())
-        if result.session_id
+        AgentSessionRef(harness=kind, id=record.session_id, descriptor=descriptor.describe())
+        if record.session_id
         else None
     )
+    result = result_of(kind, record, [], getattr(descriptor, "model", None))
     return AgentResult(
-        text=result.text,
+        text=record.text,
         session=session,
         output=parsed,
-        usage=result.usage,
+        usage=usage,
         provider_metadata=result.provider_metadata,
+    )
+
+
+def _is_model_class(value: object) -> bool:
+    return isinstance(value, type) and issubclass(value, BaseModel)
+
+
+def _add_usage(a: Usage, b: Usage) -> Usage:
+    def add(x: Any, y: Any) -> Any:
+        return None if x is None and y is None else (x or 0) + (y or 0)
+
+    return Usage(
+        input_tokens=add(a.input_tokens, b.input_tokens),
+        output_tokens=add(a.output_tokens, b.output_tokens),
+        total_tokens=add(a.total_tokens, b.total_tokens),
+        cached_input_tokens=add(a.cached_input_tokens, b.cached_input_tokens),
+        cost_usd=add(a.cost_usd, b.cost_usd),
     )
 
 
@@ -335,6 +346,8 @@ async def agent_session(
     output: type[T],
     name: str = "agent",
     agents_env: Sequence[str] | None = None,
+    on_event: EventCallback | None = None,
+    registry: Registry | None = None,
 ) -> AgentResult[T]: ...
 
 
@@ -350,6 +363,8 @@ async def agent_session(
     output: None = None,
     name: str = "agent",
     agents_env: Sequence[str] | None = None,
+    on_event: EventCallback | None = None,
+    registry: Registry | None = None,
 ) -> AgentResult[None]: ...
 
 
@@ -364,17 +379,22 @@ async def agent_session(
     output: type[T] | None = None,
     name: str = "agent",
     agents_env: Sequence[str] | None = None,
+    on_event: EventCallback | None = None,
+    registry: Registry | None = None,
 ) -> AgentResult[Any]:
     """Continue a held session when it still fits, else start fresh.
 
     Resumes ``session`` with ``resume_prompt`` only if it was recorded on the same kind with the
     same descriptor (``describe()``); otherwise, or when the harness cannot resume it
-    (:class:`AgentSessionError`), runs ``fresh_prompt`` without resume, logging why.
+    (:class:`~jigs.errors.AgentSessionError`), runs ``fresh_prompt`` without resume, logging
+    why. A turn error that carries a session (a turn stopped by ``max_turns``, say) can be
+    continued by passing ``error.session`` as ``session``.
     """
     from jigs.harnesses import load
 
-    descriptor = load(harness)
-    log = logger.bind(session_name=name, run_id=run.workflow_run_id, kind=descriptor.kind)
+    descriptor = load(harness, registry=registry)
+    run_id = getattr(run, "workflow_run_id", None)
+    log = logger.bind(session_name=name, run_id=run_id, kind=descriptor.kind)
     if session is not None:
         if session.harness != descriptor.kind or session.descriptor != descriptor.describe():
             log.info(
@@ -392,6 +412,8 @@ async def agent_session(
                     resume=session,
                     output=output,
                     agents_env=agents_env,
+                    on_event=on_event,
+                    registry=registry,
                 )
             except AgentSessionError as exc:
                 log.info("agent_session.fresh", reason=str(exc), session_id=session.id)
@@ -402,4 +424,6 @@ async def agent_session(
         run=run,
         output=output,
         agents_env=agents_env,
+        on_event=on_event,
+        registry=registry,
     )

@@ -1,6 +1,7 @@
 """Entry point module of the claude kind (``[project.entry-points."jigs.harnesses"]``)."""
 
 from collections.abc import Callable
+from typing import Any
 
 from jigs.plugin import Harness, hookimpl
 
@@ -10,5 +11,5 @@ __all__ = ["jigs_register_harnesses"]
 
 
 @hookimpl
-def jigs_register_harnesses(register: Callable[[Harness], None]) -> None:
+def jigs_register_harnesses(register: Callable[[Harness[Any]], None]) -> None:
     register(ClaudeHarness())

@@ -1,6 +1,7 @@
 """Entry point module of the ``pi`` kind (``[project.entry-points."jigs.harnesses"] pi``)."""
 
 from collections.abc import Callable
+from typing import Any
 
 from jigs.plugin import Harness, hookimpl
 
@@ -10,6 +11,6 @@ __all__ = ["jigs_register_harnesses"]
 
 
 @hookimpl
-def jigs_register_harnesses(register: Callable[[Harness], None]) -> None:
+def jigs_register_harnesses(register: Callable[[Harness[Any]], None]) -> None:
     """Register the Pi harness kind."""
     register(PiHarness())

@@ -5,7 +5,9 @@ cwd), ``child`` (spawn a grandchild that sleeps, to prove group kills), ``crash`
 ``garbage`` (a non-JSON line), ``bigline:N`` (an N-byte text line), ``noresult`` (end without a
 result), ``env`` (answer with the sorted environment names), ``pidfile:PATH`` (write own pid),
 ``leakenv:NAME`` (print NAME's value to stderr), ``json:TEXT`` (answer exactly TEXT, URL-quoted), ``jsonlater:TEXT`` (answer TEXT in a later,
-resumed turn: how tests make a first answer misfit and the re-asked one fit).
+resumed turn: how tests make a first answer misfit and the re-asked one fit), ``calls:N`` (report N
+model requests, each costing $0.01), ``fail:REASON`` (end with a failed turn of that reason), ``stdin``
+(read the prompt from stdin).
 """
 
 from __future__ import annotations
@@ -31,8 +33,11 @@ def main() -> int:
     parser.add_argument("--sessions", required=True)
     parser.add_argument("--resume")
     parser.add_argument("--prefix", default="")
-    parser.add_argument("prompt")
+    parser.add_argument("--prompt-stdin", action="store_true")
+    parser.add_argument("prompt", nargs="?", default="")
     args = parser.parse_args()
+    if args.prompt_stdin:
+        args.prompt = sys.stdin.read()
     sessions = Path(args.sessions)
     sessions.mkdir(parents=True, exist_ok=True)
     session_id = args.resume or str(uuid.uuid4())
@@ -70,6 +75,16 @@ def main() -> int:
             emit({"type": "text", "text": "x" * int(value)})
         elif name == "noresult":
             return 0
+        elif name == "calls":
+            for n in range(int(value)):
+                emit({"type": "model", "n": n + 1})
+                emit({"type": "usage", "cost": round(0.01 * (n + 1), 4), "input": 10 * (n + 1)})
+                time.sleep(0.05)
+        elif name == "fail":
+            history.append(args.prompt)
+            path.write_text(json.dumps(history))
+            emit({"type": "failed", "reason": value, "message": f"echo failed: {value}"})
+            return 1
         elif name == "json":
             answer = unquote(value)
         elif name == "env":

@@ -1,121 +1,101 @@
-"""The echo kind: a model object over a one-shot CLI, with sessions in the run's state dir."""
+"""The echo kind: a one-shot CLI per turn, with sessions in the run's state dir.
+
+It is the smallest complete kind: a descriptor, an executable, the argv of one turn and a decoder
+from the CLI's JSON lines to :mod:`jigs.events`. Everything else (deadlines, limits, errors,
+structured output, the model object) is the core's.
+"""
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import quote
 
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.descriptors import HarnessDescriptor
-from jigs.errors import AgentCrashedError, AgentOutputError, AgentSessionError
-from jigs.models import (
-    FinishPart,
-    GenerateResult,
-    ModelRequest,
-    StreamingModel,
-    StreamPart,
-    TextDeltaPart,
-    ToolCall,
-    ToolCallPart,
+from jigs.errors import AgentSessionError
+from jigs.events import (
+    AgentEvent,
+    ModelCallStarted,
+    SessionStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnCompleted,
+    TurnFailed,
+    UsageUpdated,
 )
-from jigs.plugin import Harness, HarnessContext, HarnessTarget
+from jigs.executables import Resolved
+from jigs.models import Usage
+from jigs.plugin import Harness, HarnessContext, HarnessTarget, TurnLaunch, TurnSpec
 
 if TYPE_CHECKING:
     from jigs.testing import ModelServer
     from jigs.testing.plan import DemoPlan
 
+#: Prompts longer than this go through stdin.
+_MAX_PROMPT_ARG = 100_000
+
 
 class EchoDescriptor(HarnessDescriptor):
     """Settings of the echo kind."""
+
+    supported_limits: ClassVar[frozenset[str]] = frozenset({"max_turns", "max_budget_usd"})
 
     kind: Literal["echo"] = "echo"
     model: str = "echo-1"
     prefix: str = ""
 
 
-class EchoModel(StreamingModel):
-    provider = "echo"
+class EchoDecoder:
+    """The echo CLI's lines as events."""
 
-    def __init__(self, descriptor: EchoDescriptor, target: HarnessTarget, ctx: HarnessContext):
-        self.model_id = descriptor.model
-        self._descriptor = descriptor
-        self._cwd = target.cwd
-        self._ctx = ctx
-        self._session = target.resume.id if target.resume else None
+    def __init__(self) -> None:
+        self._calls = 0
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
-        warnings = request.unsupported("temperature", "top_p", "seed")
-        argv = [
-            sys.executable,
-            "-m",
-            "jigs_harness_echo._cli",
-            "--sessions",
-            str(self._ctx.state_dir / "sessions"),
-            "--prefix",
-            self._descriptor.prefix,
-        ]
-        if self._session:
-            argv += ["--resume", self._session]
-        proc = await self._ctx.launch([*argv, request.prompt], cwd=self._cwd)
-        result: dict[str, object] | None = None
-        calls: list[ToolCall] = []
-        try:
-            number = 0
-            async for raw in proc.lines():
-                number += 1
-                try:
-                    event = json.loads(raw)
-                except ValueError:
-                    raise AgentOutputError(
-                        f"the echo CLI printed a line that is not JSON (line {number}): "
-                        f"{raw[:80]!r}",
-                        kind="echo",
-                        line=number,
-                    ) from None
-                if event["type"] == "text":
-                    yield TextDeltaPart(text=str(event["text"]))
-                elif event["type"] == "tool":
-                    call = ToolCall(
-                        id=f"call-{len(calls)}", name=event["name"], arguments=event["arguments"]
-                    )
-                    calls.append(call)
-                    yield ToolCallPart(call=call)
-                elif event["type"] == "result":
-                    result = event
-            code = await proc.wait()
-            if code != 0:
-                raise AgentCrashedError(
-                    f"the echo CLI exited with code {code}",
-                    kind="echo",
-                    returncode=code,
-                    stderr_tail=proc.stderr_tail(),
+    def decode(self, message: dict[str, Any]) -> Iterable[AgentEvent]:
+        kind = message.get("type")
+        if kind == "start":
+            return [SessionStarted(session_id=str(message["session_id"]))]
+        if kind == "model":
+            return [ModelCallStarted()]
+        if kind == "usage":
+            usage = Usage(input_tokens=int(message["input"]), cost_usd=float(message["cost"]))
+            return [UsageUpdated(usage=usage)]
+        if kind == "text":
+            return [TextDelta(text=str(message["text"]))]
+        if kind == "tool":
+            call_id = f"call-{self._calls}"
+            self._calls += 1
+            name = str(message["name"])
+            return [
+                ToolCallStarted(id=call_id, name=name, arguments=message["arguments"]),
+                ToolCallFinished(id=call_id, name=name, output="ok"),
+            ]
+        if kind == "failed":
+            reason = str(message["reason"])
+            return [TurnFailed(reason=reason, message=str(message["message"]), stop_reason=reason)]
+        if kind == "result":
+            return [
+                TurnCompleted(
+                    text=str(message["text"]),
+                    stop_reason="end_turn",
+                    metadata={"turns": message.get("turns")},
                 )
-            if result is None:
-                raise AgentOutputError(
-                    "the echo CLI ended without a result event", kind="echo", line=number
-                )
-        finally:
-            await proc.stop()
-        self._session = str(result["session_id"])
-        yield FinishPart(
-            result=GenerateResult(
-                text=str(result["text"]),
-                warnings=tuple(warnings),
-                tool_calls=tuple(calls),
-                provider_metadata={"echo": {"session_id": self._session}},
-                model_id=self.model_id,
-            )
-        )
+            ]
+        return []
 
 
-class EchoHarness(Harness):
+class EchoHarness(Harness[EchoDescriptor]):
     kind: ClassVar[str] = "echo"
     display_name: ClassVar[str] = "Echo (jigs test kind)"
     descriptor_type: ClassVar[type[HarnessDescriptor]] = EchoDescriptor
+    install_hint: ClassVar[str] = "reinstall jigs-harness-echo"
+
+    def resolve_executable(self, env: Mapping[str, str]) -> Resolved:
+        return Resolved(Path(sys.executable), "the Python running jigs (-m jigs_harness_echo._cli)")
 
     def installation_checks(self, env: Mapping[str, str]) -> Sequence[Check]:
         async def run() -> CheckResult:
@@ -123,7 +103,9 @@ class EchoHarness(Harness):
 
         return [Check("harness.echo-cli", "Echo CLI", run)]
 
-    def jit_checks(self, target: HarnessTarget, env: Mapping[str, str]) -> Sequence[Check]:
+    def jit_checks(
+        self, target: HarnessTarget[EchoDescriptor], env: Mapping[str, str]
+    ) -> Sequence[Check]:
         """Fails when the worktree holds ``.echo-deny`` (how tests make a JIT check fail)."""
 
         async def run() -> CheckResult:
@@ -136,7 +118,9 @@ class EchoHarness(Harness):
 
         return [Check("echo.worktree", "Echo worktree", run)]
 
-    async def verify_resume(self, target: HarnessTarget, ctx: HarnessContext) -> None:
+    async def verify_resume(
+        self, target: HarnessTarget[EchoDescriptor], ctx: HarnessContext
+    ) -> None:
         assert target.resume is not None
         path: Path = ctx.state_dir / "sessions" / f"{target.resume.id}.json"
         if not path.is_file():
@@ -147,6 +131,27 @@ class EchoHarness(Harness):
                 session_id=target.resume.id,
             )
 
+    def launch_turn(
+        self, turn: TurnSpec[EchoDescriptor], ctx: HarnessContext, state: Any
+    ) -> TurnLaunch:
+        argv = [
+            sys.executable,
+            "-m",
+            "jigs_harness_echo._cli",
+            "--sessions",
+            str(ctx.state_dir / "sessions"),
+            "--prefix",
+            turn.descriptor.prefix,
+        ]
+        if turn.session_id:
+            argv += ["--resume", turn.session_id]
+        if len(turn.prompt.encode()) > _MAX_PROMPT_ARG:
+            return TurnLaunch([*argv, "--prompt-stdin"], stdin=turn.prompt.encode())
+        return TurnLaunch([*argv, "--", turn.prompt])
+
+    def decoder(self, turn: TurnSpec[EchoDescriptor]) -> EchoDecoder:
+        return EchoDecoder()
+
     def demo_plan(self, server: ModelServer) -> DemoPlan:
         """The echo CLI needs no model server: its "tool calls" are prompt directives."""
         from jigs.testing.plan import DemoPlan
@@ -156,7 +161,3 @@ class EchoHarness(Harness):
             write_file=lambda _server, path, content: f"write:{path}:{quote(content)}",
             recall=lambda _server: "recall",
         )
-
-    async def open(self, target: HarnessTarget, ctx: HarnessContext) -> EchoModel:
-        assert isinstance(target.descriptor, EchoDescriptor)
-        return EchoModel(target.descriptor, target, ctx)

@@ -1,6 +1,7 @@
 """Entry point module of the echo kind."""
 
 from collections.abc import Callable
+from typing import Any
 
 from jigs.plugin import Harness, hookimpl
 
@@ -8,5 +9,5 @@ from jigs_harness_echo._harness import EchoHarness
 
 
 @hookimpl
-def jigs_register_harnesses(register: Callable[[Harness], None]) -> None:
+def jigs_register_harnesses(register: Callable[[Harness[Any]], None]) -> None:
     register(EchoHarness())

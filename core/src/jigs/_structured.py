@@ -1,12 +1,11 @@
-"""Structured output for Pi: ask for a JSON answer, check it, and re-ask once in the same session.
+"""Structured output, once for every kind: the prompt instruction and the one JSON extractor.
 
-Pi has no JSON-schema output mode of its own. Rather than generating a tool extension (code that
-Pi must compile and load for every call), the prompt asks for one JSON object matching the schema
-as the final answer. :func:`extract` parses the final text (a fenced block is accepted) and checks
-the top-level shape against the schema; when it does not fit, the harness resumes the same session
-once with :func:`reask_prompt`, which quotes the problem. The pydantic model then validates the
-result in :func:`jigs.steps.run_agent` (:class:`~jigs.errors.StructuredOutputError` if it still
-does not fit).
+A kind with a native mode (Claude ``--json-schema``, Codex's output schema) gets the schema on its
+:class:`~jigs.plugin.TurnSpec`; any other kind is *prompted*: :func:`instruction` is appended to the
+prompt. Either way the core reads the answer with :func:`extract` (the whole text, a fenced block,
+or the outermost ``{...}`` slice, checked against the schema's top-level shape), validates it with
+the pydantic model, and re-asks once in the same session with :func:`reask_prompt` when it does not
+fit (:func:`jigs.steps.run_agent`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,614 @@
+"""The turn engine: one implementation of a turn for every kind.
+
+A kind describes its CLI (:mod:`jigs.plugin`); the engine runs it. For every turn it:
+
+- builds the :class:`~jigs.plugin.TurnSpec` (for a *prompted* kind the prompt asks for the JSON
+  answer; a *native* kind gets the schema);
+- launches the turn's process (:class:`ProcessTransport`) or starts the turn on the kind's
+  :class:`~jigs.plugin.SessionTransport`;
+- reads messages under two deadlines: ``idle_timeout`` (no message for that long) and
+  ``turn_timeout`` (wall clock), both raising :class:`~jigs.errors.AgentTimeoutError`;
+- decodes JSON lines (a line that is not a JSON object is :class:`~jigs.errors.AgentOutputError`
+  naming the line; the line cap lives in :mod:`jigs.processes`) and feeds them to the kind's
+  decoder, whose events it records (:class:`TurnRecord`) and hands to ``on_event``;
+- enforces ``max_turns`` / ``max_budget_usd`` where the CLI does not (``native_limits``):
+  :class:`~jigs.errors.AgentLimitError`;
+- maps the end: :class:`~jigs.events.TurnFailed` to :class:`~jigs.errors.AgentTurnError` (or the
+  limit error), a process that exits before its last event to
+  :class:`~jigs.errors.AgentCrashedError`, a stream that just ends to ``AgentOutputError``.
+
+Every error carries the session id, usage and cost, stop reason and the redacted stderr tail.
+The turn's process is stopped on every path, cancellation included.
+"""
+
+from __future__ import annotations
+
+import errno
+import inspect
+import json
+import math
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from jigs import _structured
+from jigs.errors import (
+    AgentCrashedError,
+    AgentLimitError,
+    AgentOutputError,
+    AgentTimeoutError,
+    AgentTurnError,
+    CliNotFoundError,
+    JigsError,
+    PromptError,
+    RunnerClosedError,
+)
+from jigs.events import (
+    AgentEvent,
+    ModelCallStarted,
+    Notice,
+    SessionStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnCompleted,
+    TurnFailed,
+    UsageUpdated,
+)
+from jigs.models._types import CallWarning, Usage
+from jigs.plugin import (
+    Harness,
+    HarnessContext,
+    HarnessTarget,
+    SessionTransport,
+    TurnDecoder,
+    TurnDriver,
+    TurnSpec,
+    TurnStream,
+)
+from jigs.processes import ManagedProcess
+
+__all__ = [
+    "EventCallback",
+    "ProcessTransport",
+    "TurnEngine",
+    "TurnRecord",
+    "TurnRequest",
+    "decode_line",
+]
+
+#: ``on_event(event)``; may return an awaitable.
+EventCallback = Callable[[AgentEvent], Any]
+#: Seconds a turn's abort (interrupt, stop) may take.
+_ABORT_GRACE = 2.0
+#: Longest single command-line argument Linux accepts (MAX_ARG_STRLEN).
+MAX_ARG_BYTES = 128 * 1024
+
+
+def decode_line(
+    raw: bytes, *, kind: str, number: int, session_id: str | None = None
+) -> dict[str, Any]:
+    """One output line as a JSON object, or :class:`AgentOutputError` naming the line."""
+    try:
+        message = json.loads(raw)
+    except ValueError:
+        message = None
+    if not isinstance(message, dict):
+        shown = raw[:120].decode("utf-8", errors="replace")
+        raise AgentOutputError(
+            f"the {kind} CLI printed a line that is not a JSON object (line {number}): "
+            f"{shown!r}; is the resolved executable really the {kind} CLI, and does nothing else "
+            f"write to its stdout? (run `jigs doctor`)",
+            kind=kind,
+            line=number,
+            session_id=session_id,
+        )
+    return message
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    """What a step asks of one turn (before the engine shapes it for the kind)."""
+
+    prompt: str
+    output_schema: dict[str, Any] | None = None
+    system: str | None = None
+    max_output_tokens: int | None = None
+    partial: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)
+    on_event: EventCallback | None = None
+
+
+@dataclass(slots=True)
+class TurnRecord:
+    """What one turn produced so far (kept on failure too)."""
+
+    session_id: str | None = None
+    text: str = ""
+    streamed_text: str = ""
+    stop_reason: str | None = None
+    output: Any = None
+    output_problem: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    model_calls: int = 0
+    tool_calls: list[ToolCallStarted] = field(default_factory=list)
+    tool_results: list[ToolCallFinished] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    completed: TurnCompleted | None = None
+    failed: TurnFailed | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.completed is not None or self.failed is not None
+
+
+# ------------------------------------------------------------------ one process per turn
+
+
+class _ProcessTurn:
+    """A turn that is one process: lines on stdout, one JSON object each."""
+
+    def __init__(
+        self,
+        kind: str,
+        process: ManagedProcess,
+        decoder: TurnDecoder,
+        driver: TurnDriver | None,
+        exit_grace: float,
+    ) -> None:
+        self.kind = kind
+        self.process = process
+        self.decoder = decoder
+        self._driver = driver
+        self._exit_grace = exit_grace
+        self._lines = 0
+
+    async def receive(self) -> dict[str, Any] | None:
+        while True:
+            raw = await self.process.read_line()
+            if raw is None:
+                return None
+            raw = raw.rstrip(b"\r")
+            if not raw.strip():
+                continue
+            self._lines += 1
+            message = decode_line(raw, kind=self.kind, number=self._lines)
+            if self._driver is not None and await self._driver.handle(message):
+                continue
+            return message
+
+    async def finish(self) -> None:
+        """After the last event: close the driver and give the CLI a grace to exit; a CLI
+        that exits non-zero after a completed turn crashed."""
+        if self._driver is not None:
+            await self._driver.finish()
+        code: int | None = None
+        with anyio.move_on_after(self._exit_grace):
+            code = await self.process.wait()
+        if code not in (0, None):
+            raise AgentCrashedError(
+                f"the {self.kind} CLI {_how(code)} after its turn ended",
+                kind=self.kind,
+                returncode=code,
+                stderr_tail=self.process.stderr_tail(),
+            )
+
+    async def ended_without_result(self) -> AgentTurnError:
+        """The error for a stream that ended before the turn did."""
+        if self._driver is not None:
+            await self._driver.finish()
+        code: int | None = None
+        with anyio.move_on_after(self._exit_grace):
+            code = await self.process.wait()
+        if code not in (0, None):
+            return AgentCrashedError(
+                f"the {self.kind} CLI {_how(code)} after {self._lines} line(s) of output, "
+                f"before its turn ended",
+                kind=self.kind,
+                returncode=code,
+                stderr_tail=self.process.stderr_tail(),
+            )
+        return AgentOutputError(
+            f"the {self.kind} CLI's output ended after {self._lines} line(s) without the end of "
+            f"its turn (exit code {code}); the CLI may be too old or broken: run `jigs doctor`",
+            kind=self.kind,
+            line=self._lines,
+            stderr_tail=self.process.stderr_tail(),
+        )
+
+    async def abort(self) -> None:
+        if self._driver is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_ABORT_GRACE):
+                await self._driver.finish()
+        await self.process.stop()
+
+    def stderr_tail(self) -> str:
+        return self.process.stderr_tail()
+
+
+def _how(code: int) -> str:
+    return f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+
+
+class ProcessTransport(SessionTransport):
+    """The engine's transport for kinds that run one process per turn
+    (:meth:`~jigs.plugin.Harness.launch_turn` + :meth:`~jigs.plugin.Harness.decoder`)."""
+
+    def __init__(self, harness: Harness[Any], ctx: HarnessContext, state: Any) -> None:
+        self._harness = harness
+        self._ctx = ctx
+        self._state = state
+
+    async def start_turn(self, turn: TurnSpec[Any]) -> _ProcessTurn:
+        harness, ctx = self._harness, self._ctx
+        spec = harness.launch_turn(turn, ctx, self._state)
+        argv = [str(a) for a in spec.argv]
+        longest = max((len(a.encode("utf-8", "surrogateescape")) for a in argv), default=0)
+        if longest >= MAX_ARG_BYTES:
+            raise PromptError(
+                f"the {harness.kind} kind put {longest} bytes into one command-line argument; "
+                f"Linux accepts at most {MAX_ARG_BYTES - 1}. This is a bug of the kind: it must "
+                f"pass long prompts through stdin or a file"
+            )
+        pipe = spec.stdin is not None or spec.driver is not None
+        try:
+            process = await ctx.launch(
+                argv,
+                cwd=turn.cwd,
+                env={**ctx.env, **spec.env},
+                stdin="pipe" if pipe else "closed",
+                owner=f"{harness.display_name} for run {ctx.run.workflow_run_id}",
+            )
+        except RunnerClosedError:
+            raise
+        except OSError as exc:
+            if exc.errno == errno.E2BIG:
+                raise PromptError(
+                    f"the {harness.kind} command line is too long for the system ({exc.strerror});"
+                    f" shorten the prompt or the descriptor's lists"
+                ) from None
+            raise CliNotFoundError(
+                harness.kind, [f"{argv[0]}: {exc.strerror or exc}"], harness.install_hint
+            ) from None
+        ctx.log.info("turn.launched", pid=process.pid, executable=argv[0])
+        turn_stream = _ProcessTurn(
+            harness.kind, process, harness.decoder(turn), spec.driver, spec.exit_grace
+        )
+        try:
+            if spec.driver is not None:
+                assert process.stdin is not None
+                await spec.driver.start(process.stdin)
+            elif spec.stdin is not None:
+                assert process.stdin is not None
+                try:
+                    await process.stdin.send(spec.stdin)
+                finally:
+                    await process.stdin.aclose()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass  # the CLI exited at once; reading its output says why
+        except BaseException:
+            await process.stop()
+            raise
+        return turn_stream
+
+
+# ------------------------------------------------------------------ the engine
+
+
+class TurnEngine:
+    """Runs the turns of one step for one kind (one turn at a time)."""
+
+    def __init__(
+        self,
+        harness: Harness[Any],
+        target: HarnessTarget[Any],
+        ctx: HarnessContext,
+        transport: SessionTransport,
+    ) -> None:
+        self.harness = harness
+        self.target = target
+        self.ctx = ctx
+        self.transport = transport
+        self.session_id: str | None = transport.session_id or (
+            target.resume.id if target.resume else None
+        )
+        self._busy = False
+
+    @classmethod
+    async def open(
+        cls, harness: Harness[Any], target: HarnessTarget[Any], ctx: HarnessContext
+    ) -> TurnEngine:
+        """Start what the kind needs for its turns (its transport, or its private files)."""
+        transport = await harness.open_transport(target, ctx)
+        if transport is None:
+            transport = ProcessTransport(harness, ctx, await harness.prepare(target, ctx))
+        return cls(harness, target, ctx, transport)
+
+    @property
+    def describe(self) -> str:
+        return str(self.target.descriptor.describe())
+
+    def warnings_for(self, settings: Mapping[str, Any]) -> list[CallWarning]:
+        """Warnings for the per-call settings the kind does not honour."""
+        return [
+            CallWarning(
+                setting=name,
+                message=f"{name} is not supported by the {self.harness.kind} kind; ignored",
+            )
+            for name, value in settings.items()
+            if value is not None and name not in self.harness.call_settings
+        ]
+
+    def _spec(self, request: TurnRequest) -> TurnSpec[Any]:
+        prompt = request.prompt
+        schema = request.output_schema
+        native = self.harness.structured_output == "native"
+        if schema is not None and not native:
+            prompt += _structured.instruction(schema)
+        honours = self.harness.call_settings
+        return TurnSpec(
+            descriptor=self.target.descriptor,
+            cwd=self.target.cwd,
+            prompt=prompt,
+            session_id=self.session_id,
+            output_schema=schema if native else None,
+            system=request.system if "system" in honours else None,
+            max_output_tokens=(
+                request.max_output_tokens if "max_output_tokens" in honours else None
+            ),
+            partial=request.partial,
+            options=request.options,
+        )
+
+    async def run(self, request: TurnRequest, record: TurnRecord) -> AsyncIterator[AgentEvent]:
+        """Run one turn, yielding its events and filling ``record``; raises the turn's error.
+
+        Never yields inside a cancel scope: each read has its own deadline.
+        """
+        if self._busy:
+            raise AgentTurnError(
+                f"a {self.harness.kind} turn is already running on this runner: run one turn at a "
+                f"time, and consume a stream to its end (or close it) before starting the next",
+                kind=self.harness.kind,
+                reason="busy",
+            )
+        self._busy = True
+        try:
+            async for event in self._run(request, record):
+                yield event
+        finally:
+            self._busy = False
+
+    async def _run(self, request: TurnRequest, record: TurnRecord) -> AsyncIterator[AgentEvent]:
+        descriptor = self.target.descriptor
+        kind = self.harness.kind
+        spec = self._spec(request)
+        record.session_id = self.session_id
+        log = self.ctx.log.bind(resumed=self.session_id is not None)
+        started = time.monotonic()
+        turn_limit = float(descriptor.turn_timeout)
+        idle_limit = float(descriptor.idle_timeout)
+        ends = started + turn_limit
+        stream: TurnStream | None = None
+        finished = False
+        try:
+            with anyio.fail_after(min(idle_limit, turn_limit)) as opening:
+                stream = await self.transport.start_turn(spec)
+            del opening
+            log.info("turn.started", session_id=self.session_id)
+            while not record.ended:
+                left = ends - time.monotonic()
+                wait = min(idle_limit, left)
+                message: dict[str, Any] | None = None
+                got = False
+                if wait > 0:
+                    with anyio.move_on_after(wait):
+                        message = await stream.receive()
+                        got = True
+                if not got:
+                    raise self._timeout(
+                        record,
+                        stream,
+                        turn=time.monotonic() >= ends,
+                        seconds=time.monotonic() - started,
+                    )
+                if message is None:
+                    raise await self._ended(stream, record)
+                try:
+                    events = list(stream.decoder.decode(message))
+                except JigsError:
+                    raise
+                except Exception as exc:
+                    raise AgentOutputError(
+                        f"the {kind} kind could not decode a message of its CLI "
+                        f"({type(exc).__name__}: {str(exc)[:200]}); the CLI may be a version "
+                        f"the kind does not know: run `jigs doctor`",
+                        kind=kind,
+                        session_id=record.session_id,
+                    ) from exc
+                for event in events:
+                    self._take(event, record)
+                    await _emit(request.on_event, event)
+                    yield event
+                    limit = self._over_limit(record)
+                    if limit is not None:
+                        raise limit
+            if record.completed is not None:
+                await stream.finish()
+                finished = True
+        except AgentTurnError as exc:
+            self._fill(exc, record, stream)
+            raise
+        except TimeoutError:
+            if stream is not None:
+                raise
+            raise AgentTimeoutError(
+                f"the {self.harness.display_name} turn did not start within "
+                f"{min(idle_limit, turn_limit):g}s (idle_timeout); jigs stopped it. Check the "
+                f"model endpoint, or raise the descriptor's idle_timeout",
+                kind=kind,
+                limit="idle_timeout",
+                seconds=min(idle_limit, turn_limit),
+                session_id=record.session_id,
+                descriptor=self.describe,
+            ) from None
+        finally:
+            if not finished and stream is not None:
+                with anyio.CancelScope(shield=True):
+                    await stream.abort()
+            if record.session_id:
+                self.session_id = record.session_id
+        if record.failed is not None:
+            raise self._failure(record.failed, record, stream)
+        assert record.completed is not None
+        done = record.completed
+        record.text = done.text
+        record.stop_reason = done.stop_reason
+        record.metadata = dict(done.metadata)
+        record.output = done.output
+        if request.output_schema is not None and record.output is None:
+            record.output, record.output_problem = _structured.extract(
+                record.text, request.output_schema
+            )
+        log.info(
+            "turn.finished",
+            seconds=round(time.monotonic() - started, 4),
+            session_id=record.session_id,
+            model_calls=record.model_calls,
+            tool_calls=len(record.tool_calls),
+        )
+
+    # ---------------------------------------------------------------- helpers
+
+    def _take(self, event: AgentEvent, record: TurnRecord) -> None:
+        if isinstance(event, SessionStarted):
+            record.session_id = event.session_id
+        elif isinstance(event, ModelCallStarted):
+            record.model_calls += 1
+        elif isinstance(event, TextDelta):
+            record.streamed_text += event.text
+        elif isinstance(event, ToolCallStarted):
+            record.tool_calls.append(event)
+        elif isinstance(event, ToolCallFinished):
+            record.tool_results.append(event)
+        elif isinstance(event, UsageUpdated):
+            record.usage = event.usage
+        elif isinstance(event, Notice):
+            record.notices.append(event.message)
+        elif isinstance(event, TurnCompleted):
+            record.completed = event
+        elif isinstance(event, TurnFailed):
+            record.failed = event
+
+    def _over_limit(self, record: TurnRecord) -> AgentLimitError | None:
+        descriptor = self.target.descriptor
+        native = self.harness.native_limits
+        kind = self.harness.kind
+        max_turns = descriptor.max_turns
+        if max_turns is not None and "max_turns" not in native and record.model_calls > max_turns:
+            return AgentLimitError(
+                f"the {self.harness.display_name} turn reached the descriptor's max_turns of "
+                f"{max_turns} model requests; jigs stopped it. Continue it by resuming "
+                f"error.session, or raise max_turns",
+                kind=kind,
+                limit="max_turns",
+                value=max_turns,
+            )
+        budget = descriptor.max_budget_usd
+        cost = record.usage.cost_usd
+        over = budget is not None and cost is not None and cost > budget
+        if over and "max_budget_usd" not in native:
+            return AgentLimitError(
+                f"the {self.harness.display_name} turn cost ${cost:.4f}, over the "
+                f"descriptor's max_budget_usd of ${budget:g}; jigs stopped it. Continue it "
+                f"by resuming error.session, or raise max_budget_usd",
+                kind=kind,
+                limit="max_budget_usd",
+                value=budget,
+            )
+        return None
+
+    def _timeout(
+        self, record: TurnRecord, stream: TurnStream, *, turn: bool, seconds: float
+    ) -> AgentTimeoutError:
+        descriptor = self.target.descriptor
+        name = self.harness.display_name
+        if turn:
+            limit, value = "turn_timeout", float(descriptor.turn_timeout)
+            message = (
+                f"the {name} turn did not finish within the descriptor's turn_timeout of "
+                f"{value:g}s; jigs stopped it. Raise turn_timeout if the task needs longer"
+            )
+        else:
+            limit, value = "idle_timeout", float(descriptor.idle_timeout)
+            message = (
+                f"the {name} turn sent nothing for {value:g}s (the descriptor's idle_timeout) "
+                f"after {seconds:.1f}s; jigs stopped it. A hung model endpoint or CLI does this: "
+                f"check the endpoint, or raise idle_timeout if the model is that slow"
+            )
+        return AgentTimeoutError(message, kind=self.harness.kind, limit=limit, seconds=value)
+
+    async def _ended(self, stream: TurnStream, record: TurnRecord) -> AgentTurnError:
+        if isinstance(stream, _ProcessTurn):
+            return await stream.ended_without_result()
+        return AgentCrashedError(
+            f"the {self.harness.display_name} transport closed before the turn ended",
+            kind=self.harness.kind,
+            returncode=None,
+            stderr_tail=stream.stderr_tail(),
+        )
+
+    def _failure(
+        self, failed: TurnFailed, record: TurnRecord, stream: TurnStream | None
+    ) -> AgentTurnError:
+        name = self.harness.display_name
+        kind = self.harness.kind
+        if failed.reason in ("max_turns", "max_budget_usd"):
+            descriptor = self.target.descriptor
+            value = getattr(descriptor, failed.reason, None)
+            error: AgentTurnError = AgentLimitError(
+                f"the {name} turn stopped at the descriptor's {failed.reason}"
+                f"{f' of {value:g}' if isinstance(value, int | float) else ''}: {failed.message}. "
+                f"Continue it by resuming error.session, or raise {failed.reason}",
+                kind=kind,
+                limit=failed.reason,
+                value=float(value) if isinstance(value, int | float) else math.nan,
+            )
+        else:
+            error = AgentTurnError(
+                f"the {name} turn failed ({failed.reason}): {failed.message}",
+                kind=kind,
+                reason=failed.reason,
+                detail=failed.reason,
+                retryable=failed.retryable,
+            )
+        error.stop_reason = failed.stop_reason
+        self._fill(error, record, stream)
+        return error
+
+    def _fill(self, error: AgentTurnError, record: TurnRecord, stream: TurnStream | None) -> None:
+        """Give an error what the turn produced (never overriding what it already has)."""
+        if error.session_id is None:
+            error.session_id = record.session_id or self.session_id
+        if error.usage is None:
+            error.usage = record.usage
+        if error.descriptor is None:
+            error.descriptor = self.describe
+        if not error.stderr_tail and stream is not None:
+            try:
+                error.stderr_tail = stream.stderr_tail()
+            except Exception:  # a tail is a courtesy
+                error.stderr_tail = ""
+
+
+async def _emit(callback: EventCallback | None, event: AgentEvent) -> None:
+    if callback is None:
+        return
+    outcome = callback(event)
+    if inspect.isawaitable(outcome):
+        await outcome

@@ -1,0 +1,139 @@
+"""``runner.model`` for every kind with a model: the turn engine behind the model protocol.
+
+Each ``generate`` / ``stream`` call is one turn (:class:`jigs._engine.TurnEngine`): the first
+continues ``resume`` (or starts a session), every later call continues the latest session. Events
+become stream parts (text deltas, tool calls and results) and the call ends with a
+:class:`~jigs.models.FinishPart` whose result carries ``provider_metadata[kind]["session_id"]``.
+
+Provider options (``provider_options={kind: {...}}``, never persisted): ``on_event`` (called with
+every :mod:`jigs.events` event; may be async) and whatever the kind reads itself (such as
+``approve_tool``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from jigs._engine import TurnEngine, TurnRecord, TurnRequest
+from jigs.events import TextDelta, ToolCallFinished, ToolCallStarted
+from jigs.models._protocol import StreamingModel
+from jigs.models._types import (
+    CallWarning,
+    FinishPart,
+    FinishReason,
+    GenerateResult,
+    ModelRequest,
+    StreamPart,
+    TextDeltaPart,
+    ToolCall,
+    ToolCallPart,
+    ToolResult,
+    ToolResultPart,
+)
+
+__all__ = ["EngineModel", "result_of"]
+
+_FINISH: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop": "stop",
+    "completed": "stop",
+    "max_tokens": "length",
+    "length": "length",
+    "refusal": "content-filter",
+}
+_PER_CALL = (
+    "system",
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_output_tokens",
+    "stop_sequences",
+    "seed",
+)
+
+
+def _call(event: ToolCallStarted) -> ToolCall:
+    return ToolCall(id=event.id, name=event.name, arguments=event.arguments)
+
+
+def _result(event: ToolCallFinished) -> ToolResult:
+    return ToolResult(id=event.id, name=event.name, output=event.output, is_error=event.is_error)
+
+
+def result_of(
+    kind: str, record: TurnRecord, warnings: list[CallWarning], model_id: str | None
+) -> GenerateResult:
+    """A finished turn as a :class:`GenerateResult`."""
+    metadata: dict[str, Any] = {**record.metadata, "session_id": record.session_id}
+    metadata.setdefault("stop_reason", record.stop_reason)
+    metadata.setdefault("model_calls", record.model_calls)
+    notices = [CallWarning(type="other", message=m) for m in record.notices]
+    return GenerateResult(
+        text=record.text,
+        finish_reason=_FINISH.get(str(record.stop_reason), "stop"),
+        usage=record.usage,
+        warnings=(*warnings, *notices),
+        tool_calls=tuple(_call(c) for c in record.tool_calls),
+        tool_results=tuple(_result(r) for r in record.tool_results),
+        output=record.output,
+        provider_metadata={kind: metadata},
+        model_id=model_id,
+    )
+
+
+class EngineModel(StreamingModel):
+    """One kind's agent in one worktree, as a model object."""
+
+    def __init__(self, engine: TurnEngine) -> None:
+        self._engine = engine
+        self.provider = engine.harness.kind
+        model = getattr(engine.target.descriptor, "model", None)
+        self.model_id = model if isinstance(model, str) and model else f"{self.provider}-default"
+
+    @property
+    def session_id(self) -> str | None:
+        """The session the next call continues (None: the next call starts one)."""
+        return self._engine.session_id
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        return self._stream(request, partial=True)
+
+    async def generate(self, request: ModelRequest) -> GenerateResult:
+        result: GenerateResult | None = None
+        async for part in self._stream(request, partial=False):
+            if isinstance(part, FinishPart):
+                result = part.result
+        assert result is not None  # _stream ends with a FinishPart or raises
+        return result
+
+    async def _stream(self, request: ModelRequest, *, partial: bool) -> AsyncIterator[StreamPart]:
+        engine = self._engine
+        warnings = engine.warnings_for({name: getattr(request, name) for name in _PER_CALL})
+        options = dict(request.options_for(self.provider))
+        on_event = options.pop("on_event", None) or request.options_for("jigs").get("on_event")
+        record = TurnRecord()
+        turn = TurnRequest(
+            prompt=request.prompt,
+            output_schema=request.output_schema,
+            system=request.system,
+            max_output_tokens=request.max_output_tokens,
+            partial=partial,
+            options=options,
+            on_event=on_event if callable(on_event) else None,
+        )
+        async for event in engine.run(turn, record):
+            if isinstance(event, TextDelta):
+                yield TextDeltaPart(text=event.text)
+            elif isinstance(event, ToolCallStarted):
+                yield ToolCallPart(call=_call(event))
+            elif isinstance(event, ToolCallFinished):
+                yield ToolResultPart(result=_result(event))
+        if not partial or record.streamed_text != record.text:
+            # the whole text when deltas were not streamed, or the part that was not
+            missing = record.text
+            if partial and record.text.startswith(record.streamed_text):
+                missing = record.text[len(record.streamed_text) :]
+            if missing and partial:
+                yield TextDeltaPart(text=missing)
+        yield FinishPart(result=result_of(self.provider, record, warnings, self.model_id))
