@@ -50,9 +50,10 @@ async def test_stages_run_in_order_and_each_logs_run_id_kind_and_duration(worktr
     assert events == [
         "runner.resolve",
         "runner.env.built",
+        "runner.lock.acquired",
         "runner.checks.descriptor",
         "runner.checks.jit",
-        "runner.lock.acquired",
+        "runner.engine.opened",
         "runner.opened",
         "runner.lock.released",
         "runner.closed",
@@ -182,14 +183,20 @@ async def test_lock_file_lives_outside_the_worktree(worktree, jigs_data_dir):
     assert worktree not in path.parents
 
 
-async def test_a_failed_jit_check_raises_before_the_lock_is_taken(worktree, run_meta):
+async def test_a_failed_jit_check_raises_before_any_process_and_releases_the_lock(
+    worktree, run_meta
+):
     (worktree / ".echo-deny").write_text("not today")
     with capture_logs() as logs, pytest.raises(JitCheckError) as info:
         await create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta)
     assert str(info.value).startswith("Echo worktree: ")
     assert "not today" in str(info.value)
     assert info.value.failures[0].repair.startswith("remove ")
-    assert "runner.lock.acquired" not in [e["event"] for e in logs]
+    events = [e["event"] for e in logs]
+    # the lock is taken once, before the checks (exactly one winner in a race), and released
+    assert events.index("runner.lock.acquired") < events.index("runner.checks.jit")
+    assert "runner.lock.released" in events
+    assert "runner.engine.opened" not in events
     assert not worktree_locked(worktree)
 
 
@@ -268,8 +275,8 @@ async def test_resume_recorded_on_another_kind_is_refused(worktree, run_meta):
     ("prompt", "error", "message"),
     [
         ("crash", AgentCrashedError, "exited with code 3"),
-        ("garbage", AgentOutputError, r"not JSON \(line 2\)"),
-        ("noresult", AgentOutputError, "without a result"),
+        ("garbage", AgentOutputError, r"not a JSON object \(line 2\)"),
+        ("noresult", AgentOutputError, "without the end of its turn"),
     ],
 )
 async def test_faulty_cli_output_becomes_a_typed_error_and_releases_everything(
@@ -303,11 +310,14 @@ class NoModelDescriptor(HarnessDescriptor):
     kind: Literal["nomodel"] = "nomodel"
 
 
-class NoModelHarness(Harness):
+class NoModelHarness(Harness[NoModelDescriptor]):
     kind = "nomodel"
     display_name = "No model"
     descriptor_type = NoModelDescriptor
     has_model = False
+
+    def resolve_executable(self, env):
+        raise NotImplementedError
 
 
 async def test_a_kind_without_a_model_is_refused_before_anything_is_acquired(
@@ -356,7 +366,7 @@ async def test_run_agent_runs_a_whole_turn_with_structured_output(worktree, run_
     assert fixed.output == Answer(answer=7)
     # asked again in the same step: one lock, two turns, the second resuming the first
     assert [e["event"] for e in logs].count("runner.lock.acquired") == 1
-    assert [e["resumed"] for e in logs if e["event"] == "runner.turn"] == [False, True]
+    assert [e["resumed"] for e in logs if e["event"] == "turn.started"] == [False, True]
     with pytest.raises(StructuredOutputError, match="not JSON for Answer"):
         await run_agent(
             harness=harnesses.echo(), cwd=worktree, prompt="x", run=run_meta, output=Answer
@@ -444,7 +454,7 @@ async def test_cleanup_that_hangs_is_bounded_and_the_lock_still_released(
     async def hang() -> None:
         await anyio.sleep(60)
 
-    runner._scope.stack.push_async_callback(hang)
+    runner._step.stack.push_async_callback(hang)
     started = time.perf_counter()
     with anyio.CancelScope() as outer:
         outer.cancel()  # a cancelled caller still gets a bounded, complete close

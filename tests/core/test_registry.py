@@ -32,6 +32,9 @@ GOOD = """
         display_name = "KIND"
         descriptor_type = D
 
+        def resolve_executable(self, env):
+            raise NotImplementedError
+
     @hookimpl
     def jigs_register_harnesses(register):
         register(H())
@@ -146,6 +149,9 @@ TWO_KINDS = """
             kind = name
             display_name = name
             descriptor_type = D
+
+            def resolve_executable(self, env):
+                raise NotImplementedError
 
         return H()
 
