@@ -1,9 +1,12 @@
-"""The ``jigs`` command.
+"""The jigs command: list, check, install and run the harness kinds of jigs.
 
-``jigs harnesses [--json]``, ``jigs doctor [--harness KIND] [--cwd DIR]``,
-``jigs run --harness KIND --cwd DIR [--resume ID] PROMPT``, ``jigs install KIND...``,
-``jigs model-server --script FILE [--port N]`` and ``jigs demo``. Each subcommand imports what it
-needs only when it runs.
+Subcommands: ``harnesses``, ``doctor``, ``run``, ``install``, ``model-server`` and ``demo``
+(``jigs COMMAND --help`` describes each); ``jigs --version`` prints the version of jigs-core and
+of each installed kind's distribution. Each subcommand imports what it needs only when it runs.
+Output is plain text when stdout is not a terminal; ``--json`` (``harnesses``, ``doctor``,
+``run``) prints one JSON document for scripts. Exit codes: 0 success, 1 a failure (a failed
+check, install, turn or demo, or no kind installed where one is needed), 2 a usage error, 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -12,11 +15,21 @@ import argparse
 import json
 import logging
 import sys
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main", "versions"]
+
+_DESCRIPTION = (
+    "Open coding-agent CLIs (Claude Code, Codex, Pi, ...) for workflow steps: list, check, "
+    "install and run the installed harness kinds."
+)
+_EPILOG = (
+    "Exit codes: 0 success; 1 a failed check, install, turn or demo, or no kind installed "
+    "where one is needed; 2 a usage error; 130 interrupted."
+)
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -25,16 +38,6 @@ def _configure_logging(verbose: bool) -> None:
         stream=sys.stderr,
         format="%(message)s",
     )
-
-
-def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += [
-        "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    ]
-    return "\n".join(lines)
 
 
 def _settings(text: str) -> dict[str, Any]:
@@ -50,7 +53,45 @@ def _settings(text: str) -> dict[str, Any]:
     return value
 
 
+def versions() -> list[tuple[str, str, str]]:
+    """``(kind, distribution, version)`` for jigs-core (kind ``""``) and each installed kind,
+    read from the distributions' metadata without importing any plugin. A kind blocked by
+    ``JIGS_DISABLE_PLUGINS`` is listed with ``(disabled)`` after its version."""
+    import os
+    from importlib.metadata import PackageNotFoundError, entry_points, version
+
+    try:
+        core = version("jigs-core")
+    except PackageNotFoundError:  # a source tree on sys.path, not an installed distribution
+        core = "unknown"
+    found: list[tuple[str, str, str]] = [("", "jigs-core", core)]
+    disabled = {k.strip() for k in os.environ.get("JIGS_DISABLE_PLUGINS", "").split(",")}
+    seen = set()
+    for ep in sorted(entry_points(group="jigs.harnesses"), key=lambda e: e.name):
+        dist = ep.dist
+        name = dist.metadata["Name"] if dist is not None else "-"
+        number = dist.version if dist is not None else "-"
+        if (ep.name, name) in seen:
+            continue
+        seen.add((ep.name, name))
+        found.append((ep.name, name, f"{number} (disabled)" if ep.name in disabled else number))
+    return found
+
+
+class _Version(argparse.Action):
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        rows = versions()
+        print(f"jigs-core {rows[0][2]}")
+        for kind, dist, number in rows[1:]:
+            print(f"  {kind}: {dist} {number}")
+        parser.exit()
+
+
 def cmd_harnesses(args: argparse.Namespace) -> int:
+    from jigs._cli_output import table
     from jigs._registry import default_registry
 
     infos = default_registry().all_info()
@@ -70,83 +111,23 @@ def cmd_harnesses(args: argparse.Namespace) -> int:
         ]
         for i in infos
     ]
-    print(_table(rows, ["kind", "distribution", "version", "model", "status"]))
+    print(table(rows, ["kind", "distribution", "version", "model", "status"]))
     return 0
 
 
-async def _doctor(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -> int:
-    from pathlib import Path
-
-    from jigs._pipeline import agent_env_for
-    from jigs._registry import default_registry
-    from jigs.checks import Check, run_checks
-    from jigs.env import agents_config_for_worktree, build_env, find_agents_config
-    from jigs.errors import JigsError
-    from jigs.harnesses import load
-    from jigs.plugin import HarnessTarget
-
-    registry = default_registry()
-    rows: list[list[str]] = []
-    failed = 0
-    fixes: list[str] = []
-    worktree = Path(cwd).resolve() if cwd is not None else None
-    try:
-        config = (
-            agents_config_for_worktree(worktree) if worktree else find_agents_config(Path.cwd())
-        )
-    except JigsError as exc:
-        print(f"FAIL agents.env: {exc}")
-        return 1
-    for kind in kinds:
-        try:
-            harness = registry.get(kind)
-            env = build_env([*config.env])
-            checks: list[Check] = list(harness.installation_checks(env))
-            if worktree is not None:
-                descriptor = load({"kind": kind, **settings})
-                env, _ = agent_env_for(harness, descriptor, worktree, None)
-                target = HarnessTarget(descriptor=descriptor, cwd=worktree)
-                checks += harness.descriptor_checks(descriptor, env)
-                checks += harness.jit_checks(target, env)
-                if descriptor.mcp_servers:
-                    from jigs._mcp_probe import mcp_probe_checks
-
-                    checks += mcp_probe_checks(
-                        descriptor.mcp_servers,
-                        cwd=worktree,
-                        env=env,
-                        private=frozenset(harness.env_allowlist(descriptor)),
-                    )
-        except JigsError as exc:
-            rows.append([kind, "plugin and descriptor", "FAIL", str(exc)])
-            failed += 1
-            continue
-        for outcome in await run_checks(checks):
-            status = "ok" if outcome.ok else "FAIL"
-            rows.append([kind, outcome.label, status, outcome.detail or outcome.reason])
-            if not outcome.ok:
-                failed += 1
-                fixes.append(f"{kind} / {outcome.label}: {outcome.repair}")
-        if not checks:
-            rows.append([kind, "(no checks)", "ok", ""])
-    print(_table(rows, ["kind", "check", "result", "detail"]) if rows else "no kinds to check")
-    for fix in fixes:
-        print(f"fix: {fix}")
-    print(f"{len(rows) - failed} passed, {failed} failed")
-    return 1 if failed else 0
-
-
 def cmd_doctor(args: argparse.Namespace) -> int:
-    import anyio
-
+    from jigs._cli_doctor import doctor
     from jigs._registry import default_registry
 
     kinds = [args.harness] if args.harness else default_registry().enabled_kinds()
-    return anyio.run(_doctor, kinds, args.cwd, _settings(args.settings))
+    return doctor(kinds, args.cwd, _settings(args.settings), as_json=args.json)
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from contextlib import nullcontext
+
     from jigs import harnesses
+    from jigs._cli_output import is_tty, progress
     from jigs._types import AgentSessionRef, RunMetadata
     from jigs.steps import run_agent
 
@@ -157,12 +138,38 @@ async def _run(args: argparse.Namespace) -> int:
         else None
     )
     run = RunMetadata(workflow_run_id=args.run_id or f"cli-{uuid.uuid4().hex[:12]}")
-    result = await run_agent(
-        harness=descriptor, cwd=args.cwd, prompt=args.prompt, run=run, resume=resume
-    )
+    live = is_tty(sys.stderr) and not args.verbose
+    started = time.monotonic()
+    with progress(f"{args.harness}: running the turn") if live else nullcontext():
+        result = await run_agent(
+            harness=descriptor, cwd=args.cwd, prompt=args.prompt, run=run, resume=resume
+        )
+    seconds = time.monotonic() - started
+    session = result.session.id if result.session else None
+    usage = {
+        name: getattr(result.usage, name, None)
+        for name in ("input_tokens", "output_tokens", "cached_input_tokens", "cost_usd")
+    }
+    if args.json:
+        document = {
+            "text": result.text,
+            "session": session,
+            "run": run.workflow_run_id,
+            "seconds": round(seconds, 3),
+            "usage": usage,
+        }
+        print(json.dumps(document, indent=2))
+        return 0
     print(result.text)
-    print(f"session: {result.session.id if result.session else '-'}", file=sys.stderr)
+    print(f"session: {session or '-'}", file=sys.stderr)
     print(f"run: {run.workflow_run_id}", file=sys.stderr)
+    tokens = ", ".join(
+        f"{usage[name]} {label}"
+        for name, label in (("input_tokens", "in"), ("output_tokens", "out"))
+        if usage[name] is not None
+    )
+    cost = f", ${usage['cost_usd']:.4f}" if usage["cost_usd"] is not None else ""
+    print(f"took {seconds:.1f}s; tokens: {tokens or '-'}{cost}", file=sys.stderr)
     return 0
 
 
@@ -172,38 +179,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     return anyio.run(_run, args)
 
 
-async def _install(kinds: list[str]) -> int:
-    from jigs._registry import default_registry
-    from jigs.env import build_env
-
-    registry = default_registry()
-    status = 0
-    for kind in kinds:
-        harness = registry.get(kind)
-        try:
-            what = await harness.install(build_env([]))
-        except NotImplementedError:
-            print(
-                f"{kind}: nothing to install (its CLI comes with pip install jigs-harness-{kind})"
-            )
-            continue
-        print(f"{kind}: {what}")
-    return status
-
-
 def cmd_install(args: argparse.Namespace) -> int:
-    import anyio
+    from jigs._cli_install import install
 
-    from jigs._registry import default_registry
-
-    kinds = args.kinds or default_registry().enabled_kinds()
-    return anyio.run(_install, kinds)
+    return install(list(args.kinds))
 
 
 def cmd_model_server(args: argparse.Namespace) -> int:
     from jigs.testing._server.cli import main as server_main
 
-    return server_main(args.rest)
+    argv = ["--port", str(args.port), "--host", args.host]
+    if args.script is not None:
+        argv += ["--script", args.script]
+    for model in args.model:
+        argv += ["--model", model]
+    return server_main(argv)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -212,42 +202,117 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo_main(kinds=args.harness or None)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jigs", description=__doc__.split("\n\n")[0])
-    parser.add_argument("-v", "--verbose", action="store_true", help="log every pipeline stage")
-    sub = parser.add_subparsers(dest="command", required=True)
+def _command(sub: Any, name: str, summary: str, details: str = "") -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=summary,
+        description=f"{summary[0].upper()}{summary[1:]}." + (f" {details}" if details else ""),
+    )
+    return parser
 
-    p = sub.add_parser("harnesses", help="list installed harness kinds")
-    p.add_argument("--json", action="store_true")
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jigs", description=_DESCRIPTION, epilog=_EPILOG)
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log every pipeline stage on stderr"
+    )
+    parser.add_argument(
+        "--version",
+        action=_Version,
+        help="print the version of jigs-core and of each installed kind's distribution, and exit",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    json_help = "print one JSON document instead of text (for scripts)"
+    settings_help = 'descriptor settings as a JSON object, e.g. \'{"model": "..."}\' (default: {})'
+
+    p = _command(sub, "harnesses", "list the installed harness kinds")
+    p.add_argument("--json", action="store_true", help=json_help)
     p.set_defaults(func=cmd_harnesses)
 
-    p = sub.add_parser("doctor", help="run installation checks (and JIT checks with --cwd)")
-    p.add_argument("--harness", metavar="KIND")
-    p.add_argument(
-        "--cwd", metavar="DIR", help="also run the just-in-time checks and MCP probes here"
+    p = _command(
+        sub,
+        "doctor",
+        "check each kind's CLI, login or model key (and with --cwd the worktree)",
+        "Prints a table of checks and the fix for each failure; exits 1 if any check failed "
+        "or no kind is installed.",
     )
-    p.add_argument("--settings", default="{}", help="descriptor settings as JSON (with --cwd)")
+    p.add_argument("--harness", metavar="KIND", help="check this kind only (default: every kind)")
+    p.add_argument(
+        "--cwd", metavar="DIR", help="also run the just-in-time checks and MCP probes in DIR"
+    )
+    p.add_argument("--settings", default="{}", metavar="JSON", help=settings_help)
+    p.add_argument("--json", action="store_true", help=json_help)
     p.set_defaults(func=cmd_doctor)
 
-    p = sub.add_parser("run", help="run one agent turn and print the answer")
-    p.add_argument("--harness", metavar="KIND", required=True)
-    p.add_argument("--cwd", metavar="DIR", required=True)
-    p.add_argument("--resume", metavar="SESSION_ID")
-    p.add_argument("--run-id", metavar="ID", help="the workflow run id (sessions are per run)")
-    p.add_argument("--settings", default="{}", help="descriptor settings as JSON")
-    p.add_argument("prompt")
+    p = _command(
+        sub,
+        "run",
+        "run one agent turn and print the answer",
+        "The answer goes to stdout; the session id, run id, duration and token counts to stderr.",
+    )
+    p.add_argument("--harness", metavar="KIND", required=True, help="the harness kind to run")
+    p.add_argument("--cwd", metavar="DIR", required=True, help="the worktree the agent works in")
+    p.add_argument(
+        "--resume", metavar="SESSION_ID", help="continue this session (from an earlier run)"
+    )
+    p.add_argument(
+        "--run-id", metavar="ID", help="the workflow run id (sessions are per run; default: new)"
+    )
+    p.add_argument("--settings", default="{}", metavar="JSON", help=settings_help)
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.add_argument("prompt", help="what to ask the agent")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("install", help="install the CLI of harness kinds that need it (e.g. pi)")
-    p.add_argument("kinds", nargs="*", metavar="KIND")
+    p = _command(
+        sub,
+        "install",
+        "install the CLIs that pip does not bring (e.g. pi)",
+        "Exits 1 if an install failed, a kind is unknown, or no kind is installed.",
+    )
+    p.add_argument(
+        "kinds", nargs="*", metavar="KIND", help="the kinds to install (default: every kind)"
+    )
     p.set_defaults(func=cmd_install)
 
-    p = sub.add_parser("model-server", help="serve a scripted loopback model server")
-    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p = _command(
+        sub,
+        "model-server",
+        "serve a scripted fake model API on the loopback interface",
+        "Speaks the Anthropic Messages, OpenAI Responses and Chat Completions APIs; prints the "
+        "base URL on stdout and serves until SIGINT or SIGTERM.",
+    )
+    p.add_argument(
+        "--script",
+        metavar="FILE",
+        help="JSON or YAML list of replies, one per model request (default: none)",
+    )
+    p.add_argument(
+        "--port", type=int, default=0, metavar="N", help="TCP port (default: a free one)"
+    )
+    p.add_argument(
+        "--host", default="127.0.0.1", metavar="ADDR", help="address (default: 127.0.0.1)"
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a model id for GET /v1/models (repeatable; default: fake-model)",
+    )
     p.set_defaults(func=cmd_model_server)
 
-    p = sub.add_parser("demo", help="run every installed kind against the local model server")
-    p.add_argument("--harness", metavar="KIND", action="append")
+    p = _command(
+        sub,
+        "demo",
+        "run every installed kind end to end against the local model server",
+        "No credentials, no network. Exits 1 if a kind failed or none could run.",
+    )
+    p.add_argument(
+        "--harness",
+        metavar="KIND",
+        action="append",
+        help="demo this kind only (repeatable; default: every kind)",
+    )
     p.set_defaults(func=cmd_demo)
     return parser
 

@@ -4,7 +4,8 @@ For each kind: a scratch git repository, a first turn in which the scripted mode
 own tool write a file, and a second turn that resumes the session and answers from its history.
 It prints what jigs did (environment names, the lock, the session, the tool call and its effect on
 disk, the answer, timings). A kind whose CLI is missing gets its ``jigs doctor`` fix, not a
-traceback. Exits non-zero if any installed kind failed. No credentials, no network.
+traceback. Exits non-zero if any installed kind failed or none ran (none installed, or every
+kind's CLI missing). No credentials, no network.
 """
 
 from __future__ import annotations
@@ -207,11 +208,17 @@ def main(kinds: Sequence[str] | None = None) -> int:
     """Entry point of ``jigs demo``."""
     print("jigs demo: every installed harness kind against the local model server (no network)")
     reports = anyio.run(run_demo, kinds)
-    failed = [r.kind for r in reports if not r.ok]
-    print(f"\n{len(reports) - len(failed)} passed, {len(failed)} failed")
+    passed = [r.kind for r in reports if r.ok]
+    skipped = [r.kind for r in reports if r.skipped]
+    failed = [r.kind for r in reports if not r.ok and not r.skipped]
+    print(f"\n{len(passed)} passed, {len(failed)} failed, {len(skipped)} not run")
     if failed:
         print(f"failed kinds: {', '.join(failed)} (see above; `jigs doctor` shows the fixes)")
-    return 1 if failed else 0
+    if not reports:
+        print("no harness kind is installed; e.g. pip install jigs-harness-claude")
+    elif not passed:
+        print("no kind ran (see above; `jigs doctor` shows the fixes)")
+    return 1 if failed or not passed else 0
 
 
 if __name__ == "__main__":

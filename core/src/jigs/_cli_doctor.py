@@ -1,0 +1,173 @@
+"""``jigs doctor``: every kind's checks as a table (or JSON), with the fix for each failure.
+
+For each kind: its installation checks; its descriptor checks for the descriptor that
+``--settings`` describes (``{}``: the kind's defaults), which is where a login or a named model
+key is checked (a check a kind lists in both groups runs once; a kind with no default
+descriptor, such as pi, gets a ``skipped`` row until ``--settings`` names one); and with
+``--cwd`` the just-in-time checks and MCP probes in that worktree. A kind that cannot be loaded,
+or settings that do not make a descriptor, give one failed row. Exit code 0 when every check
+passed, 1 when one failed or there was no kind to check.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jigs.checks import Check
+
+__all__ = ["DoctorRow", "collect", "doctor"]
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorRow:
+    """One check's outcome, as ``jigs doctor --json`` prints it."""
+
+    kind: str
+    id: str
+    check: str
+    ok: bool
+    detail: str = ""
+    reason: str = ""
+    repair: str = ""
+    skipped: bool = False
+
+
+async def collect(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -> list[DoctorRow]:
+    """Run the checks of ``kinds`` and return one row per check (see the module docstring)."""
+    from jigs._pipeline import agent_env_for
+    from jigs._registry import default_registry
+    from jigs.env import agents_config_for_worktree, build_env, find_agents_config
+    from jigs.errors import DescriptorError, JigsError
+    from jigs.harnesses import load
+    from jigs.plugin import HarnessTarget
+
+    registry = default_registry()
+    rows: list[DoctorRow] = []
+    worktree = Path(cwd).resolve() if cwd is not None else None
+    try:
+        config = (
+            agents_config_for_worktree(worktree) if worktree else find_agents_config(Path.cwd())
+        )
+    except JigsError as exc:
+        return [
+            DoctorRow(
+                "*", "agents.env", "agents.env", False, reason=str(exc), repair="fix agents.env"
+            )
+        ]
+    for kind in kinds:
+        try:
+            harness = registry.get(kind)
+            checks: list[Check] = list(harness.installation_checks(build_env([*config.env])))
+            try:
+                descriptor = load({"kind": kind, **settings})
+            except DescriptorError as exc:
+                if settings or worktree is not None:
+                    raise
+                # a kind without usable defaults (pi needs a model): its descriptor checks wait
+                # for --settings; the installation checks still run
+                rows += await _outcomes(kind, checks)
+                rows.append(
+                    DoctorRow(
+                        kind,
+                        "descriptor",
+                        "descriptor checks",
+                        True,
+                        skipped=True,
+                        detail=f"the {kind} kind has no default descriptor ({exc}); "
+                        f"pass --settings to check one",
+                    )
+                )
+                continue
+            if worktree is None:
+                env, _ = agent_env_for(harness, descriptor, Path.cwd(), list(config.env))
+            else:
+                env, _ = agent_env_for(harness, descriptor, worktree, None)
+            seen = {c.id for c in checks}  # a kind may list a check in both groups
+            checks += [c for c in harness.descriptor_checks(descriptor, env) if c.id not in seen]
+            if worktree is not None:
+                target = HarnessTarget(descriptor=descriptor, cwd=worktree)
+                checks += harness.jit_checks(target, env)
+                if descriptor.mcp_servers:
+                    from jigs._mcp_probe import mcp_probe_checks
+
+                    checks += mcp_probe_checks(
+                        descriptor.mcp_servers,
+                        cwd=worktree,
+                        env=env,
+                        private=frozenset(harness.env_allowlist(descriptor)),
+                    )
+        except JigsError as exc:
+            rows.append(
+                DoctorRow(
+                    kind,
+                    "plugin",
+                    "plugin and descriptor",
+                    False,
+                    reason=str(exc),
+                )
+            )
+            continue
+        rows += await _outcomes(kind, checks)
+    return rows
+
+
+async def _outcomes(kind: str, checks: list[Check]) -> list[DoctorRow]:
+    from jigs.checks import run_checks
+
+    if not checks:
+        return [DoctorRow(kind, "", "(no checks)", True)]
+    return [
+        DoctorRow(
+            kind,
+            outcome.id,
+            outcome.label,
+            outcome.ok,
+            detail=outcome.detail,
+            reason=outcome.reason,
+            repair=outcome.repair,
+        )
+        for outcome in await run_checks(checks)
+    ]
+
+
+def _result(row: DoctorRow) -> str:
+    return "skipped" if row.skipped else ("ok" if row.ok else "FAIL")
+
+
+def doctor(kinds: list[str], cwd: str | None, settings: dict[str, Any], *, as_json: bool) -> int:
+    """Print the outcome of :func:`collect` and return the exit code."""
+    import anyio
+
+    from jigs._cli_output import table, wrap
+
+    rows = anyio.run(collect, kinds, cwd, settings)
+    failed = sum(1 for r in rows if not r.ok)
+    skipped = sum(1 for r in rows if r.skipped)
+    passed = len(rows) - failed - skipped
+    code = 1 if failed or not rows else 0
+    if as_json:
+        document = {
+            "ok": code == 0,
+            "passed": passed,
+            "failed": failed,
+            "skipped": skipped,
+            "checks": [asdict(r) for r in rows],
+        }
+        print(json.dumps(document, indent=2))
+        return code
+    if rows:
+        cells = [[r.kind, r.check, _result(r), r.detail if r.ok else r.reason] for r in rows]
+        print(table(cells, ["kind", "check", "result", "detail"], stream=sys.stdout))
+    else:
+        print("no kinds to check; e.g. pip install jigs-harness-claude")
+    for r in rows:
+        if not r.ok and r.repair:
+            print(wrap(f"fix: {r.kind} / {r.check}: {r.repair}", stream=sys.stdout))
+    summary = f"{passed} passed, {failed} failed"
+    print(summary + (f", {skipped} skipped" if skipped else ""))
+    return code

@@ -1,0 +1,72 @@
+"""``jigs install [KIND...]``: install the CLIs that ``pip`` does not bring, showing progress.
+
+Each kind that overrides :meth:`jigs.plugin.Harness.install` is installed in turn under a
+progress line on stderr (a spinner with the elapsed seconds on a terminal, a plain
+``KIND: installing...`` line otherwise); stdout gets one result line per kind. A failed install
+does not stop the others. Exit code 0 when every kind's CLI is in place (installed now or
+brought by its distribution), 1 when an install failed, a kind is unknown, or there was no kind
+at all (nothing could be installed).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+__all__ = ["install"]
+
+
+def _has_installer(harness: object) -> bool:
+    from jigs.plugin import Harness
+
+    return getattr(type(harness), "install", None) is not Harness.install
+
+
+async def _install_one(kind: str) -> bool:
+    from jigs._cli_output import progress
+    from jigs._registry import default_registry
+    from jigs.env import build_env
+    from jigs.errors import JigsError
+
+    try:
+        harness = default_registry().get(kind)
+    except JigsError as exc:
+        print(f"{kind}: FAILED: {exc}", flush=True)
+        return False
+    if not _has_installer(harness):
+        print(f"{kind}: nothing to install (its CLI comes with its distribution)", flush=True)
+        return True
+    started = time.monotonic()
+    try:
+        with progress(f"{kind}: installing its CLI"):
+            what = await harness.install(build_env([]))
+    except NotImplementedError:
+        print(f"{kind}: nothing to install (its CLI comes with its distribution)", flush=True)
+        return True
+    except Exception as exc:  # a failed install (npm, disk, network) must not stop the others
+        seconds = time.monotonic() - started
+        print(f"{kind}: FAILED after {seconds:.1f}s: {type(exc).__name__}: {exc}", flush=True)
+        return False
+    print(f"{kind}: {what} ({time.monotonic() - started:.1f}s)", flush=True)
+    return True
+
+
+def install(kinds: list[str]) -> int:
+    """Install ``kinds`` (default: every enabled kind); the exit code (see the module doc)."""
+    import anyio
+
+    from jigs._registry import default_registry
+
+    chosen = kinds or default_registry().enabled_kinds()
+    if not chosen:
+        print(
+            "jigs install: no harness kind is installed; e.g. pip install jigs-harness-claude",
+            file=sys.stderr,
+        )
+        return 1
+
+    async def run_all() -> bool:
+        results = [await _install_one(kind) for kind in chosen]
+        return all(results)
+
+    return 0 if anyio.run(run_all) else 1
