@@ -39,7 +39,7 @@ class DoctorRow:
 
 async def collect(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -> list[DoctorRow]:
     """Run the checks of ``kinds`` and return one row per check (see the module docstring)."""
-    from jigs._pipeline import agent_env_for
+    from jigs._pipeline import agent_env_for, jit_stage_checks
     from jigs._registry import default_registry
     from jigs.env import agents_config_for_worktree, build_env, find_agents_config
     from jigs.errors import DescriptorError, JigsError
@@ -90,17 +90,9 @@ async def collect(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -
             seen = {c.id for c in checks}  # a kind may list a check in both groups
             checks += [c for c in harness.descriptor_checks(descriptor, env) if c.id not in seen]
             if worktree is not None:
+                # the pipeline's own list: the kind's JIT checks, then the MCP probes
                 target = HarnessTarget(descriptor=descriptor, cwd=worktree)
-                checks += harness.jit_checks(target, env)
-                if descriptor.mcp_servers:
-                    from jigs._mcp_probe import mcp_probe_checks
-
-                    checks += mcp_probe_checks(
-                        descriptor.mcp_servers,
-                        cwd=worktree,
-                        env=env,
-                        private=frozenset(harness.env_allowlist(descriptor)),
-                    )
+                checks += jit_stage_checks(harness, target, env)
         except JigsError as exc:
             rows.append(
                 DoctorRow(
