@@ -129,9 +129,12 @@ def _validate_cwd(cwd: object) -> Path:
 
 
 def _shown(text: str) -> str:
+    import re
+
     from jigs.mcp import looks_like_secret
 
-    if len(text) > 200 or looks_like_secret(text):
+    parts = [p for p in re.split(r"[\s/:@?&=]+", text) if p]
+    if len(text) > 200 or any(looks_like_secret(p) for p in [text, *parts]):
         return "<not shown>"
     return repr(text)
 
@@ -139,18 +142,8 @@ def _shown(text: str) -> str:
 def _validate_run(run: object) -> RunMetadata:
     if isinstance(run, RunMetadata):
         return run
-    if isinstance(run, Mapping):
-        from pydantic import ValidationError
-
-        try:
-            return RunMetadata.model_validate(dict(run))
-        except ValidationError as exc:
-            fields = ", ".join(".".join(map(str, e["loc"])) or "run" for e in exc.errors())
-            raise InvalidInputError(
-                f"run is not valid RunMetadata (check: {fields}); build it with "
-                f"RunMetadata(workflow_run_id=...)",
-                argument="run",
-            ) from None
+    if isinstance(run, Mapping) and all(isinstance(k, str) for k in run):
+        return RunMetadata(**run)  # raises InvalidInputError naming the field
     raise InvalidInputError(
         f"run must be a jigs.RunMetadata, got {type(run).__name__}", argument="run"
     )
@@ -159,30 +152,34 @@ def _validate_run(run: object) -> RunMetadata:
 def _validate_resume(resume: object) -> AgentSessionRef | None:
     if resume is None:
         return None
-    if isinstance(resume, Mapping):
-        from pydantic import ValidationError
-
-        try:
-            resume = AgentSessionRef.model_validate(dict(resume))
-        except ValidationError:
-            raise InvalidInputError(
-                "resume is not a valid AgentSessionRef (harness, id, descriptor); pass the "
-                "session a step returned, or None",
-                argument="resume",
-            ) from None
+    if isinstance(resume, Mapping) and all(isinstance(k, str) for k in resume):
+        resume = AgentSessionRef(**resume)  # raises InvalidInputError naming the field
     if not isinstance(resume, AgentSessionRef):
         raise InvalidInputError(
             f"resume must be an AgentSessionRef or None, got {type(resume).__name__}",
             argument="resume",
         )
-    if len(resume.id) > _MAX_SESSION_ID or not resume.id.isprintable() or "/" in resume.id:
+    from jigs.mcp import looks_like_secret
+
+    if (
+        len(resume.id) > _MAX_SESSION_ID
+        or not resume.id.isprintable()
+        or "/" in resume.id
+        or looks_like_secret(resume.id)
+    ):
         raise AgentSessionError(
-            "the session id to resume is not one jigs recorded (too long, or holding '/' or "
-            "control characters); start without resume",
-            kind=resume.harness,
-            session_id=resume.id[:64],
+            "the session id to resume is not one jigs recorded (too long, shaped like a secret, "
+            "or holding '/' or control characters; not shown); start without resume",
+            kind=_shown_kind(resume.harness),
+            session_id="<not shown>",
         )
     return resume
+
+
+def _shown_kind(kind: str) -> str:
+    from jigs._registry import KIND_NAME
+
+    return kind if KIND_NAME.fullmatch(kind) else "<not shown>"
 
 
 def _validate_agents_env(agents_env: object) -> Sequence[str] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,9 +22,11 @@ import pluggy
 from jigs.errors import HarnessNotFoundError, HarnessPluginError
 from jigs.plugin import Harness, HarnessSpecs
 
-__all__ = ["GROUP", "PluginInfo", "Registry", "default_registry"]
+__all__ = ["GROUP", "KIND_NAME", "PluginInfo", "Registry", "default_registry"]
 
 GROUP = "jigs.harnesses"
+#: What a harness kind name looks like (an entry point name); anything else is never echoed.
+KIND_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 
 
 @dataclass(frozen=True, slots=True)

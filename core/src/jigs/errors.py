@@ -97,11 +97,20 @@ class HarnessNotFoundError(JigsError, LookupError):
         *,
         disabled: bool = False,
     ) -> None:
-        self.kind = kind
+        import re
+
+        plain = bool(re.fullmatch(r"[a-z][a-z0-9_-]{0,39}", kind))
+        self.kind = kind if plain else "<not shown>"
         self.installed = tuple(installed)
         self.load_error = load_error
         self.disabled = disabled
-        if disabled:
+        if not plain:
+            listed = ", ".join(self.installed) if self.installed else "none"
+            message = (
+                f"the descriptor's kind is not a harness kind name (lower-case letters, digits, "
+                f"'-' and '_'; the value is not shown). Installed kinds: {listed}"
+            )
+        elif disabled:
             message = (
                 f"the {kind!r} harness is disabled by JIGS_DISABLE_PLUGINS; remove {kind} from "
                 f"that variable to use it"
