@@ -392,8 +392,25 @@ class Step:
                         kind=kind,
                         session_id=session.id,
                     ) from None
+        limit = float(descriptor.idle_timeout)
         with timed("runner.engine.opened", log):
-            self._engine = await TurnEngine.open(harness, target, ctx)
+            try:
+                with anyio.fail_after(limit):
+                    self._engine = await TurnEngine.open(harness, target, ctx)
+            except TimeoutError as exc:
+                if isinstance(exc, JigsError):
+                    raise
+                from jigs.errors import AgentTimeoutError
+
+                raise AgentTimeoutError(
+                    f"the {harness.display_name} CLI did not get ready within {limit:g}s (the "
+                    f"descriptor's idle_timeout); jigs stopped it. Run `jigs doctor`, or raise "
+                    f"idle_timeout if it starts that slowly",
+                    kind=kind,
+                    limit="idle_timeout",
+                    seconds=limit,
+                    descriptor=descriptor.describe(),
+                ) from None
         return self._engine
 
     async def aclose(self) -> None:

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from jigs._lock import worktree_locked
 from jigs.descriptors import HarnessDescriptor
@@ -148,7 +149,7 @@ async def check_harness(
                 assert turn.text, f"{kind}: run_agent returned no text"
                 events = [e["event"] for e in logs]
                 assert "runner.lock.acquired" in events, f"{kind}: run_agent took no lock"
-                assert events.index("runner.lock.acquired") < events.index("runner.turn"), (
+                assert events.index("runner.lock.acquired") < events.index("turn.started"), (
                     f"{kind}: the agent ran before the worktree was locked"
                 )
                 assert "runner.lock.released" in events, f"{kind}: the lock was not released"
@@ -171,6 +172,11 @@ async def check_harness(
                 f"{kind}: the agent's own tool did not write the file"
             )
 
+            # 6. the core's turn policy holds for this kind
+            await _check_turn_policy(
+                kind, harness, descriptor, plan, server, run=run, tmp_path=tmp_path
+            )
+
         # 4. environments: built from empty; no canary arrives
         assert launches, f"{kind}: no process was launched through jigs.processes"
         for launch in launches:
@@ -180,3 +186,136 @@ async def check_harness(
             assert not arrived, f"{kind}: canary values arrived in {launch.argv[0]}: {arrived}"
             # 5. nothing the kind started is left running
             assert not group_alive(launch.pgid), f"{kind}: {launch.argv[0]} outlived close()"
+
+
+#: The idle_timeout the kit gives a hanging turn; it must end within this + :data:`SLACK`.
+HANG_IDLE = 3.0
+SLACK = 5.0
+
+
+async def _expect_timeout(kind: str, what: str, call: Callable[[], Awaitable[object]]) -> None:
+    import time
+
+    from jigs.errors import AgentTimeoutError
+    from jigs.processes import live_groups
+
+    started = time.monotonic()
+    try:
+        await call()
+    except AgentTimeoutError:
+        pass
+    else:
+        raise AssertionError(f"{kind}: {what} did not end in AgentTimeoutError")
+    took = time.monotonic() - started
+    assert took < HANG_IDLE + SLACK, f"{kind}: {what} took {took:.1f}s to end"
+    assert not live_groups(), f"{kind}: {what} left processes: {live_groups()}"
+
+
+async def _check_turn_policy(
+    kind: str,
+    harness: Any,
+    descriptor: HarnessDescriptor,
+    plan: Any,
+    server: Any,
+    *,
+    run: Any,
+    tmp_path: Path,
+) -> None:
+    """A hung endpoint and a hung CLI end in the one timeout error in time with the lock
+    released and nothing left running; ``max_turns`` (where the kind supports it) stops a turn
+    with an error carrying a session that ``agent_session`` resumes; usage is reported."""
+    import os
+
+    from jigs.errors import AgentLimitError
+    from jigs.executables import Resolved
+    from jigs.steps import agent_session, run_agent
+
+    quick = descriptor.model_copy(update={"idle_timeout": HANG_IDLE, "turn_timeout": 60.0})
+
+    # a hung model endpoint
+    tree = _fresh_worktree(tmp_path, "hung-endpoint")
+    prompt = plan.hang(server)
+    await _expect_timeout(
+        kind,
+        "a turn whose model endpoint hangs",
+        lambda: run_agent(
+            harness=quick, cwd=tree, prompt=prompt, run=run, agents_env=plan.agents_env
+        ),
+    )
+    assert not worktree_locked(tree), f"{kind}: a timed-out turn left the worktree locked"
+    server.script.skip_remaining()
+
+    # a hung CLI: the kind must launch what resolve_executable returns
+    hang = tmp_path / "hung-cli"
+    hang.write_text("#!/bin/sh\nexec sleep 600\n")
+    os.chmod(hang, 0o755)
+    tree = _fresh_worktree(tmp_path, "hung-cli")
+    harness.resolve_executable = lambda env: Resolved(hang, "conformance: a CLI that hangs")
+    try:
+        await _expect_timeout(
+            kind,
+            "a turn whose CLI hangs",
+            lambda: run_agent(
+                harness=quick, cwd=tree, prompt="hello", run=run, agents_env=plan.agents_env
+            ),
+        )
+    finally:
+        del harness.resolve_executable
+    assert not worktree_locked(tree), f"{kind}: a hung CLI left the worktree locked"
+
+    # usage on success
+    tree = _fresh_worktree(tmp_path, "usage")
+    done = await run_agent(
+        harness=descriptor,
+        cwd=tree,
+        prompt=plan.write_file(server, "usage.txt", "usage"),
+        run=run,
+        agents_env=plan.agents_env,
+    )
+    usage = done.usage
+    assert usage.input_tokens is not None or usage.output_tokens is not None, (
+        f"{kind}: a successful turn reported no usage"
+    )
+    server.script.skip_remaining()
+
+    # max_turns: stopped with a session that agent_session continues
+    if "max_turns" not in type(descriptor).supported_limits:
+        return
+    limited = type(descriptor).from_data({**descriptor.to_data(), "max_turns": 1})
+    tree = _fresh_worktree(tmp_path, "max-turns")
+    try:
+        await run_agent(
+            harness=limited,
+            cwd=tree,
+            prompt=plan.write_file(server, "limited.txt", "limited"),
+            run=run,
+            agents_env=plan.agents_env,
+        )
+    except AgentLimitError as exc:
+        stopped = exc
+    else:
+        raise AssertionError(f"{kind}: a turn past max_turns=1 did not raise AgentLimitError")
+    assert stopped.limit == "max_turns", f"{kind}: AgentLimitError.limit is {stopped.limit}"
+    assert stopped.session is not None, f"{kind}: AgentLimitError carries no session"
+    assert stopped.usage is not None, f"{kind}: AgentLimitError carries no usage"
+    assert not worktree_locked(tree), f"{kind}: a stopped turn left the worktree locked"
+    server.script.skip_remaining()
+    before = len(server.model_requests)
+    resumed = await agent_session(
+        harness=limited,
+        cwd=tree,
+        run=run,
+        session=stopped.session,
+        resume_prompt=plan.recall(server),
+        fresh_prompt="(a fresh start is a failure of this check)",
+        agents_env=plan.agents_env,
+    )
+    assert "I remember" in resumed.text or kind == "echo", (
+        f"{kind}: the resumed turn did not answer from the scripted recall: {resumed.text!r}"
+    )
+    if kind != "echo":
+        request = server.model_requests[before]
+        assert request.message_count > 1, (
+            f"{kind}: resuming the stopped session sent no earlier history"
+        )
+    assert resumed.session is not None, f"{kind}: the resumed turn has no session"

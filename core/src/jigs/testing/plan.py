@@ -19,7 +19,7 @@ from jigs.descriptors import HarnessDescriptor
 if TYPE_CHECKING:
     from jigs.testing._server.server import ModelServer
 
-__all__ = ["DemoPlan", "scripted_recall", "scripted_write"]
+__all__ = ["DemoPlan", "scripted_hang", "scripted_recall", "scripted_write"]
 
 
 def scripted_write(
@@ -52,6 +52,14 @@ def scripted_recall(server: ModelServer) -> str:
     return "What did you do in the previous turn?"
 
 
+def scripted_hang(server: ModelServer) -> str:
+    """A turn whose model endpoint hangs: the reply starts only after ten minutes."""
+    from jigs.testing import text
+
+    server.add(text("too late", delay=600))
+    return "Say hello."
+
+
 @dataclass(frozen=True, slots=True)
 class DemoPlan:
     """A kind's part in the demo: see the module docstring."""
@@ -59,5 +67,7 @@ class DemoPlan:
     descriptor: HarnessDescriptor
     write_file: Callable[[ModelServer, str, str], str]
     recall: Callable[[ModelServer], str] = scripted_recall
+    #: A prompt whose model request hangs (the conformance kit's idle_timeout check).
+    hang: Callable[[ModelServer], str] = scripted_hang
     host_env: Mapping[str, str] = field(default_factory=dict)
     agents_env: tuple[str, ...] = ()

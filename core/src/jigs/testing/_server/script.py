@@ -46,6 +46,14 @@ class Script:
             self._used += 1
             return index, self._entries[index]
 
+    def skip_remaining(self) -> int:
+        """Mark every reply not yet handed out as used (a turn that was stopped early left
+        them); returns how many were skipped. Entries stay, so indexes keep their meaning."""
+        with self._lock:
+            skipped = len(self._entries) - self._used
+            self._used = len(self._entries)
+            return skipped
+
     @property
     def used(self) -> int:
         """How many replies have been handed out."""

@@ -44,6 +44,7 @@ def main() -> int:
     path = sessions / f"{session_id}.json"
     history: list[str] = json.loads(path.read_text()) if args.resume else []
     emit({"type": "start", "session_id": session_id, "pid": os.getpid()})
+    emit({"type": "model", "n": 0})
     answer = f"{args.prefix}echo: {args.prompt} (turn {len(history) + 1})"
     for earlier in history:
         for word in earlier.split():
@@ -58,6 +59,7 @@ def main() -> int:
             text = unquote(quoted)
             (Path.cwd() / fname).write_text(text)
             emit({"type": "tool", "name": "write", "arguments": {"path": fname, "text": text}})
+            emit({"type": "model", "n": 0})  # the model reads the tool's result
         elif name == "pidfile":
             Path(value).write_text(str(os.getpid()))
         elif name == "child":
@@ -92,6 +94,7 @@ def main() -> int:
     history.append(args.prompt)
     path.write_text(json.dumps(history))
     emit({"type": "text", "text": answer})
+    emit({"type": "usage", "cost": 0.0, "input": len(args.prompt)})
     emit({"type": "result", "text": answer, "session_id": session_id, "turns": len(history)})
     return 0
 

@@ -135,7 +135,7 @@ class EchoHarness(Harness[EchoDescriptor]):
         self, turn: TurnSpec[EchoDescriptor], ctx: HarnessContext, state: Any
     ) -> TurnLaunch:
         argv = [
-            sys.executable,
+            str(self.resolve_executable(ctx.env).path),
             "-m",
             "jigs_harness_echo._cli",
             "--sessions",
@@ -160,4 +160,5 @@ class EchoHarness(Harness[EchoDescriptor]):
             descriptor=EchoDescriptor(),
             write_file=lambda _server, path, content: f"write:{path}:{quote(content)}",
             recall=lambda _server: "recall",
+            hang=lambda _server: "sleep:600",
         )
