@@ -275,7 +275,7 @@ async def test_resume_recorded_on_another_kind_is_refused(worktree, run_meta):
     ("prompt", "error", "message"),
     [
         ("crash", AgentCrashedError, "exited with code 3"),
-        ("garbage", AgentOutputError, r"not a JSON object \(line 2\)"),
+        ("garbage", AgentOutputError, r"not a JSON object \(line 3\)"),
         ("noresult", AgentOutputError, "without the end of its turn"),
     ],
 )
