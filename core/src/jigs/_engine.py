@@ -35,7 +35,9 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from jigs import _structured
+from jigs import _otel, _structured
+from jigs._redact import secret_values
+from jigs._steplog import StepLog
 from jigs.errors import (
     AgentCrashedError,
     AgentLimitError,
@@ -243,6 +245,8 @@ class ProcessTransport(SessionTransport):
         self._harness = harness
         self._ctx = ctx
         self._state = state
+        #: The W3C trace context of the running turn (set by the engine; None: no tracing).
+        self.traceparent: str | None = None
 
     async def start_turn(self, turn: TurnSpec[Any]) -> _ProcessTurn:
         harness, ctx = self._harness, self._ctx
@@ -260,7 +264,11 @@ class ProcessTransport(SessionTransport):
             process = await ctx.launch(
                 argv,
                 cwd=turn.cwd,
-                env={**ctx.env, **spec.env},
+                env={
+                    **ctx.env,
+                    **spec.env,
+                    **({"TRACEPARENT": self.traceparent} if self.traceparent else {}),
+                },
                 stdin="pipe" if pipe else "closed",
                 owner=f"{harness.display_name} for run {ctx.run.workflow_run_id}",
             )
@@ -318,6 +326,10 @@ class TurnEngine:
             target.resume.id if target.resume else None
         )
         self._busy = False
+        self._turns = 0
+        #: The step's OpenTelemetry span: turns are its children (None: no tracing).
+        self.span: Any = None
+        self.step_log: StepLog | None = None
 
     @classmethod
     async def open(
@@ -327,7 +339,10 @@ class TurnEngine:
         transport = await harness.open_transport(target, ctx)
         if transport is None:
             transport = ProcessTransport(harness, ctx, await harness.prepare(target, ctx))
-        return cls(harness, target, ctx, transport)
+        engine = cls(harness, target, ctx, transport)
+        engine.step_log = StepLog(ctx.state_dir, _step_secrets(harness, target, ctx), ctx.log)
+        ctx.callback(engine.step_log.close)
+        return engine
 
     @property
     def describe(self) -> str:
@@ -378,11 +393,61 @@ class TurnEngine:
                 reason="busy",
             )
         self._busy = True
+        self._turns += 1
+        number = self._turns
+        descriptor = self.target.descriptor
+        span = _otel.start(
+            f"invoke_agent {self.harness.kind}",
+            self.span,
+            **{
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": self.harness.kind,
+                "gen_ai.request.model": getattr(descriptor, "model", None),
+                "gen_ai.conversation.id": self.session_id,
+            },
+        )
+        if isinstance(self.transport, ProcessTransport):
+            self.transport.traceparent = _otel.traceparent(span)
+        tools: dict[str, Any] = {}
+        error: BaseException | None = None
         try:
             async for event in self._run(request, record):
+                if self.step_log is not None:
+                    self.step_log.write(number, event)
+                if isinstance(event, ToolCallStarted):
+                    tools[event.id] = _otel.start(
+                        f"execute_tool {event.name}",
+                        span,
+                        **{
+                            "gen_ai.operation.name": "execute_tool",
+                            "gen_ai.tool.name": event.name,
+                            "gen_ai.tool.call.id": event.id,
+                        },
+                    )
+                elif isinstance(event, ToolCallFinished) and event.id in tools:
+                    _otel.end(tools.pop(event.id), None, **{"jigs.tool.is_error": event.is_error})
                 yield event
+        except BaseException as exc:
+            error = exc
+            raise
         finally:
             self._busy = False
+            for tool in tools.values():
+                _otel.end(tool)
+            usage = record.usage
+            _otel.end(
+                span,
+                error,
+                **{
+                    "gen_ai.conversation.id": record.session_id,
+                    "gen_ai.usage.input_tokens": usage.input_tokens,
+                    "gen_ai.usage.output_tokens": usage.output_tokens,
+                    "gen_ai.response.finish_reasons": (
+                        [record.stop_reason] if record.stop_reason else None
+                    ),
+                    "jigs.cost_usd": usage.cost_usd,
+                },
+            )
 
     async def _run(self, request: TurnRequest, record: TurnRecord) -> AsyncIterator[AgentEvent]:
         descriptor = self.target.descriptor
@@ -604,6 +669,21 @@ class TurnEngine:
                 error.stderr_tail = stream.stderr_tail()
             except Exception:  # a tail is a courtesy
                 error.stderr_tail = ""
+
+
+def _step_secrets(
+    harness: Harness[Any], target: HarnessTarget[Any], ctx: HarnessContext
+) -> list[str]:
+    """The secret values the step handles, for the step log's redaction: secret-named values of
+    the agent's env and the host values of every variable the descriptor names."""
+    import os
+
+    named = set(harness.env_allowlist(target.descriptor)) | set(target.descriptor.env_names())
+    key = getattr(target.descriptor, "api_key_env", None)
+    if isinstance(key, str):
+        named.add(key)
+    extra = [os.environ[n] for n in named if os.environ.get(n)]
+    return secret_values(ctx.env, extra)
 
 
 async def _emit(callback: EventCallback | None, event: AgentEvent) -> None:

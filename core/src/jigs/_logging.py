@@ -23,13 +23,21 @@ logger: Any = structlog.wrap_logger(
 
 
 @contextmanager
-def timed(event: str, log: Any = None, **fields: Any) -> Iterator[dict[str, Any]]:
+def timed(
+    event: str, log: Any = None, *, span: Any = None, **fields: Any
+) -> Iterator[dict[str, Any]]:
     """Log ``event`` with ``seconds`` when the block ends; ``fields`` (mutable) are added.
 
-    On an exception the event is logged as ``<event>.failed`` with the error type.
+    On an exception the event is logged as ``<event>.failed`` with the error type. With
+    ``span`` (an OpenTelemetry span, see :mod:`jigs._otel`) the block is also a child span.
     """
     target = log if log is not None else logger
     extra: dict[str, Any] = dict(fields)
+    child = None
+    if span is not None:
+        from jigs import _otel
+
+        child = _otel.start(event, span)
     started = time.perf_counter()
     try:
         yield extra
@@ -40,5 +48,13 @@ def timed(event: str, log: Any = None, **fields: Any) -> Iterator[dict[str, Any]
             seconds=round(time.perf_counter() - started, 4),
             **extra,
         )
+        if child is not None:
+            from jigs import _otel
+
+            _otel.end(child, exc)
         raise
     target.info(event, seconds=round(time.perf_counter() - started, 4), **extra)
+    if child is not None:
+        from jigs import _otel
+
+        _otel.end(child)

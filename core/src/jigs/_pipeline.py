@@ -252,19 +252,20 @@ async def check_stage(
     *,
     installation: bool = False,
     log: Any = None,
+    span: Any = None,
 ) -> tuple[list[CheckOutcome], list[CheckOutcome]]:
     """The check stage: ``(descriptor outcomes, jit outcomes)``. With ``installation`` the kind's
     installation checks run first (``jigs doctor``); without ``target`` no JIT check runs.
     Never raises for a failed check (the caller decides); just-in-time checks are bounded by
     :data:`JIT_TIMEOUT` together."""
     checks: list[Check] = list(harness.installation_checks(env)) if installation else []
-    with timed("runner.checks.descriptor", log) as fields:
+    with timed("runner.checks.descriptor", log, span=span) as fields:
         checks += harness.descriptor_checks(descriptor, env)
         first = await run_checks(checks)
         fields["checks"] = [o.id for o in first]
     if target is None:
         return first, []
-    with timed("runner.checks.jit", log) as fields:
+    with timed("runner.checks.jit", log, span=span) as fields:
         try:
             with anyio.fail_after(JIT_TIMEOUT):
                 jit = await run_checks(jit_stage_checks(harness, target, env))
@@ -302,6 +303,10 @@ class Step:
         self.started = time.perf_counter()
         self._closing = anyio.Lock()
         self._engine: TurnEngine | None = None
+        #: The step's OpenTelemetry span (None without ``opentelemetry-api``).
+        self.span: Any = None
+        #: Why opening failed (recorded on the span).
+        self.error: BaseException | None = None
 
     @property
     def engine(self) -> TurnEngine:
@@ -320,6 +325,29 @@ class Step:
         need_model: bool,
     ) -> TurnEngine:
         """Run every stage; raises the first failure (the caller then calls :meth:`aclose`)."""
+        try:
+            return await self._open(
+                descriptor_or_data,
+                cwd=cwd,
+                run=run,
+                resume=resume,
+                agents_env=agents_env,
+                need_model=need_model,
+            )
+        except BaseException as exc:
+            self.error = exc
+            raise
+
+    async def _open(
+        self,
+        descriptor_or_data: object,
+        *,
+        cwd: object,
+        run: object,
+        resume: object,
+        agents_env: object,
+        need_model: bool,
+    ) -> TurnEngine:
         registry = self.registry or default_registry()
         run_meta = _validate_run(run)
         with timed("runner.resolve", run_id=run_meta.workflow_run_id) as fields:
@@ -328,6 +356,16 @@ class Step:
         kind = harness.kind
         log = logger.bind(run_id=run_meta.workflow_run_id, kind=kind)
         self.log = log
+        from jigs import _otel
+
+        self.span = span = _otel.start(
+            "jigs.step",
+            **{
+                "jigs.kind": kind,
+                "jigs.run_id": run_meta.workflow_run_id,
+                "jigs.step_name": run_meta.step_name,
+            },
+        )
         if need_model and not harness.has_model:
             raise ModelNotAvailableError(kind)
         session = _validate_resume(resume)
@@ -341,14 +379,16 @@ class Step:
         workdir = _validate_cwd(cwd)
         names = _validate_agents_env(agents_env)
 
-        with timed("runner.env.built", log) as fields:
+        with timed("runner.env.built", log, span=span) as fields:
             env, source = agent_env_for(harness, descriptor, workdir, names)
             fields.update(names=sorted(env), agents_env_source=source)
 
         from jigs._lock import WorktreeLock
 
         lock = WorktreeLock(workdir, run_meta.workflow_run_id)
-        with timed("runner.lock.acquired", log, worktree=str(workdir), lock=str(lock.path)):
+        with timed(
+            "runner.lock.acquired", log, span=span, worktree=str(workdir), lock=str(lock.path)
+        ):
             lock.acquire()
         self.lock = lock
 
@@ -361,7 +401,7 @@ class Step:
         target: HarnessTarget[Any] = HarnessTarget(
             descriptor=descriptor, cwd=workdir, resume=session
         )
-        first, jit = await check_stage(harness, descriptor, env, target, log=log)
+        first, jit = await check_stage(harness, descriptor, env, target, log=log, span=span)
         failed = [o for o in first if not o.ok]
         if failed:
             raise CheckFailedError(failed, what=f"{kind} descriptor checks")
@@ -380,7 +420,7 @@ class Step:
         )
         self.ctx = ctx
         if session is not None:
-            with timed("runner.resume.verified", log, session_id=session.id):
+            with timed("runner.resume.verified", log, span=span, session_id=session.id):
                 try:
                     await harness.verify_resume(target, ctx)
                 except JigsError:
@@ -393,10 +433,11 @@ class Step:
                         session_id=session.id,
                     ) from None
         limit = float(descriptor.idle_timeout)
-        with timed("runner.engine.opened", log):
+        with timed("runner.engine.opened", log, span=span):
             try:
                 with anyio.fail_after(limit):
                     self._engine = await TurnEngine.open(harness, target, ctx)
+                    self._engine.span = span
             except TimeoutError as exc:
                 if isinstance(exc, JigsError):
                     raise
@@ -430,6 +471,9 @@ class Step:
                         self.lock.release()
                 if self.ctx is not None:
                     self.log.info("runner.closed", seconds=round(time.perf_counter() - started, 4))
+                from jigs import _otel
+
+                _otel.end(self.span, self.error)
 
 
 def _resolve(registry: Registry, data: object) -> tuple[Harness[Any], HarnessDescriptor]:

@@ -90,6 +90,7 @@ async def check_harness(
             | set(harness.env_allowlist(descriptor))
             | set(harness.sets_env)
             | set(plan.agents_env)
+            | {"TRACEPARENT"}  # set by the core when the step is traced
         )
 
         home = tmp_path / "home"
