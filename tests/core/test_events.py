@@ -170,3 +170,69 @@ async def test_without_tracing_nothing_imports_opentelemetry(tmp_path: Path, wor
         check=True,
     )
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+async def test_stream_agent_yields_the_events_then_the_result(worktree: Path, run_meta):
+    from jigs.steps import stream_agent
+
+    async with stream_agent(
+        harness=harnesses.echo(), cwd=worktree, prompt="write:d.txt:x", run=run_meta
+    ) as turn:
+        types = [event.type async for event in turn]
+    assert types[0] == "session"
+    assert "tool-call-started" in types
+    assert types[-1] == "turn-completed"
+    assert turn.result is not None
+    assert turn.result.text.startswith("echo: write:d.txt:x")
+
+
+async def test_stream_agent_raises_the_turn_error_from_the_iteration(worktree: Path, run_meta):
+    from jigs._lock import worktree_locked
+    from jigs.errors import AgentCrashedError
+    from jigs.steps import stream_agent
+
+    async def drain() -> None:
+        async with stream_agent(
+            harness=harnesses.echo(), cwd=worktree, prompt="crash", run=run_meta
+        ) as turn:
+            async for _ in turn:
+                pass
+
+    with pytest.raises(AgentCrashedError):
+        await drain()
+    assert not worktree_locked(worktree)
+
+
+async def test_leaving_a_stream_early_stops_the_agent(worktree: Path, run_meta):
+    import time
+
+    from jigs._lock import worktree_locked
+    from jigs.processes import live_groups
+    from jigs.steps import stream_agent
+
+    started = time.monotonic()
+    async with stream_agent(
+        harness=harnesses.echo(), cwd=worktree, prompt="sleep:60", run=run_meta
+    ) as turn:
+        async for event in turn:
+            if event.type == "session":
+                break
+    assert time.monotonic() - started < 10
+    assert not live_groups()
+    assert not worktree_locked(worktree)
+
+
+def test_jigs_run_shows_tool_calls_as_they_happen(worktree: Path, tmp_path: Path):
+    import subprocess
+    import sys
+
+    jigs = Path(sys.executable).parent / "jigs"
+    out = subprocess.run(
+        [str(jigs), "run", "--harness", "echo", "--cwd", str(worktree), "write:e.txt:hi"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "JIGS_DATA_DIR": str(tmp_path / "data")},
+        check=True,
+    )
+    assert '> write {"path": "e.txt", "text": "hi"}' in out.stderr
+    assert out.stdout.startswith("echo: write:e.txt:hi")

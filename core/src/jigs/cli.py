@@ -140,9 +140,27 @@ async def _run(args: argparse.Namespace) -> int:
     run = RunMetadata(workflow_run_id=args.run_id or f"cli-{uuid.uuid4().hex[:12]}")
     live = is_tty(sys.stderr) and not args.verbose
     started = time.monotonic()
+
+    def show(event: Any) -> None:
+        # tool calls as they happen (on stderr; the answer alone goes to stdout)
+        if args.json:
+            return
+        clear = "\r\x1b[K" if live else ""
+        if event.type == "tool-call-started":
+            shown = json.dumps(event.arguments, default=str)
+            shown = shown if len(shown) <= 100 else shown[:97] + "..."
+            print(f"{clear}> {event.name} {shown}", file=sys.stderr, flush=True)
+        elif event.type == "tool-call-finished" and event.is_error:
+            print(f"{clear}  {event.name} failed", file=sys.stderr, flush=True)
+
     with progress(f"{args.harness}: running the turn") if live else nullcontext():
         result = await run_agent(
-            harness=descriptor, cwd=args.cwd, prompt=args.prompt, run=run, resume=resume
+            harness=descriptor,
+            cwd=args.cwd,
+            prompt=args.prompt,
+            run=run,
+            resume=resume,
+            on_event=show,
         )
     seconds = time.monotonic() - started
     session = result.session.id if result.session else None

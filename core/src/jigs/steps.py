@@ -38,9 +38,11 @@ __all__ = [
     "AgentResult",
     "AgentRunner",
     "AgentRunnerOpening",
+    "AgentStream",
     "agent_session",
     "create_agent_runner",
     "run_agent",
+    "stream_agent",
 ]
 
 T = TypeVar("T", bound=BaseModel)
@@ -314,6 +316,100 @@ async def run_agent(
         output=parsed,
         usage=usage,
         provider_metadata=result.provider_metadata,
+    )
+
+
+class AgentStream:
+    """A running turn as an async iterator of :mod:`jigs.events` events (see
+    :func:`stream_agent`). After the iteration, :attr:`result` holds the
+    :class:`AgentResult`; a failed turn raises its error from the iteration."""
+
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        self._kwargs = kwargs
+        self.result: AgentResult[Any] | None = None
+        self._error: BaseException | None = None
+        self._group: Any = None
+
+    async def __aenter__(self) -> AgentStream:
+        import anyio
+
+        from jigs.events import AgentEvent
+
+        send, self._receive = anyio.create_memory_object_stream[AgentEvent](1000)
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+
+        async def turn() -> None:
+            async with send:
+                try:
+                    self.result = await run_agent(**self._kwargs, on_event=send.send)
+                except Exception as exc:  # handed to the consumer when the events run out
+                    self._error = exc
+
+        self._group.start_soon(turn)
+        return self
+
+    def __aiter__(self) -> AgentStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self._receive.receive()
+        except anyio.EndOfStream:
+            if self._error is not None:
+                error, self._error = self._error, None
+                raise error from None
+            raise StopAsyncIteration from None
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None or self.result is None:
+            self._group.cancel_scope.cancel()  # leaving early stops the turn (and releases)
+        self._receive.close()
+        # the turn task keeps its own error (raised from the iteration): the block's own
+        # exception, if any, propagates as it is
+        await self._group.__aexit__(None, None, None)
+
+
+def stream_agent(
+    *,
+    harness: HarnessDescriptor | dict[str, Any],
+    cwd: str | Path,
+    prompt: str,
+    run: RunMetadata,
+    resume: AgentSessionRef | None = None,
+    output: type[BaseModel] | None = None,
+    agents_env: Sequence[str] | None = None,
+    provider_options: dict[str, dict[str, Any]] | None = None,
+    registry: Registry | None = None,
+) -> AgentStream:
+    """:func:`run_agent` as a stream of events, for any kind::
+
+        async with stream_agent(harness=..., cwd=..., prompt=..., run=...) as turn:
+            async for event in turn:
+                print(event.type)
+        print(turn.result.text)
+
+    Leaving the block before the turn ends stops the agent and releases the worktree.
+    """
+    return AgentStream(
+        {
+            "harness": harness,
+            "cwd": cwd,
+            "prompt": prompt,
+            "run": run,
+            "resume": resume,
+            "output": output,
+            "agents_env": agents_env,
+            "provider_options": provider_options,
+            "registry": registry,
+        }
     )
 
 
