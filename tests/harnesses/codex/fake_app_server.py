@@ -14,6 +14,9 @@ bigline       answer with a 2 MiB message (one 2 MiB JSON line per notification)
 fail-turn     complete the turn with status "failed"
 requests      during the turn, send approval requests and an unknown request; the answer text
               is the JSON of the replies received
+
+Every mode appends each message it reads to ``fake-codex-rpc.jsonl`` in its working directory
+(the worktree), so tests can assert what jigs sent.
 """
 
 import json
@@ -33,6 +36,8 @@ def read():
     line = sys.stdin.readline()
     if not line:
         sys.exit(0)
+    with open("fake-codex-rpc.jsonl", "a") as log:
+        log.write(line if line.endswith("\n") else line + "\n")
     return json.loads(line)
 
 
@@ -96,11 +101,25 @@ def main():
                 answer = "x" * (2 * 1024 * 1024)
             if MODE == "requests":
                 replies = {}
+                base = {"threadId": thread, "turnId": turn}
+                change = {"type": "fileChange", "id": "fc1", "status": "inProgress"}
+                change["changes"] = [{"path": "a.txt", "kind": {"type": "add"}, "diff": "x"}]
+                send({"method": "item/started", "params": {**base, "item": change}})
                 asks = [
-                    ("item/commandExecution/requestApproval", {"threadId": thread}),
-                    ("execCommandApproval", {"conversationId": thread}),
-                    ("item/fileChange/requestApproval", {"threadId": thread}),
-                    ("mcpServer/elicitation/request", {"threadId": thread}),
+                    (
+                        "item/commandExecution/requestApproval",
+                        {**base, "itemId": "c1", "command": "rm -rf x", "cwd": "/w"},
+                    ),
+                    ("execCommandApproval", {"conversationId": thread, "command": ["ls"]}),
+                    ("item/fileChange/requestApproval", {**base, "itemId": "fc1"}),
+                    (
+                        "applyPatchApproval",
+                        {"conversationId": thread, "fileChanges": {"b.txt": {}}, "callId": "p"},
+                    ),
+                    (
+                        "mcpServer/elicitation/request",
+                        {**base, "serverName": "srv", "message": "pick", "mode": "form"},
+                    ),
                     ("some/unknown/request", {}),
                 ]
                 for number, (ask, params) in enumerate(asks, start=100):
