@@ -1,19 +1,13 @@
-"""A small JSON-RPC client for ``codex app-server`` over stdio.
+"""A small JSON-RPC client for ``codex app-server`` over stdio (one JSON object per line, no
+``"jsonrpc"`` field).
 
-Framing: one JSON object per line, no ``"jsonrpc"`` field. The client has no background task: a
-caller that waits for a response or a notification reads lines itself (one reader at a time). While
-reading it:
-
-- answers every server->client request at once through ``on_request`` (approvals); an unknown
-  request gets a JSON-RPC error, so the server never blocks on jigs;
-- queues notifications that arrive while a response is awaited (:meth:`AppServer.next_message`
-  returns them first);
-- turns a closed stdout into :class:`AgentCrashedError`, a line that is not a JSON object into
-  :class:`AgentOutputError` and a JSON-RPC error into :class:`AppServerRpcError`.
-
-Deadlines: :meth:`AppServer.request` takes one (startup requests: :class:`AgentTimeoutError`);
-reads during a turn have none of their own -- the core's turn engine applies ``idle_timeout`` and
-``turn_timeout`` around them.
+It has no background task: whoever waits reads the lines itself, one reader at a time (the core's
+engine runs one turn at a time). While reading it answers each server->client request at once
+through ``on_request`` (an unhandled one gets a JSON-RPC error, so the server never blocks on
+jigs) and queues the notifications that arrive while a response is awaited. A closed stdout is
+:class:`AgentCrashedError`, a line that is not a JSON object :class:`AgentOutputError`, a JSON-RPC
+error :class:`AppServerRpcError`. Only :meth:`AppServer.request` has a deadline of its own (for
+start-up); the engine applies ``idle_timeout`` / ``turn_timeout`` around a turn's reads.
 """
 
 from __future__ import annotations
@@ -28,12 +22,7 @@ from jigs._engine import decode_line
 from jigs.errors import AgentCrashedError, AgentTimeoutError, AgentTurnError
 from jigs.processes import ManagedProcess
 
-__all__ = ["KIND", "AppServer", "AppServerRpcError", "NotHandled", "RequestHandler"]
-
-KIND = "codex"
-_BACKLOG = 10_000
-_METHOD_NOT_FOUND = -32601
-_INTERNAL_ERROR = -32603
+__all__ = ["AppServer", "AppServerRpcError", "NotHandled", "RequestHandler"]
 
 #: ``on_request(method, params) -> result``; raise :class:`NotHandled` for "not handled".
 RequestHandler = Callable[[str, Any], Awaitable[Any]]
@@ -46,14 +35,13 @@ class NotHandled(Exception):
 class AppServerRpcError(AgentTurnError):
     """The app server answered a request with a JSON-RPC error."""
 
-    def __init__(self, method: str, code: int | None, message: str, data: Any = None) -> None:
+    def __init__(self, method: str, code: int | None, message: str) -> None:
         self.method = method
         self.code = code
-        self.data = data
         super().__init__(
             f"the Codex app server refused {method} (JSON-RPC error {code}: {message}). "
             f"If this persists, check the Codex version with `jigs doctor`",
-            kind=KIND,
+            kind="codex",
             detail=message,
             reason="rpc_error",
         )
@@ -66,43 +54,30 @@ class AppServer:
         self.process = process
         self.on_request = on_request
         self._log = log
-        self._next_id = 0
-        self._send_lock = anyio.Lock()
-        self._read_lock = anyio.Lock()
-        self._line = 0
-        self._backlog: deque[dict[str, Any]] = deque(maxlen=_BACKLOG)
+        self._ids = 0
+        self._lines = 0
+        self._backlog: deque[dict[str, Any]] = deque(maxlen=10_000)
 
     async def _crashed(self, waiting_for: str) -> AgentCrashedError:
         code: int | None = None
         with anyio.move_on_after(1.0):
             code = await self.process.wait()
-        how = "exited" if code is None or code >= 0 else "was killed"
         return AgentCrashedError(
-            f"the Codex app server {how} (code {code}) while jigs waited for {waiting_for}. "
+            f"the Codex app server exited (code {code}) while jigs waited for {waiting_for}. "
             f"Run `jigs doctor` to check the CLI, and look at its stderr below",
-            kind=KIND,
+            kind="codex",
             returncode=code,
             stderr_tail=self.process.stderr_tail(),
         )
 
     async def send(self, message: Mapping[str, Any], *, waiting_for: str = "a write") -> None:
         """Write one message. A closed pipe means the server died: :class:`AgentCrashedError`."""
-        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
-        stdin = self.process.stdin
         try:
-            if stdin is None:
+            if self.process.stdin is None:
                 raise anyio.ClosedResourceError
-            async with self._send_lock:
-                await stdin.send(data)
+            await self.process.stdin.send(json.dumps(message).encode() + b"\n")
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             raise await self._crashed(waiting_for) from None
-
-    async def notify(self, method: str, params: Any = None) -> None:
-        """Send a notification (no answer expected)."""
-        message: dict[str, Any] = {"method": method}
-        if params is not None:
-            message["params"] = params
-        await self.send(message, waiting_for=method)
 
     async def _read(self, waiting_for: str) -> dict[str, Any]:
         """The next response or notification; server requests are answered on the way."""
@@ -110,71 +85,58 @@ class AppServer:
             raw = await self.process.read_line()
             if raw is None:
                 raise await self._crashed(waiting_for)
-            self._line += 1
+            self._lines += 1
             if not raw.strip():
                 continue
-            message = decode_line(raw, kind=KIND, number=self._line)
-            if "method" in message and "id" in message:
-                await self._answer(message)
-                continue
-            return message
-
-    async def _answer(self, message: dict[str, Any]) -> None:
-        method = str(message.get("method"))
-        self._log.info("codex.server_request", method=method)
-        reply: dict[str, Any] = {"id": message["id"]}
-        try:
-            reply["result"] = await self.on_request(method, message.get("params"))
-        except NotHandled as exc:
-            reply["error"] = {"code": _METHOD_NOT_FOUND, "message": str(exc)}
-        except Exception as exc:
-            # a step's approval callback failed: never leave the server waiting, then re-raise
-            reply["error"] = {"code": _INTERNAL_ERROR, "message": f"jigs: {type(exc).__name__}"}
+            message = decode_line(raw, kind="codex", number=self._lines)
+            if "method" not in message or "id" not in message:
+                return message
+            method = str(message["method"])
+            self._log.info("codex.server_request", method=method)
+            reply: dict[str, Any] = {"id": message["id"]}
+            try:
+                reply["result"] = await self.on_request(method, message.get("params"))
+            except NotHandled as exc:
+                reply["error"] = {"code": -32601, "message": str(exc)}
+            except Exception as exc:
+                # the step's approval callback failed: never leave the server waiting, re-raise
+                reply["error"] = {"code": -32603, "message": f"jigs: {type(exc).__name__}"}
+                await self.send(reply, waiting_for=f"the answer to {method}")
+                raise
             await self.send(reply, waiting_for=f"the answer to {method}")
-            raise
-        await self.send(reply, waiting_for=f"the answer to {method}")
 
     async def request(
-        self, method: str, params: Any, *, timeout: float | None = None, limit: str = ""
+        self, method: str, params: Any, *, timeout: float = float("inf"), limit: str = ""
     ) -> Any:
-        """Send a request and return its result; notifications meanwhile are queued.
-
-        With ``timeout``, silence past it is :class:`AgentTimeoutError` naming ``limit`` (the
-        descriptor key to raise). Raises :class:`AppServerRpcError`,
-        :class:`AgentCrashedError` or :class:`AgentOutputError`.
-        """
-        self._next_id += 1
-        request_id = self._next_id
+        """Send a request and return its result; notifications meanwhile are queued. Silence
+        past ``timeout`` is :class:`AgentTimeoutError` naming ``limit`` (the key to raise)."""
+        self._ids += 1
+        request_id = self._ids
         await self.send({"id": request_id, "method": method, "params": params}, waiting_for=method)
-        async with self._read_lock:
-            with anyio.move_on_after(timeout if timeout is not None else float("inf")) as scope:
-                while True:
-                    message = await self._read(method)
-                    if message.get("id") == request_id:
-                        break
-                    if "method" in message:
-                        self._backlog.append(message)
-                    # a response nobody waits for (an interrupt's answer): dropped
-            if scope.cancelled_caught:
-                raise AgentTimeoutError(
-                    f"the Codex app server did not answer {method} within {timeout:g}s (the "
-                    f"descriptor's {limit}); jigs stopped it. Check the model endpoint and the "
-                    f"step's MCP servers, or raise {limit}",
-                    kind=KIND,
-                    limit=limit,
-                    seconds=float(timeout or 0),
-                    stderr_tail=self.process.stderr_tail(),
-                )
+        with anyio.move_on_after(timeout) as scope:
+            while True:
+                message = await self._read(method)
+                if message.get("id") == request_id:
+                    break
+                if "method" in message:
+                    self._backlog.append(message)
+                # else: a response nobody waits for (an interrupt's answer)
+        if scope.cancelled_caught:
+            raise AgentTimeoutError(
+                f"the Codex app server did not answer {method} within {timeout:g}s (the "
+                f"descriptor's {limit}); jigs stopped it. Check the model endpoint and the "
+                f"step's MCP servers, or raise {limit}",
+                kind="codex",
+                limit=limit,
+                seconds=timeout,
+                stderr_tail=self.process.stderr_tail(),
+            )
         error = message.get("error")
         if error is not None:
-            if not isinstance(error, dict):
-                error = {"message": str(error)}
+            error = error if isinstance(error, dict) else {"message": str(error)}
             code = error.get("code")
             raise AppServerRpcError(
-                method,
-                code if isinstance(code, int) else None,
-                str(error.get("message", "")),
-                error.get("data"),
+                method, code if isinstance(code, int) else None, str(error.get("message", ""))
             )
         return message.get("result")
 
@@ -182,8 +144,7 @@ class AppServer:
         """The next notification (queued ones first); no deadline of its own."""
         if self._backlog:
             return self._backlog.popleft()
-        async with self._read_lock:
-            while True:
-                message = await self._read(waiting_for)
-                if "method" in message:
-                    return message
+        while True:
+            message = await self._read(waiting_for)
+            if "method" in message:
+                return message

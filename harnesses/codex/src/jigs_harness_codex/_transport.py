@@ -11,7 +11,6 @@ started in sessions of their own (:mod:`._reap`), and removes the home.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import anyio
@@ -77,7 +76,7 @@ class CodexTurn:
                 self._log.info("codex.turn.interrupt_failed", error=type(exc).__name__)
 
     async def finish(self) -> None:
-        return None
+        """Nothing to do: the app server carries on with the next turn."""
 
     def stderr_tail(self) -> str:
         return self._server.process.stderr_tail()
@@ -135,33 +134,6 @@ def _mcp_startup_error(exc: AppServerRpcError, descriptor: CodexDescriptor) -> A
     )
 
 
-def _first_limit(descriptor: CodexDescriptor) -> str:
-    return (
-        "idle_timeout"
-        if descriptor.idle_timeout < descriptor.startup_timeout
-        else ("startup_timeout")
-    )
-
-
-def _thread_params(target: HarnessTarget[CodexDescriptor]) -> dict[str, Any]:
-    descriptor = target.descriptor
-    params: dict[str, Any] = {
-        "cwd": str(target.cwd),
-        "approvalPolicy": POLICY_APPROVAL,
-        "sandbox": POLICY_SANDBOX,
-    }
-    for key, value in (
-        ("model", descriptor.model),
-        ("developerInstructions", descriptor.developer_instructions),
-        ("baseInstructions", descriptor.base_instructions),
-        ("personality", descriptor.personality),
-        ("serviceTier", descriptor.service_tier),
-    ):
-        if value is not None:
-            params[key] = value
-    return params
-
-
 async def open_transport(
     target: HarnessTarget[CodexDescriptor], ctx: HarnessContext
 ) -> CodexTransport:
@@ -184,7 +156,6 @@ async def open_transport(
     home = build_home(descriptor, ctx.env, ctx.state_dir, seed=seed)
     ctx.callback(home.remove)
     env = {**ctx.env, **home.extra_env, "CODEX_HOME": str(home.path)}
-    started = time.perf_counter()
     try:
         process = await ctx.launch(
             [str(resolved.path), "app-server"], cwd=target.cwd, env=env, stdin="pipe"
@@ -197,6 +168,7 @@ async def open_transport(
     ctx.async_callback(stop_tree, process, ctx.log)
 
     server = AppServer(process, on_request=Approver(None, {}, ctx.log), log=ctx.log)
+    idle_first = descriptor.idle_timeout < descriptor.startup_timeout
     await server.request(
         "initialize",
         {
@@ -204,17 +176,21 @@ async def open_transport(
             "capabilities": {"experimentalApi": False},
         },
         timeout=min(descriptor.startup_timeout, descriptor.idle_timeout),
-        limit=_first_limit(descriptor),
+        limit="idle_timeout" if idle_first else "startup_timeout",
     )
-    await server.notify("initialized")
-    ctx.log.info(
-        "codex.app_server.ready",
-        pid=process.pid,
-        executable=str(resolved.path),
-        source=resolved.source,
-        seconds=round(time.perf_counter() - started, 4),
-    )
-    params = _thread_params(target)
+    await server.send({"method": "initialized"})
+    ctx.log.info("codex.app_server.ready", pid=process.pid, source=resolved.source)
+    params: dict[str, Any] = {
+        "cwd": str(target.cwd),
+        "approvalPolicy": POLICY_APPROVAL,
+        "sandbox": POLICY_SANDBOX,
+        "model": descriptor.model,
+        "developerInstructions": descriptor.developer_instructions,
+        "baseInstructions": descriptor.base_instructions,
+        "personality": descriptor.personality,
+        "serviceTier": descriptor.service_tier,
+    }
+    params = {key: value for key, value in params.items() if value is not None}
     try:
         if target.resume is not None:
             params.update(threadId=target.resume.id, excludeTurns=True)
@@ -233,10 +209,5 @@ async def open_transport(
             "`jigs doctor`",
             kind="codex",
         )
-    ctx.log.info(
-        "codex.thread.opened",
-        thread_id=thread_id,
-        resumed=target.resume is not None,
-        seconds=round(time.perf_counter() - started, 4),
-    )
+    ctx.log.info("codex.thread.opened", thread_id=thread_id, resumed=target.resume is not None)
     return CodexTransport(server, thread_id, descriptor, ctx.log)

@@ -51,48 +51,29 @@ _RETRYABLE_INFO = frozenset(
 )
 
 
-def _tool_name(item: dict[str, Any]) -> str:
+def _tool_call(item: dict[str, Any]) -> tuple[str, Any]:
+    """The tool name and arguments of a tool item (names as Codex's model sees its tools)."""
     kind = item.get("type")
     if kind == "commandExecution":
-        return "exec_command"
+        return "exec_command", {"command": item.get("command"), "cwd": item.get("cwd")}
     if kind == "mcpToolCall":
-        return f"mcp__{item.get('server')}__{item.get('tool')}"
+        return f"mcp__{item.get('server')}__{item.get('tool')}", item.get("arguments")
     if kind == "fileChange":
-        return "apply_patch"
-    return "web_search"
-
-
-def change_paths(item: dict[str, Any]) -> list[str]:
-    """The paths a ``fileChange`` item touches."""
-    changes = item.get("changes") or []
-    return [str(c.get("path")) for c in changes if isinstance(c, dict)]
-
-
-def _tool_arguments(item: dict[str, Any]) -> Any:
-    kind = item.get("type")
-    if kind == "commandExecution":
-        return {"command": item.get("command"), "cwd": item.get("cwd")}
-    if kind == "mcpToolCall":
-        return item.get("arguments")
-    if kind == "fileChange":
-        return {"paths": change_paths(item)}
-    return {"query": item.get("query")}
+        changes = item.get("changes") or []
+        return "apply_patch", {"paths": [str(c.get("path")) for c in changes if isinstance(c, dict)]}
+    return "web_search", {"query": item.get("query")}
 
 
 def _tool_output(item: dict[str, Any]) -> tuple[Any, bool]:
-    kind = item.get("type")
-    status = item.get("status")
-    failed = status in ("failed", "declined")
-    if kind == "commandExecution":
+    failed = item.get("status") in ("failed", "declined")
+    if item.get("type") == "commandExecution":
         code = item.get("exitCode")
-        return (
-            {"output": item.get("aggregatedOutput"), "exit_code": code},
-            failed or (isinstance(code, int) and code != 0),
-        )
-    if kind == "mcpToolCall":
+        output = {"output": item.get("aggregatedOutput"), "exit_code": code}
+        return output, failed or (isinstance(code, int) and code != 0)
+    if item.get("type") == "mcpToolCall":
         error = item.get("error")
-        return (error if error else item.get("result")), failed or bool(error)
-    return {"status": status}, failed
+        return (error or item.get("result")), failed or bool(error)
+    return {"status": item.get("status")}, failed
 
 
 def _failure(turn: dict[str, Any], last_error: str | None) -> TurnFailed:
@@ -104,18 +85,14 @@ def _failure(turn: dict[str, Any], last_error: str | None) -> TurnFailed:
     if status == "interrupted":
         return TurnFailed(reason="aborted", message=message, stop_reason=status)
     info = error.get("codexErrorInfo")
-    reason, retryable = "other", False
-    if info == "unauthorized":
-        reason = "not_logged_in"
-    elif info in _RETRYABLE_INFO:
-        reason, retryable = "api_error", True
-    elif info == "badRequest":
+    reason = "not_logged_in" if info == "unauthorized" else "other"
+    retryable = info in _RETRYABLE_INFO
+    if retryable or info == "badRequest" or (isinstance(info, dict) and info):
         reason = "api_error"
-    elif isinstance(info, dict) and info:
+    if isinstance(info, dict) and info:
         # httpConnectionFailed / responseStreamConnectionFailed / responseStreamDisconnected
         detail = next(iter(info.values()))
         code = detail.get("httpStatusCode") if isinstance(detail, dict) else None
-        reason = "api_error"
         retryable = not isinstance(code, int) or code >= 500 or code in (408, 429)
     return TurnFailed(
         reason=reason,
@@ -224,11 +201,11 @@ class CodexDecoder:
             return []
         if kind not in _TOOL_ITEMS:
             return []
-        name = _tool_name(item)
+        name, arguments = _tool_call(item)
         if kind == "fileChange":
-            self.paths[item_id] = change_paths(item)
+            self.paths[item_id] = arguments["paths"]
         if method == "item/started":
-            return [ToolCallStarted(id=item_id, name=name, arguments=_tool_arguments(item))]
+            return [ToolCallStarted(id=item_id, name=name, arguments=arguments)]
         output, is_error = _tool_output(item)
         return [ToolCallFinished(id=item_id, name=name, output=output, is_error=is_error)]
 
