@@ -1,7 +1,8 @@
 """A fake ``codex app-server`` for fault injection; the mode is the first line after the shebang
 (the tests write a copy with ``MODE = "..."``). Modes:
 
-ok            a well-behaved server: one turn answers "fake answer"
+ok            a well-behaved server: one turn answers "fake answer" ({"ok": true} when the
+              turn has an outputSchema)
 crash-init    exit 3 on ``initialize`` after writing to stderr
 garbage       answer ``initialize`` with a line that is not JSON
 rpc-error     answer ``turn/start`` with a JSON-RPC error
@@ -97,6 +98,8 @@ def main():
                 sys.stderr.flush()
                 return 1
             answer = "fake answer"
+            if (msg.get("params") or {}).get("outputSchema"):
+                answer = json.dumps({"ok": True})
             if MODE == "bigline":
                 answer = "x" * (2 * 1024 * 1024)
             if MODE == "requests":
