@@ -60,7 +60,9 @@ def _tool_call(item: dict[str, Any]) -> tuple[str, Any]:
         return f"mcp__{item.get('server')}__{item.get('tool')}", item.get("arguments")
     if kind == "fileChange":
         changes = item.get("changes") or []
-        return "apply_patch", {"paths": [str(c.get("path")) for c in changes if isinstance(c, dict)]}
+        return "apply_patch", {
+            "paths": [str(c.get("path")) for c in changes if isinstance(c, dict)]
+        }
     return "web_search", {"query": item.get("query")}
 
 
