@@ -149,17 +149,27 @@ async def test_generate_object_sends_the_output_schema(
     assert sorted(fmt["schema"]["required"]) == ["ok", "reason"]
 
 
-async def test_failed_turn_raises_agent_turn_error(model_server, descriptor, worktree, run_meta):
+@pytest.mark.parametrize(
+    ("status", "reason", "retryable"),
+    [(400, "other", False), (500, "api_error", True), (401, "not_logged_in", False)],
+)
+async def test_failed_turn_raises_agent_turn_error(
+    model_server, descriptor, worktree, run_meta, status, reason, retryable
+):
     from jigs.errors import AgentTurnError
     from jigs.testing import error
 
-    model_server.add(error(400, "scripted bad request"))
+    model_server.add(error(status, "scripted bad request"))
     async with create_agent_runner(
         descriptor(), cwd=worktree, run=run_meta, agents_env=[]
     ) as runner:
         with pytest.raises(AgentTurnError) as info:
             await generate_text(runner.model, prompt="fail please")
-    assert "scripted bad request" in str(info.value)
+    if status != 500:  # Codex words a 500 itself
+        assert "scripted bad request" in str(info.value)
+    assert (info.value.reason, info.value.retryable) == (reason, retryable)
+    assert info.value.stop_reason == "failed"
+    assert info.value.session_id  # the thread can be continued
 
 
 async def test_effort_and_developer_instructions_reach_the_model(

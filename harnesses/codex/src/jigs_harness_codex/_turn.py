@@ -87,19 +87,23 @@ def _failure(turn: dict[str, Any], last_error: str | None) -> TurnFailed:
     if status == "interrupted":
         return TurnFailed(reason="aborted", message=message, stop_reason=status)
     info = error.get("codexErrorInfo")
-    reason = "not_logged_in" if info == "unauthorized" else "other"
-    retryable = info in _RETRYABLE_INFO
-    if retryable or info == "badRequest" or (isinstance(info, dict) and info):
-        reason = "api_error"
+    code = None
     if isinstance(info, dict) and info:
         # httpConnectionFailed / responseStreamConnectionFailed / responseStreamDisconnected
         detail = next(iter(info.values()))
         code = detail.get("httpStatusCode") if isinstance(detail, dict) else None
-        retryable = not isinstance(code, int) or code >= 500 or code in (408, 429)
+        info = "http"
+    info = info if isinstance(info, str) else "other"
+    retryable = info in _RETRYABLE_INFO or (
+        info == "http" and (not isinstance(code, int) or code >= 500 or code in (408, 429))
+    )
+    reason = "api_error" if retryable or info in ("badRequest", "http") else "other"
+    if info == "unauthorized" or code in (401, 403):
+        reason = "not_logged_in"
     return TurnFailed(
         reason=reason,
-        message=f"{message}. Check the model endpoint and the descriptor's model (`jigs doctor` "
-        f"checks the CLI and the login)",
+        message=f"{message.rstrip('.')}. Check the model endpoint and the descriptor's model "
+        f"(`jigs doctor` checks the CLI and the login)",
         stop_reason=status,
         retryable=retryable,
     )
