@@ -184,3 +184,22 @@ async def test_effort_and_developer_instructions_reach_the_model(
     request = model_server.model_requests[0]
     assert request.body["reasoning"]["effort"] == "high"
     assert "DEV-INSTRUCTIONS-4c2" in request.text()
+
+
+async def test_run_agent_output_sends_the_schema_and_the_core_reasks_once(
+    model_server, descriptor, worktree, run_meta
+):
+    model_server.add(text("not json at all"), text(json.dumps({"ok": False, "reason": "r"})))
+    result = await run_agent(
+        harness=descriptor(),
+        cwd=worktree,
+        prompt="judge",
+        run=run_meta,
+        output=Verdict,
+        agents_env=[],
+    )
+    assert result.output == Verdict(ok=False, reason="r")
+    requests = model_server.model_requests
+    assert len(requests) == 2  # one re-ask, by the core, on the same thread
+    assert all(r.body["text"]["format"]["type"] == "json_schema" for r in requests)
+    assert requests[1].message_count > requests[0].message_count
