@@ -96,3 +96,22 @@ def test_failures_map_onto_jigs_categories():
     odd = failed("failed", {"message": "m", "codexErrorInfo": ["new", "shape"]})
     assert (odd.reason, odd.retryable) == ("other", False)
     assert failed("failed", "not an object").message.startswith("no reason given")
+
+
+def test_reasoning_warnings_and_retries_are_events_of_their_own():
+    from jigs.events import Notice, ReasoningDelta
+
+    events = _events(
+        [
+            _n("item/reasoning/summaryTextDelta", itemId="r1", delta="thinking"),
+            _n("warning", message="model metadata not found"),
+            _n("error", error={"message": "stream dropped"}, willRetry=True),
+            _n("error", error={"message": "gave up"}, willRetry=False),
+            _done("failed", {"message": ""}),
+        ]
+    )
+    assert events[:2] == [ModelCallStarted(), ReasoningDelta(text="thinking")]
+    notices = [e.message for e in events if isinstance(e, Notice)]
+    assert notices == ["model metadata not found", "Codex retries after: stream dropped"]
+    assert isinstance(events[-1], TurnFailed)
+    assert events[-1].message.startswith("gave up")  # the last error names the failure
