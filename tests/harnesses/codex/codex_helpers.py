@@ -38,3 +38,11 @@ def group_members(pgid: int) -> list[int]:
 def kill_quietly(pid: int) -> None:
     with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGKILL)
+
+
+def app_server_pid(run_id: str) -> int:
+    """The pid of the one app server jigs runs for ``run_id`` (the leader of its group)."""
+    from jigs.processes import live_groups
+
+    (pgid,) = [p for p, owner in live_groups().items() if owner == f"codex for run {run_id}"]
+    return pgid

@@ -1,7 +1,8 @@
 """A fake ``codex app-server`` for fault injection; the mode is the first line after the shebang
 (the tests write a copy with ``MODE = "..."``). Modes:
 
-ok            a well-behaved server: one turn answers "fake answer"
+ok            a well-behaved server: one turn answers "fake answer" ({"ok": true} when the
+              turn has an outputSchema)
 crash-init    exit 3 on ``initialize`` after writing to stderr
 garbage       answer ``initialize`` with a line that is not JSON
 rpc-error     answer ``turn/start`` with a JSON-RPC error
@@ -14,6 +15,9 @@ bigline       answer with a 2 MiB message (one 2 MiB JSON line per notification)
 fail-turn     complete the turn with status "failed"
 requests      during the turn, send approval requests and an unknown request; the answer text
               is the JSON of the replies received
+
+Every mode appends each message it reads to ``fake-codex-rpc.jsonl`` in its working directory
+(the worktree), so tests can assert what jigs sent.
 """
 
 import json
@@ -33,6 +37,8 @@ def read():
     line = sys.stdin.readline()
     if not line:
         sys.exit(0)
+    with open("fake-codex-rpc.jsonl", "a") as log:
+        log.write(line if line.endswith("\n") else line + "\n")
     return json.loads(line)
 
 
@@ -92,15 +98,31 @@ def main():
                 sys.stderr.flush()
                 return 1
             answer = "fake answer"
+            if (msg.get("params") or {}).get("outputSchema"):
+                answer = json.dumps({"ok": True})
             if MODE == "bigline":
                 answer = "x" * (2 * 1024 * 1024)
             if MODE == "requests":
                 replies = {}
+                base = {"threadId": thread, "turnId": turn}
+                change = {"type": "fileChange", "id": "fc1", "status": "inProgress"}
+                change["changes"] = [{"path": "a.txt", "kind": {"type": "add"}, "diff": "x"}]
+                send({"method": "item/started", "params": {**base, "item": change}})
                 asks = [
-                    ("item/commandExecution/requestApproval", {"threadId": thread}),
-                    ("execCommandApproval", {"conversationId": thread}),
-                    ("item/fileChange/requestApproval", {"threadId": thread}),
-                    ("mcpServer/elicitation/request", {"threadId": thread}),
+                    (
+                        "item/commandExecution/requestApproval",
+                        {**base, "itemId": "c1", "command": "rm -rf x", "cwd": "/w"},
+                    ),
+                    ("execCommandApproval", {"conversationId": thread, "command": ["ls"]}),
+                    ("item/fileChange/requestApproval", {**base, "itemId": "fc1"}),
+                    (
+                        "applyPatchApproval",
+                        {"conversationId": thread, "fileChanges": {"b.txt": {}}, "callId": "p"},
+                    ),
+                    (
+                        "mcpServer/elicitation/request",
+                        {**base, "serverName": "srv", "message": "pick", "mode": "form"},
+                    ),
                     ("some/unknown/request", {}),
                 ]
                 for number, (ask, params) in enumerate(asks, start=100):

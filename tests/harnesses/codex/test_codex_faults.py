@@ -11,11 +11,18 @@ import pytest
 from codex_helpers import KEY_ENV, KEY_VALUE
 from jigs import harnesses
 from jigs.checks import run_checks
-from jigs.errors import AgentCrashedError, AgentOutputError, AgentTurnError, CliNotFoundError
+from jigs.errors import (
+    AgentCrashedError,
+    AgentOutputError,
+    AgentTimeoutError,
+    AgentTurnError,
+    CliNotFoundError,
+    InvalidInputError,
+)
 from jigs.models import generate_text
 from jigs.processes import live_groups
 from jigs.steps import create_agent_runner
-from jigs_harness_codex import AppServerRpcError, AppServerTimeoutError, CodexHarness
+from jigs_harness_codex import AppServerRpcError, CodexHarness
 
 pytestmark = pytest.mark.anyio
 
@@ -75,7 +82,7 @@ async def test_fake_ok_server_answers(fake_codex, worktree, run_meta):
 async def test_a_failing_approval_hook_fails_the_turn(fake_codex, worktree, run_meta):
     fake_codex("requests")
 
-    def approve(method, params):
+    def approve(tool_name, arguments):
         raise KeyError("hook broke")
 
     async with create_agent_runner(
@@ -83,7 +90,7 @@ async def test_a_failing_approval_hook_fails_the_turn(fake_codex, worktree, run_
     ) as runner:
         with pytest.raises(KeyError, match="hook broke"):
             await generate_text(
-                runner.model, prompt="hello", provider_options={"codex": {"approve": approve}}
+                runner.model, prompt="hello", provider_options={"codex": {"approve_tool": approve}}
             )
     _nothing_left()
 
@@ -117,7 +124,7 @@ async def test_garbage_is_agent_output_error(fake_codex, worktree, run_meta):
     fake_codex("garbage")
     with pytest.raises(AgentOutputError) as info:
         await _one_turn(worktree, run_meta)
-    assert "not a JSON-RPC message" in str(info.value)
+    assert "not a JSON object" in str(info.value)
     assert "this is not json-rpc" in str(info.value)
     _nothing_left()
 
@@ -143,19 +150,23 @@ async def test_failed_turn_is_agent_turn_error(fake_codex, worktree, run_meta):
 async def test_hang_at_startup_times_out_and_is_stopped(fake_codex, worktree, run_meta):
     fake_codex("hang")
     started = time.perf_counter()
-    with pytest.raises(AppServerTimeoutError) as info:
-        await _one_turn(worktree, run_meta)
+    with pytest.raises(AgentTimeoutError) as info:
+        await _one_turn(worktree, run_meta, startup_timeout=30)
     assert isinstance(info.value, TimeoutError)
-    assert info.value.waiting_for == "initialize"
-    assert time.perf_counter() - started < 6
+    assert info.value.limit == "idle_timeout"
+    assert "initialize" in str(info.value)
+    assert time.perf_counter() - started < 2 + 5
     _nothing_left()
 
 
 async def test_hang_mid_turn_times_out(fake_codex, worktree, run_meta):
     fake_codex("hang-turn")
-    with pytest.raises(AppServerTimeoutError) as info:
+    started = time.perf_counter()
+    with pytest.raises(AgentTimeoutError) as info:
         await _one_turn(worktree, run_meta)
-    assert "end of turn" in info.value.waiting_for
+    assert info.value.limit == "idle_timeout"
+    assert info.value.session_id == "01a22966-6fd2-7931-9655-85c89129d947"
+    assert time.perf_counter() - started < 2 + 5
     _nothing_left()
 
 
@@ -166,28 +177,64 @@ async def test_server_requests_are_answered_by_policy(fake_codex, worktree, run_
     assert replies["item/commandExecution/requestApproval"] == {"decision": "accept"}
     assert replies["execCommandApproval"] == {"decision": "approved"}
     assert replies["item/fileChange/requestApproval"] == {"decision": "accept"}
+    assert replies["applyPatchApproval"] == {"decision": "approved"}
     assert replies["mcpServer/elicitation/request"]["action"] == "decline"
     assert replies["some/unknown/request"]["code"] == -32601
 
 
-async def test_approval_hook_can_decline(fake_codex, worktree, run_meta):
+async def test_approve_tool_sees_tool_names_and_arguments_and_can_decline(
+    fake_codex, worktree, run_meta
+):
     fake_codex("requests")
-    asked: list[str] = []
+    asked: list[tuple[str, dict]] = []
 
-    async def approve(method, params):
-        asked.append(method)
-        return False
+    async def approve(tool_name, arguments):
+        asked.append((tool_name, arguments))
+        if tool_name == "apply_patch":
+            return "no patches today"  # a string declines too
+        return tool_name == "mcp__srv__elicitation"
 
     async with create_agent_runner(
         _descriptor(), cwd=worktree, run=run_meta, agents_env=[]
     ) as runner:
         result = await generate_text(
-            runner.model, prompt="hello", provider_options={"codex": {"approve": approve}}
+            runner.model, prompt="hello", provider_options={"codex": {"approve_tool": approve}}
         )
     replies = json.loads(result.text)
     assert replies["item/commandExecution/requestApproval"] == {"decision": "decline"}
     assert replies["execCommandApproval"] == {"decision": "denied"}
-    assert "item/fileChange/requestApproval" in asked
+    assert replies["item/fileChange/requestApproval"] == {"decision": "decline"}
+    assert replies["applyPatchApproval"] == {"decision": "denied"}
+    assert replies["mcpServer/elicitation/request"]["action"] == "accept"
+    assert asked == [
+        ("exec_command", {"command": "rm -rf x", "cwd": "/w"}),
+        ("exec_command", {"command": ["ls"], "cwd": None}),
+        ("apply_patch", {"paths": ["a.txt"], "reason": None}),
+        ("apply_patch", {"paths": ["b.txt"], "reason": None}),
+        ("mcp__srv__elicitation", {"message": "pick", "mode": "form"}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"approve": lambda m, p: True}, "approve_tool"),
+        ({"approve_tool": "yes"}, "must be a function"),
+        ({"effort": "extreme"}, "effort"),
+        ({"temperature": 0}, "unknown key"),
+    ],
+)
+async def test_bad_provider_options_are_invalid_input(
+    fake_codex, worktree, run_meta, options, named
+):
+    fake_codex("ok")
+    async with create_agent_runner(
+        _descriptor(), cwd=worktree, run=run_meta, agents_env=[]
+    ) as runner:
+        with pytest.raises(InvalidInputError) as info:
+            await generate_text(runner.model, prompt="hello", provider_options={"codex": options})
+    assert info.value.argument == "provider_options"
+    assert named in str(info.value)
 
 
 async def test_missing_cli_is_cli_not_found(monkeypatch, tmp_path):
@@ -234,9 +281,9 @@ async def test_auth_check_needs_the_named_key_or_a_login(monkeypatch, tmp_path):
 async def test_endless_turn_is_bounded_by_turn_timeout(fake_codex, worktree, run_meta):
     fake_codex("chatter")
     started = time.perf_counter()
-    with pytest.raises(AppServerTimeoutError) as info:
+    with pytest.raises(AgentTimeoutError) as info:
         await _one_turn(worktree, run_meta, turn_timeout=1, idle_timeout=5)
-    assert "turn_timeout" in info.value.waiting_for
+    assert info.value.limit == "turn_timeout"
     assert 0.9 < time.perf_counter() - started < 5
     _nothing_left()
 
@@ -263,7 +310,7 @@ async def test_commands_in_their_own_session_die_with_a_killed_app_server(
     fake_codex, worktree, run_meta
 ):
     import anyio
-    from codex_helpers import alive, kill_quietly
+    from codex_helpers import alive, app_server_pid, kill_quietly
 
     fake_codex("stubborn")
     pidfile = worktree / "child.pid"
@@ -272,7 +319,7 @@ async def test_commands_in_their_own_session_die_with_a_killed_app_server(
         async with create_agent_runner(
             _descriptor(idle_timeout=30), cwd=worktree, run=run_meta, agents_env=[]
         ) as runner:
-            app_pid = runner.model.app_server_pid
+            app_pid = app_server_pid(run_meta.workflow_run_id)
             async with anyio.create_task_group() as tg:
                 model = runner.model
 

@@ -6,7 +6,7 @@ import time
 
 import anyio
 import pytest
-from codex_helpers import alive, group_members, kill_quietly
+from codex_helpers import alive, app_server_pid, group_members, kill_quietly
 from jigs import AgentSessionRef
 from jigs.errors import JitCheckError
 from jigs.models import generate_text
@@ -39,7 +39,7 @@ async def test_cancel_mid_turn_kills_app_server_and_children_and_removes_home(
         async with create_agent_runner(
             descriptor(), cwd=worktree, run=run_meta, agents_env=[]
         ) as runner:
-            app_pid = runner.model.app_server_pid
+            app_pid = app_server_pid(run_meta.workflow_run_id)
             (home,) = _homes(jigs_data_dir, run_meta)
             assert (home / "config.toml").is_file()
             async with anyio.create_task_group() as tg:

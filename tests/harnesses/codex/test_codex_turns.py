@@ -149,17 +149,27 @@ async def test_generate_object_sends_the_output_schema(
     assert sorted(fmt["schema"]["required"]) == ["ok", "reason"]
 
 
-async def test_failed_turn_raises_agent_turn_error(model_server, descriptor, worktree, run_meta):
+@pytest.mark.parametrize(
+    ("status", "reason", "retryable"),
+    [(400, "other", False), (500, "api_error", True), (401, "not_logged_in", False)],
+)
+async def test_failed_turn_raises_agent_turn_error(
+    model_server, descriptor, worktree, run_meta, status, reason, retryable
+):
     from jigs.errors import AgentTurnError
     from jigs.testing import error
 
-    model_server.add(error(400, "scripted bad request"))
+    model_server.add(error(status, "scripted bad request"))
     async with create_agent_runner(
         descriptor(), cwd=worktree, run=run_meta, agents_env=[]
     ) as runner:
         with pytest.raises(AgentTurnError) as info:
             await generate_text(runner.model, prompt="fail please")
-    assert "scripted bad request" in str(info.value)
+    if status != 500:  # Codex words a 500 itself
+        assert "scripted bad request" in str(info.value)
+    assert (info.value.reason, info.value.retryable) == (reason, retryable)
+    assert info.value.stop_reason == "failed"
+    assert info.value.session_id  # the thread can be continued
 
 
 async def test_effort_and_developer_instructions_reach_the_model(
@@ -174,3 +184,22 @@ async def test_effort_and_developer_instructions_reach_the_model(
     request = model_server.model_requests[0]
     assert request.body["reasoning"]["effort"] == "high"
     assert "DEV-INSTRUCTIONS-4c2" in request.text()
+
+
+async def test_run_agent_output_sends_the_schema_and_the_core_reasks_once(
+    model_server, descriptor, worktree, run_meta
+):
+    model_server.add(text("not json at all"), text(json.dumps({"ok": False, "reason": "r"})))
+    result = await run_agent(
+        harness=descriptor(),
+        cwd=worktree,
+        prompt="judge",
+        run=run_meta,
+        output=Verdict,
+        agents_env=[],
+    )
+    assert result.output == Verdict(ok=False, reason="r")
+    requests = model_server.model_requests
+    assert len(requests) == 2  # one re-ask, by the core, on the same thread
+    assert all(r.body["text"]["format"]["type"] == "json_schema" for r in requests)
+    assert requests[1].message_count > requests[0].message_count

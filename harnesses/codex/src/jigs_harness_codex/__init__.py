@@ -8,12 +8,11 @@ pinned ``openai-codex-cli-bin`` wheel. Build descriptors with ``jigs.harnesses.c
 
 from jigs_harness_codex._descriptor import CodexDescriptor
 from jigs_harness_codex._harness import CodexHarness
-from jigs_harness_codex._rpc import AppServerRpcError, AppServerTimeoutError
+from jigs_harness_codex._rpc import AppServerRpcError
 from jigs_harness_codex._version import __version__
 
 __all__ = [
     "AppServerRpcError",
-    "AppServerTimeoutError",
     "CodexDescriptor",
     "CodexHarness",
     "__version__",

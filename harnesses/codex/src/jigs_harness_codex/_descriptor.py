@@ -43,23 +43,40 @@ class CodexDescriptor(HarnessDescriptor):
     ``model`` and ``effort`` pick the model; ``base_url`` + ``api_key_env`` select an endpoint
     speaking the OpenAI Responses API (``api_key_env`` alone means OpenAI's own API; neither means
     the operator's Codex login). ``max_retries`` bounds request and stream retries.
-    ``startup_timeout`` bounds launching the app server and opening the thread;
-    ``idle_timeout`` is how long a turn may go without any message from the app server;
-    ``turn_timeout`` (none by default) bounds a whole turn, however chatty.
+    ``startup_timeout`` bounds opening the thread (and, halved, starting each MCP server);
+    ``initialize`` gets the smaller of it and ``idle_timeout``. The base keys ``turn_timeout``,
+    ``idle_timeout`` and ``max_turns`` apply to every turn (the core enforces them; ``max_turns``
+    counts model requests). ``max_budget_usd`` is refused: Codex reports tokens, not cost.
+
+    Where each key goes: ``model``, ``developer_instructions``, ``base_instructions``,
+    ``personality`` and ``service_tier`` -> ``thread/start`` (and ``thread/resume``);
+    ``effort`` and ``reasoning_summary`` -> ``turn/start``; ``web_search`` and
+    ``model_verbosity`` -> the private ``config.toml``.
     """
 
     policy_keys: ClassVar[Mapping[str, str]] = _CODEX_POLICY_KEYS
+    supported_limits: ClassVar[frozenset[str]] = frozenset({"max_turns"})
+    unsupported_limit_reason: ClassVar[str] = (
+        "Codex reports token usage but no cost, so a budget cannot be counted"
+    )
 
     kind: Literal["codex"] = "codex"
     model: str | None = Field(default=None, min_length=1)
     effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    reasoning_summary: Literal["auto", "concise", "detailed", "none"] | None = None
     developer_instructions: str | None = None
+    #: Replaces Codex's own base instructions (the system prompt).
+    base_instructions: str | None = None
+    #: Deprecated by Codex (no longer selects a style), passed on as given.
+    personality: Literal["none", "friendly", "pragmatic"] | None = None
+    service_tier: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    model_verbosity: Literal["low", "medium", "high"] | None = None
+    #: The Responses API's hosted ``web_search`` tool: off, cached results, or live.
+    web_search: Literal["disabled", "cached", "live"] | None = None
     base_url: str | None = Field(default=None, pattern=r"^https?://[^\s@]+$")
     api_key_env: str | None = None
     max_retries: int = Field(default=2, ge=0, le=10)
     startup_timeout: float = Field(default=60.0, gt=0, le=600)
-    idle_timeout: float = Field(default=600.0, gt=0, le=86400)
-    turn_timeout: float | None = Field(default=None, gt=0)
 
     @field_validator("api_key_env")
     @classmethod

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from jigs.checks import Check
 from jigs.descriptors import HarnessDescriptor
-from jigs.errors import AgentSessionError
+from jigs.errors import AgentSessionError, CliNotFoundError
 from jigs.executables import Resolved
-from jigs.models import LanguageModel
 from jigs.plugin import Harness, HarnessContext, HarnessTarget
 
 from jigs_harness_codex._checks import (
@@ -22,6 +21,7 @@ from jigs_harness_codex._descriptor import CodexDescriptor
 from jigs_harness_codex._executable import (
     RUNTIME_WHEEL,
     RUNTIME_WHEEL_VERSION,
+    fix_hint,
     resolve_executable,
     wheel_binary,
 )
@@ -30,38 +30,51 @@ from jigs_harness_codex._home import rollout_for, sessions_dir
 if TYPE_CHECKING:
     from jigs.testing.plan import DemoPlan
 
+    from jigs_harness_codex._transport import CodexTransport
+
 __all__ = ["CodexHarness"]
 
 
-class CodexHarness(Harness):
-    """Codex through its app server, in a private home, with threads resumable within a run."""
+class CodexHarness(Harness[CodexDescriptor]):
+    """Codex through its app server, in a private home, with threads resumable within a run.
+
+    The second shape of the contract: :meth:`open_transport` starts one app server per step and
+    every turn runs on its thread (:mod:`._transport`, decoded by :mod:`._turn`). Structured
+    output is native (``turn/start`` ``outputSchema``); ``max_turns`` is counted by the core
+    from the decoder's model requests. No per-call setting is honoured (``system`` would need a
+    new thread: set ``developer_instructions`` on the descriptor).
+    """
 
     kind: ClassVar[str] = "codex"
     display_name: ClassVar[str] = "Codex"
     descriptor_type: ClassVar[type[HarnessDescriptor]] = CodexDescriptor
     sets_env: ClassVar[frozenset[str]] = frozenset({"CODEX_HOME"})
+    structured_output: ClassVar[Literal["native", "prompted"]] = "native"
+    call_settings: ClassVar[frozenset[str]] = frozenset()
+    install_hint: ClassVar[str] = fix_hint()
 
     def resolve_executable(self, env: Mapping[str, str]) -> Resolved:
         """The Codex CLI in the documented order (see :mod:`jigs_harness_codex._executable`)."""
         return resolve_executable(env)
 
-    def env_allowlist(self, descriptor: HarnessDescriptor) -> Collection[str]:
-        return descriptor.env_names()
-
     def installation_checks(self, env: Mapping[str, str]) -> Sequence[Check]:
         return [cli_check(env)]
 
     def descriptor_checks(
-        self, descriptor: HarnessDescriptor, env: Mapping[str, str]
+        self, descriptor: CodexDescriptor, env: Mapping[str, str]
     ) -> Sequence[Check]:
-        assert isinstance(descriptor, CodexDescriptor)
         return [auth_check(descriptor, env)]
 
-    def jit_checks(self, target: HarnessTarget, env: Mapping[str, str]) -> Sequence[Check]:
+    def jit_checks(
+        self, target: HarnessTarget[CodexDescriptor], env: Mapping[str, str]
+    ) -> Sequence[Check]:
         return [worktree_config_check(target.cwd), system_config_check()]
 
-    async def verify_resume(self, target: HarnessTarget, ctx: HarnessContext) -> None:
-        assert target.resume is not None
+    async def verify_resume(
+        self, target: HarnessTarget[CodexDescriptor], ctx: HarnessContext
+    ) -> None:
+        if target.resume is None:
+            return
         store = sessions_dir(ctx.state_dir)
         if rollout_for(store, target.resume.id) is None:
             raise AgentSessionError(
@@ -72,10 +85,12 @@ class CodexHarness(Harness):
                 session_id=target.resume.id,
             )
 
-    async def open(self, target: HarnessTarget, ctx: HarnessContext) -> LanguageModel:
-        from jigs_harness_codex._model import open_model
+    async def open_transport(
+        self, target: HarnessTarget[CodexDescriptor], ctx: HarnessContext
+    ) -> CodexTransport:
+        from jigs_harness_codex._transport import open_transport
 
-        return await open_model(target, ctx)
+        return await open_transport(target, ctx)
 
     def demo_plan(self, server: Any) -> DemoPlan:
         """``jigs demo`` and the conformance kit: the real CLI against ``server`` through a
@@ -109,7 +124,9 @@ class CodexHarness(Harness):
                 f"the Codex CLI arrives with pip: {RUNTIME_WHEEL}=={RUNTIME_WHEEL_VERSION} at "
                 f"{path}; nothing to install"
             )
-        raise NotImplementedError(
-            f"the {RUNTIME_WHEEL} wheel is missing; run: pip install --force-reinstall "
-            f"jigs-harness-codex (it brings {RUNTIME_WHEEL}=={RUNTIME_WHEEL_VERSION})"
+        raise CliNotFoundError(
+            "codex",
+            [f"the {RUNTIME_WHEEL} wheel is missing"],
+            f"pip install --force-reinstall jigs-harness-codex (it brings "
+            f"{RUNTIME_WHEEL}=={RUNTIME_WHEEL_VERSION})",
         )

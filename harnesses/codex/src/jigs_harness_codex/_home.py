@@ -178,6 +178,10 @@ def render_config(
         lines.append(f"model = {_toml_str(descriptor.model)}")
     if descriptor.names_endpoint:
         lines.append(f"model_provider = {_toml_str(PROVIDER_ID)}")
+    if descriptor.web_search is not None:
+        lines.append(f"web_search = {_toml_str(descriptor.web_search)}")
+    if descriptor.model_verbosity is not None:
+        lines.append(f"model_verbosity = {_toml_str(descriptor.model_verbosity)}")
     lines += [
         "check_for_update_on_startup = false",
         "# commands run as `bash -c`, not `bash -lc`: a login shell would source the operator's",

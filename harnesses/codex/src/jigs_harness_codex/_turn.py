@@ -1,91 +1,140 @@
-"""One turn's notifications, folded into stream parts and a result.
+"""One turn's app-server notifications as :mod:`jigs.events`.
 
-:class:`TurnState` reads the app server's notifications for one ``(threadId, turnId)`` and says
-what to yield: message deltas as text, command executions / MCP calls / file changes as tool calls
-and tool results, token usage, warnings, and the final agent message. ``turn/completed`` with
-status ``failed`` or ``interrupted`` becomes :class:`AgentTurnError`.
+:class:`CodexDecoder` reads the notifications of one ``(threadId, turnId)`` (others are ignored:
+a late ``turn/completed`` of an interrupted turn, another thread's status) and yields:
+
+- ``turn/started`` -> :class:`SessionStarted` (the thread id);
+- ``item/agentMessage/delta`` -> :class:`TextDelta`; ``item/reasoning/summaryTextDelta`` ->
+  :class:`ReasoningDelta`;
+- ``commandExecution`` / ``mcpToolCall`` / ``fileChange`` / ``webSearch`` items ->
+  :class:`ToolCallStarted` on ``item/started``, :class:`ToolCallFinished` on ``item/completed``;
+- ``thread/tokenUsage/updated`` -> :class:`UsageUpdated`, summed over the turn's responses
+  (``tokenUsage.last`` is one response; ``total`` is the whole thread's);
+- ``warning`` (and an ``error`` Codex will retry) -> :class:`Notice`;
+- ``turn/completed`` -> :class:`TurnCompleted`, or :class:`TurnFailed` (``aborted`` when
+  interrupted; ``api_error`` / ``not_logged_in`` / ``other`` from ``codexErrorInfo``).
+
+**Model requests** (what ``max_turns`` counts, :class:`ModelCallStarted`): the app server does not
+announce a request. Each response ends with its own ``thread/tokenUsage/updated``, and Codex runs
+a response's tools *before* that update. So the first request starts with the turn, and another
+one has started when the turn goes on after a usage update: the next item or delta of the turn
+(``userMessage`` items excepted) marks it. A turn whose last response is final sees no further
+item, so it is never over-counted. A tool call of the request that crossed the limit may already
+have started when the engine stops the turn.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
-from jigs.errors import AgentTurnError
-from jigs.models import (
-    CallWarning,
-    StreamPart,
-    TextDeltaPart,
-    ToolCall,
-    ToolCallPart,
-    ToolResult,
-    ToolResultPart,
-    Usage,
+from jigs.events import (
+    AgentEvent,
+    ModelCallStarted,
+    Notice,
+    ReasoningDelta,
+    SessionStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnCompleted,
+    TurnFailed,
+    UsageUpdated,
 )
+from jigs.models import Usage
 
-__all__ = ["TurnState", "strict_schema"]
+__all__ = ["CodexDecoder", "strict_schema"]
 
 _TOOL_ITEMS = frozenset({"commandExecution", "mcpToolCall", "fileChange", "webSearch"})
+_RETRYABLE_INFO = frozenset(
+    {"usageLimitExceeded", "rateLimitExceeded", "serverOverloaded", "internalServerError"}
+)
 
 
-def _tool_name(item: dict[str, Any]) -> str:
+def _tool_call(item: dict[str, Any]) -> tuple[str, Any]:
+    """The tool name and arguments of a tool item (names as Codex's model sees its tools)."""
     kind = item.get("type")
     if kind == "commandExecution":
-        return "exec_command"
+        return "exec_command", {"command": item.get("command"), "cwd": item.get("cwd")}
     if kind == "mcpToolCall":
-        return f"mcp__{item.get('server')}__{item.get('tool')}"
-    if kind == "fileChange":
-        return "apply_patch"
-    return "web_search"
-
-
-def _tool_arguments(item: dict[str, Any]) -> Any:
-    kind = item.get("type")
-    if kind == "commandExecution":
-        return {"command": item.get("command"), "cwd": item.get("cwd")}
-    if kind == "mcpToolCall":
-        return item.get("arguments")
+        return f"mcp__{item.get('server')}__{item.get('tool')}", item.get("arguments")
     if kind == "fileChange":
         changes = item.get("changes") or []
-        return {"paths": [c.get("path") for c in changes if isinstance(c, dict)]}
-    return {"query": item.get("query")}
+        return "apply_patch", {
+            "paths": [str(c.get("path")) for c in changes if isinstance(c, dict)]
+        }
+    return "web_search", {"query": item.get("query")}
 
 
 def _tool_output(item: dict[str, Any]) -> tuple[Any, bool]:
-    kind = item.get("type")
-    status = item.get("status")
-    failed = status in ("failed", "declined")
-    if kind == "commandExecution":
+    failed = item.get("status") in ("failed", "declined")
+    if item.get("type") == "commandExecution":
         code = item.get("exitCode")
-        return (
-            {"output": item.get("aggregatedOutput"), "exit_code": code},
-            failed or (isinstance(code, int) and code != 0),
-        )
-    if kind == "mcpToolCall":
+        output = {"output": item.get("aggregatedOutput"), "exit_code": code}
+        return output, failed or (isinstance(code, int) and code != 0)
+    if item.get("type") == "mcpToolCall":
         error = item.get("error")
-        return (error if error else item.get("result")), failed or bool(error)
-    return {"status": status}, failed
+        return (error or item.get("result")), failed or bool(error)
+    return {"status": item.get("status")}, failed
 
 
-@dataclass
-class TurnState:
-    """What one turn has produced so far."""
+def _failure(turn: dict[str, Any], last_error: str | None) -> TurnFailed:
+    """A turn that ended ``failed`` or ``interrupted``, in jigs' categories."""
+    found = turn.get("error")
+    error: dict[str, Any] = found if isinstance(found, dict) else {}
+    message = str(error.get("message") or last_error or "no reason given")
+    status = str(turn.get("status"))
+    if status == "interrupted":
+        return TurnFailed(reason="aborted", message=message, stop_reason=status)
+    info = error.get("codexErrorInfo")
+    code = None
+    if isinstance(info, dict) and info:
+        # httpConnectionFailed / responseStreamConnectionFailed / responseStreamDisconnected
+        detail = next(iter(info.values()))
+        code = detail.get("httpStatusCode") if isinstance(detail, dict) else None
+        info = "http"
+    info = info if isinstance(info, str) else "other"
+    retryable = info in _RETRYABLE_INFO or (
+        info == "http" and (not isinstance(code, int) or code >= 500 or code in (408, 429))
+    )
+    reason = "api_error" if retryable or info in ("badRequest", "http") else "other"
+    if info == "unauthorized" or code in (401, 403):
+        reason = "not_logged_in"
+    return TurnFailed(
+        reason=reason,
+        message=f"{message.rstrip('.')}. Check the model endpoint and the descriptor's model "
+        f"(`jigs doctor` checks the CLI and the login)",
+        stop_reason=status,
+        retryable=retryable,
+    )
 
-    thread_id: str
-    turn_id: str
-    texts: dict[str, str] = field(default_factory=dict)
-    final_text: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    tool_results: list[ToolResult] = field(default_factory=list)
-    warnings: list[CallWarning] = field(default_factory=list)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    total_tokens: int = 0
-    saw_usage: bool = False
-    last_error: str | None = None
-    done: bool = False
+
+class CodexDecoder:
+    """Events of one turn; also remembers the paths of its file changes (for approvals)."""
+
+    def __init__(self, thread_id: str, turn_id: str) -> None:
+        self.thread_id = thread_id
+        self.turn_id = turn_id
+        self.paths: dict[str, list[str]] = {}
+        self._streamed: dict[str, str] = {}
+        self._final = ""
+        self._usage: dict[str, int] = {}
+        self._call_pending = True
+        self._last_error: str | None = None
+        #: True once the turn's ``turn/completed`` was decoded.
+        self.ended = False
+
+    def ends(self, message: dict[str, Any]) -> bool:
+        """True when ``message`` is this turn's ``turn/completed``."""
+        params = message.get("params")
+        if message.get("method") != "turn/completed" or not isinstance(params, dict):
+            return False
+        turn = params.get("turn")
+        return (
+            params.get("threadId") == self.thread_id
+            and isinstance(turn, dict)
+            and turn.get("id") == self.turn_id
+        )
 
     def _mine(self, params: dict[str, Any]) -> bool:
         thread = params.get("threadId")
@@ -94,115 +143,109 @@ class TurnState:
             return False
         return turn is None or turn == self.turn_id
 
-    def feed(self, message: dict[str, Any]) -> list[StreamPart]:
-        """Fold one notification in; returns the parts to yield (possibly none)."""
-        method = message.get("method")
+    def decode(self, message: dict[str, Any]) -> Iterable[AgentEvent]:
+        method = str(message.get("method"))
         params = message.get("params")
         if not isinstance(params, dict):
             return []
         if method == "turn/completed":
-            turn = params.get("turn") or {}
-            if params.get("threadId") != self.thread_id or turn.get("id") != self.turn_id:
+            if not self.ends(message):
                 return []
-            self._complete(turn)
-            return []
+            self.ended = True
+            return [self._completed(params["turn"])]
         if not self._mine(params):
             return []
+        events: list[AgentEvent] = []
+        if method == "turn/started":
+            events.append(SessionStarted(session_id=self.thread_id))
+        if self._starts_request(method, params):
+            self._call_pending = False
+            events.append(ModelCallStarted())
         if method == "item/agentMessage/delta":
             item_id = str(params.get("itemId"))
             delta = str(params.get("delta") or "")
-            self.texts[item_id] = self.texts.get(item_id, "") + delta
-            return [TextDeltaPart(text=delta)] if delta else []
-        if method in ("item/started", "item/completed"):
-            item = params.get("item")
-            if isinstance(item, dict):
-                return self._item(str(method), item)
-            return []
-        if method == "thread/tokenUsage/updated":
-            self._usage(params.get("tokenUsage"))
+            self._streamed[item_id] = self._streamed.get(item_id, "") + delta
+            if delta:
+                events.append(TextDelta(text=delta))
+        elif method == "item/reasoning/summaryTextDelta":
+            if params.get("delta"):
+                events.append(ReasoningDelta(text=str(params["delta"])))
+        elif method in ("item/started", "item/completed") and isinstance(params.get("item"), dict):
+            events += self._item(method, params["item"])
+        elif method == "thread/tokenUsage/updated":
+            events += self._usage_update(params.get("tokenUsage"))
         elif method == "error":
-            error = params.get("error") or {}
-            if not params.get("willRetry"):
-                self.last_error = str(error.get("message") or error)
-        elif method == "warning":
-            text = params.get("message")
-            if text:
-                self.warnings.append(CallWarning(type="other", message=str(text)))
-        return []
+            found = params.get("error")
+            text = str(found.get("message") if isinstance(found, dict) else found)
+            if params.get("willRetry"):
+                events.append(Notice(message=f"Codex retries after: {text}"))
+            else:
+                self._last_error = text
+        elif method == "warning" and params.get("message"):
+            events.append(Notice(message=str(params["message"])))
+        return events
 
-    def _item(self, method: str, item: dict[str, Any]) -> list[StreamPart]:
+    def _starts_request(self, method: str, params: dict[str, Any]) -> bool:
+        if not self._call_pending:
+            return False
+        if method == "turn/started":
+            return True
+        if not method.startswith("item/"):
+            return False
+        item = params.get("item")
+        return not (isinstance(item, dict) and item.get("type") == "userMessage")
+
+    def _item(self, method: str, item: dict[str, Any]) -> list[AgentEvent]:
         kind = item.get("type")
         item_id = str(item.get("id"))
         if kind == "agentMessage" and method == "item/completed":
             text = str(item.get("text") or "")
-            streamed = self.texts.get(item_id, "")
-            self.final_text = text
+            streamed = self._streamed.get(item_id, "")
+            self._final = text
             if text.startswith(streamed) and len(text) > len(streamed):
-                return [TextDeltaPart(text=text[len(streamed) :])]
+                return [TextDelta(text=text[len(streamed) :])]
             return []
         if kind not in _TOOL_ITEMS:
             return []
+        name, arguments = _tool_call(item)
+        if kind == "fileChange":
+            self.paths[item_id] = arguments["paths"]
         if method == "item/started":
-            call = ToolCall(id=item_id, name=_tool_name(item), arguments=_tool_arguments(item))
-            self.tool_calls.append(call)
-            return [ToolCallPart(call=call)]
+            return [ToolCallStarted(id=item_id, name=name, arguments=arguments)]
         output, is_error = _tool_output(item)
-        result = ToolResult(id=item_id, name=_tool_name(item), output=output, is_error=is_error)
-        self.tool_results.append(result)
-        return [ToolResultPart(result=result)]
+        return [ToolCallFinished(id=item_id, name=name, output=output, is_error=is_error)]
 
-    def _usage(self, usage: Any) -> None:
+    def _usage_update(self, usage: Any) -> list[AgentEvent]:
         last = usage.get("last") if isinstance(usage, dict) else None
         if not isinstance(last, dict):
-            return
-        self.saw_usage = True
-        self.input_tokens += int(last.get("inputTokens") or 0)
-        self.output_tokens += int(last.get("outputTokens") or 0)
-        self.cached_tokens += int(last.get("cachedInputTokens") or 0)
-        self.total_tokens += int(last.get("totalTokens") or 0)
-
-    def _complete(self, turn: dict[str, Any]) -> None:
-        self.done = True
-        status = turn.get("status")
-        if status == "completed":
-            if not self.final_text:
-                for item in turn.get("items") or []:
-                    if isinstance(item, dict) and item.get("type") == "agentMessage":
-                        self.final_text = str(item.get("text") or "")
-            return
-        error = turn.get("error") or {}
-        message = str(error.get("message") or self.last_error or "no reason given")
-        if status == "interrupted":
-            raise AgentTurnError(
-                f"the Codex turn was interrupted before it finished: {message}",
-                kind="codex",
-                detail=message,
+            return []
+        self._call_pending = True
+        for key in ("inputTokens", "outputTokens", "cachedInputTokens", "totalTokens"):
+            self._usage[key] = self._usage.get(key, 0) + int(last.get(key) or 0)
+        return [
+            UsageUpdated(
+                usage=Usage(
+                    input_tokens=self._usage["inputTokens"],
+                    output_tokens=self._usage["outputTokens"],
+                    cached_input_tokens=self._usage["cachedInputTokens"],
+                    total_tokens=self._usage["totalTokens"],
+                )
             )
-        raise AgentTurnError(
-            f"the Codex turn failed: {message}. Check the model endpoint and the model name on "
-            f"the descriptor (`jigs doctor` checks the CLI and the login)",
-            kind="codex",
-            detail=message,
-        )
+        ]
 
-    def usage(self) -> Usage:
-        if not self.saw_usage:
-            return Usage()
-        return Usage(
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            total_tokens=self.total_tokens,
-            cached_input_tokens=self.cached_tokens,
+    def _completed(self, turn: dict[str, Any]) -> AgentEvent:
+        if turn.get("status") != "completed":
+            return _failure(turn, self._last_error)
+        text = self._final
+        if not text:
+            for item in turn.get("items") or []:
+                if isinstance(item, dict) and item.get("type") == "agentMessage":
+                    text = str(item.get("text") or "")
+        return TurnCompleted(
+            text=text,
+            stop_reason="completed",
+            metadata={"thread_id": self.thread_id, "turn_id": self.turn_id},
         )
-
-    def output(self, wanted: bool) -> Any:
-        """The structured answer when a schema was given and the text is JSON, else None."""
-        if not wanted:
-            return None
-        try:
-            return json.loads(self.final_text)
-        except ValueError:
-            return None
 
 
 def strict_schema(schema: Any) -> Any:

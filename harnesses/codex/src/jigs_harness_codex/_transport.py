@@ -1,0 +1,213 @@
+"""Codex's session transport: a private home, one ``codex app-server`` per step, one thread.
+
+:func:`open_transport` builds the home (from the per-binary seed), launches the app server with
+exactly the step's environment plus ``CODEX_HOME`` (in its own process group, stdin a pipe),
+initializes it and starts or resumes the thread. Each turn is ``turn/start`` then the turn's
+notifications, read by the core's engine through :class:`CodexTurn` (which answers the server's
+requests on the way); the engine's deadlines and limits stop a turn with :meth:`CodexTurn.abort`
+(``turn/interrupt``, bounded). Closing the step stops the process group, kills the commands Codex
+started in sessions of their own (:mod:`._reap`), and removes the home.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from jigs.errors import AgentOutputError, AgentTurnError, CliNotFoundError
+from jigs.plugin import HarnessContext, HarnessTarget, SessionTransport, TurnDecoder, TurnSpec
+
+from jigs_harness_codex._approvals import Approver, turn_options
+from jigs_harness_codex._descriptor import CodexDescriptor
+from jigs_harness_codex._executable import fix_hint, resolve_executable
+from jigs_harness_codex._home import build_home, mcp_startup_timeout
+from jigs_harness_codex._reap import stop_tree
+from jigs_harness_codex._rpc import AppServer, AppServerRpcError
+from jigs_harness_codex._seed import ensure_seed
+from jigs_harness_codex._turn import CodexDecoder, strict_schema
+from jigs_harness_codex._version import __version__
+
+__all__ = ["POLICY_APPROVAL", "POLICY_SANDBOX", "CodexTransport", "CodexTurn", "open_transport"]
+
+#: Unattended: Codex never asks.
+POLICY_APPROVAL = "never"
+#: jigs' isolation is the worktree, the environment built from empty and the private home; the
+#: agent runs like Claude under bypassPermissions (Codex's own sandbox needs user namespaces that
+#: many CI containers lack, and would silently deny network to build tools).
+POLICY_SANDBOX = "danger-full-access"
+#: Seconds an abort waits for Codex to confirm the interrupted turn (so its rollout records it).
+_ABORT_GRACE = 2.0
+#: What Codex says when a ``required`` MCP server does not start (``thread/start`` fails).
+_MCP_STARTUP_FAILED = "required MCP servers failed to initialize"
+
+
+class CodexTurn:
+    """One running turn: the engine reads :meth:`receive` under its deadlines."""
+
+    def __init__(self, server: AppServer, decoder: CodexDecoder, log: Any) -> None:
+        self.decoder: TurnDecoder = decoder
+        self._turn = decoder
+        self._server = server
+        self._log = log
+
+    async def receive(self) -> dict[str, Any] | None:
+        return await self._server.next_message(f"the end of turn {self._turn.turn_id}")
+
+    async def abort(self) -> None:
+        """``turn/interrupt``, then wait briefly for the turn's end; bounded, never raises."""
+        thread_id, turn_id = self._turn.thread_id, self._turn.turn_id
+        if self._turn.ended:
+            return
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_ABORT_GRACE):
+            try:
+                await self._server.send(
+                    {
+                        "id": f"interrupt-{turn_id}",
+                        "method": "turn/interrupt",
+                        "params": {"threadId": thread_id, "turnId": turn_id},
+                    }
+                )
+                while True:
+                    message = await self._server.next_message(f"the interrupt of {turn_id}")
+                    if self._turn.ends(message):
+                        break
+                self._log.info("codex.turn.interrupted", turn_id=turn_id)
+            except Exception as exc:  # the server may be gone already; the core stops it
+                self._log.info("codex.turn.interrupt_failed", error=type(exc).__name__)
+
+    async def finish(self) -> None:
+        """Nothing to do: the app server carries on with the next turn."""
+
+    def stderr_tail(self) -> str:
+        return self._server.process.stderr_tail()
+
+
+class CodexTransport(SessionTransport):
+    """The app server of one step; ``session_id`` is its thread."""
+
+    def __init__(
+        self, server: AppServer, thread_id: str, descriptor: CodexDescriptor, log: Any
+    ) -> None:
+        self.session_id = thread_id
+        self._server = server
+        self._descriptor = descriptor
+        self._log = log
+
+    async def start_turn(self, turn: TurnSpec[Any]) -> CodexTurn:
+        approve, effort = turn_options(turn.options)
+        thread_id = str(self.session_id)
+        params: dict[str, Any] = {
+            "threadId": thread_id,
+            "input": [{"type": "text", "text": turn.prompt, "text_elements": []}],
+        }
+        effort = effort or self._descriptor.effort
+        if effort:
+            params["effort"] = effort
+        if self._descriptor.reasoning_summary:
+            params["summary"] = self._descriptor.reasoning_summary
+        if turn.output_schema is not None:
+            params["outputSchema"] = strict_schema(turn.output_schema)
+        # the engine bounds this request by idle_timeout
+        result = await self._server.request("turn/start", params)
+        turn_id = str(((result or {}).get("turn") or {}).get("id") or "")
+        decoder = CodexDecoder(thread_id, turn_id)
+        self._server.on_request = Approver(approve, decoder.paths, self._log)
+        self._log.info("codex.turn.started", thread_id=thread_id, turn_id=turn_id)
+        return CodexTurn(self._server, decoder, self._log)
+
+
+def _mcp_startup_error(exc: AppServerRpcError, descriptor: CodexDescriptor) -> AgentTurnError:
+    """A step server Codex could not start (every one is ``required``), in plain words; the
+    error itself for any other refusal."""
+    detail = exc.detail or ""
+    if _MCP_STARTUP_FAILED not in detail:
+        return exc
+    reason = detail.split(_MCP_STARTUP_FAILED, 1)[1].lstrip(": ").strip() or detail
+    return AgentTurnError(
+        f"Codex could not start the step's MCP server(s) within "
+        f"{mcp_startup_timeout(descriptor):g}s, although the just-in-time probe had started "
+        f"them: {reason}. Make the server start faster, or raise the descriptor's "
+        f"startup_timeout (Codex gets half of it, at most 20 s, per server)",
+        kind="codex",
+        detail=detail,
+        reason="mcp_startup",
+    )
+
+
+async def open_transport(
+    target: HarnessTarget[CodexDescriptor], ctx: HarnessContext
+) -> CodexTransport:
+    """Build the home, launch and initialize the app server, start or resume the thread.
+
+    ``initialize`` waits at most the smaller of ``startup_timeout`` and ``idle_timeout``, the
+    thread ``startup_timeout`` (it starts the step's MCP servers): :class:`AgentTimeoutError`.
+    Raises :class:`CliNotFoundError`, :class:`AgentCrashedError`, :class:`AgentOutputError` or
+    :class:`AppServerRpcError` otherwise; everything acquired is on ``ctx``.
+    """
+    descriptor = target.descriptor
+    resolved = resolve_executable(ctx.env)
+    secrets = descriptor.env_names()
+    seed = await ensure_seed(
+        resolved.path,
+        {k: v for k, v in ctx.env.items() if k not in secrets},
+        ctx.log,
+        timeout=min(5.0, descriptor.startup_timeout / 2, descriptor.idle_timeout / 2),
+    )
+    home = build_home(descriptor, ctx.env, ctx.state_dir, seed=seed)
+    ctx.callback(home.remove)
+    env = {**ctx.env, **home.extra_env, "CODEX_HOME": str(home.path)}
+    try:
+        process = await ctx.launch(
+            [str(resolved.path), "app-server"], cwd=target.cwd, env=env, stdin="pipe"
+        )
+    except (FileNotFoundError, PermissionError) as exc:
+        raise CliNotFoundError(
+            "codex", [f"{resolved.source}: {resolved.path} cannot run ({exc})"], fix_hint()
+        ) from None
+    # runs before the core's own stop: also reaps the commands Codex ran in their own sessions
+    ctx.async_callback(stop_tree, process, ctx.log)
+
+    server = AppServer(process, on_request=Approver(None, {}, ctx.log), log=ctx.log)
+    idle_first = descriptor.idle_timeout < descriptor.startup_timeout
+    await server.request(
+        "initialize",
+        {
+            "clientInfo": {"name": "jigs", "title": "jigs", "version": __version__},
+            "capabilities": {"experimentalApi": False},
+        },
+        timeout=min(descriptor.startup_timeout, descriptor.idle_timeout),
+        limit="idle_timeout" if idle_first else "startup_timeout",
+    )
+    await server.send({"method": "initialized"})
+    ctx.log.info("codex.app_server.ready", pid=process.pid, source=resolved.source)
+    params: dict[str, Any] = {
+        "cwd": str(target.cwd),
+        "approvalPolicy": POLICY_APPROVAL,
+        "sandbox": POLICY_SANDBOX,
+        "model": descriptor.model,
+        "developerInstructions": descriptor.developer_instructions,
+        "baseInstructions": descriptor.base_instructions,
+        "personality": descriptor.personality,
+        "serviceTier": descriptor.service_tier,
+    }
+    params = {key: value for key, value in params.items() if value is not None}
+    try:
+        if target.resume is not None:
+            params.update(threadId=target.resume.id, excludeTurns=True)
+            method = "thread/resume"
+        else:
+            method = "thread/start"
+        result = await server.request(
+            method, params, timeout=descriptor.startup_timeout, limit="startup_timeout"
+        )
+    except AppServerRpcError as exc:
+        raise _mcp_startup_error(exc, descriptor) from None
+    thread_id = str(((result or {}).get("thread") or {}).get("id") or "")
+    if not thread_id:
+        raise AgentOutputError(
+            "the Codex app server started a thread without an id; check the CLI version with "
+            "`jigs doctor`",
+            kind="codex",
+        )
+    ctx.log.info("codex.thread.opened", thread_id=thread_id, resumed=target.resume is not None)
+    return CodexTransport(server, thread_id, descriptor, ctx.log)
