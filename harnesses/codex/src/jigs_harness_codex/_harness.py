@@ -90,7 +90,9 @@ class CodexHarness(Harness[CodexDescriptor]):
     ) -> CodexTransport:
         from jigs_harness_codex._transport import open_transport
 
-        return await open_transport(target, ctx)
+        # the executable comes from resolve_executable (the contract; the conformance kit
+        # swaps it for a CLI that hangs)
+        return await open_transport(target, ctx, self.resolve_executable(ctx.env))
 
     def demo_plan(self, server: Any) -> DemoPlan:
         """``jigs demo`` and the conformance kit: the real CLI against ``server`` through a

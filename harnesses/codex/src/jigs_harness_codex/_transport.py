@@ -15,11 +15,12 @@ from typing import Any
 
 import anyio
 from jigs.errors import AgentOutputError, AgentTurnError, CliNotFoundError
+from jigs.executables import Resolved
 from jigs.plugin import HarnessContext, HarnessTarget, SessionTransport, TurnDecoder, TurnSpec
 
 from jigs_harness_codex._approvals import Approver, turn_options
 from jigs_harness_codex._descriptor import CodexDescriptor
-from jigs_harness_codex._executable import fix_hint, resolve_executable
+from jigs_harness_codex._executable import fix_hint
 from jigs_harness_codex._home import build_home, mcp_startup_timeout
 from jigs_harness_codex._reap import stop_tree
 from jigs_harness_codex._rpc import AppServer, AppServerRpcError
@@ -135,7 +136,7 @@ def _mcp_startup_error(exc: AppServerRpcError, descriptor: CodexDescriptor) -> A
 
 
 async def open_transport(
-    target: HarnessTarget[CodexDescriptor], ctx: HarnessContext
+    target: HarnessTarget[CodexDescriptor], ctx: HarnessContext, resolved: Resolved
 ) -> CodexTransport:
     """Build the home, launch and initialize the app server, start or resume the thread.
 
@@ -145,7 +146,6 @@ async def open_transport(
     :class:`AppServerRpcError` otherwise; everything acquired is on ``ctx``.
     """
     descriptor = target.descriptor
-    resolved = resolve_executable(ctx.env)
     secrets = descriptor.env_names()
     seed = await ensure_seed(
         resolved.path,
