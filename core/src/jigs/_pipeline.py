@@ -435,7 +435,8 @@ class Step:
         limit = float(descriptor.idle_timeout)
         with timed("runner.engine.opened", log, span=span):
             try:
-                with anyio.fail_after(limit):
+                # a little past the limit, so a kind's own, more precise timeout wins
+                with anyio.fail_after(limit + 2.0):
                     self._engine = await TurnEngine.open(harness, target, ctx)
                     self._engine.span = span
             except TimeoutError as exc:
