@@ -148,7 +148,7 @@ async def check_harness(
                 assert turn.text, f"{kind}: run_agent returned no text"
                 events = [e["event"] for e in logs]
                 assert "runner.lock.acquired" in events, f"{kind}: run_agent took no lock"
-                assert events.index("runner.lock.acquired") < events.index("runner.turn"), (
+                assert events.index("runner.lock.acquired") < events.index("turn.started"), (
                     f"{kind}: the agent ran before the worktree was locked"
                 )
                 assert "runner.lock.released" in events, f"{kind}: the lock was not released"
