@@ -21,6 +21,7 @@ from jigs.errors import (
     AgentSessionError,
     AgentTimeoutError,
     AgentTurnError,
+    InvalidInputError,
     StructuredOutputError,
 )
 from jigs.events import ModelCallStarted, SessionStarted, ToolCallFinished, UsageUpdated
@@ -363,3 +364,33 @@ async def test_prompts_that_look_like_options_or_files_stay_prompts(
         result = await _run(pi_descriptor(URL), worktree, run_meta, prompt)
     assert result.text == f"echo:{len(prompt)}:{prompt[-20:]}"
     assert not any(prompt in arg for arg in seen[0].argv)
+
+
+async def test_provider_options_other_than_on_event_are_refused(
+    pi_descriptor: Callable[..., dict[str, Any]], worktree: Path, run_meta: RunMetadata
+) -> None:
+    """An approval hook Pi cannot call must not be ignored silently."""
+    seen: list[Any] = []
+    with observe_launches() as launched, pytest.raises(InvalidInputError) as info:
+        await run_agent(
+            harness=pi_descriptor(URL),
+            cwd=worktree,
+            prompt="ok",
+            run=run_meta,
+            provider_options={
+                "pi": {"approve_tool": lambda name, args: True, "on_event": seen.append}
+            },
+        )
+    assert info.value.argument == "provider_options"
+    assert "approve_tool" in str(info.value)
+    assert launched == []
+    _assert_released(worktree)
+    result = await run_agent(  # on_event alone is fine
+        harness=pi_descriptor(URL),
+        cwd=worktree,
+        prompt="ok",
+        run=run_meta,
+        provider_options={"pi": {"on_event": seen.append}},
+    )
+    assert result.text == "fake answer (ok)"
+    assert any(isinstance(e, SessionStarted) for e in seen)

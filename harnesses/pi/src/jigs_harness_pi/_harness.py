@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import anyio
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.descriptors import HarnessDescriptor
-from jigs.errors import AgentSessionError, CliNotFoundError, PromptError
+from jigs.errors import AgentSessionError, CliNotFoundError, InvalidInputError, PromptError
 from jigs.executables import Resolved, parse_version
 from jigs.plugin import (
     Harness,
@@ -232,6 +232,13 @@ class PiHarness(Harness[PiDescriptor]):
     ) -> TurnLaunch:
         prepared: _Prepared = state
         descriptor = turn.descriptor
+        if turn.options:
+            raise InvalidInputError(
+                f"the pi kind takes no provider options besides on_event (got "
+                f"{', '.join(sorted(map(str, turn.options)))}); Pi runs its tools without asking, "
+                f"so there is no approve_tool: restrict them with the descriptor's tools",
+                argument="provider_options",
+            )
         try:
             prompt = turn.prompt.encode("utf-8")
         except UnicodeEncodeError:
