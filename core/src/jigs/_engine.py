@@ -284,9 +284,8 @@ class ProcessTransport(SessionTransport):
                 harness.kind, [f"{argv[0]}: {exc.strerror or exc}"], harness.install_hint
             ) from None
         ctx.log.info("turn.launched", pid=process.pid, executable=argv[0])
-        turn_stream = _ProcessTurn(
-            harness.kind, process, harness.decoder(turn), spec.driver, spec.exit_grace
-        )
+        decoder = spec.decoder if spec.decoder is not None else harness.decoder(turn)
+        turn_stream = _ProcessTurn(harness.kind, process, decoder, spec.driver, spec.exit_grace)
         try:
             if spec.driver is not None:
                 assert process.stdin is not None

@@ -200,13 +200,16 @@ class TurnDriver(Protocol):
 class TurnLaunch:
     """How to start one turn's process: ``argv``, ``env`` added to the step's environment,
     ``stdin`` bytes written then closed (None: stdin closed), or a ``driver`` that speaks on
-    stdin. ``exit_grace`` is how long the CLI may take to exit after its last event."""
+    stdin. ``exit_grace`` is how long the CLI may take to exit after its last event.
+    ``decoder`` reads this launch's output when the launch decided something the decoder must
+    check (a session id it chose); None: :meth:`Harness.decoder`."""
 
     argv: Sequence[str]
     env: Mapping[str, str] = field(default_factory=dict)
     stdin: bytes | None = None
     driver: TurnDriver | None = None
     exit_grace: float = 3.0
+    decoder: TurnDecoder | None = None
 
 
 class TurnDecoder(Protocol):

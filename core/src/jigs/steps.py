@@ -309,7 +309,8 @@ async def run_agent(
         if record.session_id
         else None
     )
-    result = result_of(kind, record, [], getattr(descriptor, "model", None))
+    model = getattr(descriptor, "model", None)  # Pi's is a model source, not a name
+    result = result_of(kind, record, [], model if isinstance(model, str) else None)
     return AgentResult(
         text=record.text,
         session=session,

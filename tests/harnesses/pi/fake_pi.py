@@ -1,8 +1,10 @@
 """A stand-in for ``pi --mode json`` that misbehaves on demand (fault injection).
 
-The prompt (the last argument) picks the behaviour by its first word: ``ok``, ``garbage``,
-``nosettle``, ``crash``, ``hang``, ``hang-after-settle``, ``wrong-session``, ``length``,
-``error``. It writes ``pidfile:<path>`` words' path with its pid.
+The prompt (on stdin, as jigs sends it) picks the behaviour by its first word: ``ok``,
+``garbage``, ``nosettle``, ``crash``, ``hang``, ``silent`` (prints nothing and sleeps),
+``hang-after-settle``, ``wrong-session``, ``length``, ``error``, ``loop`` (model calls and tool
+calls without end). It writes ``pidfile:<path>`` words' path with its pid; ``argv:<path>``
+writes its arguments there (JSON), and ``echo`` answers with the prompt it read.
 """
 
 import json
@@ -23,7 +25,7 @@ def assistant(text: str, stop: str = "stop", error: str | None = None) -> dict[s
         "content": [{"type": "text", "text": text}],
         "provider": "local",
         "model": "fake-model",
-        "usage": {"input": 3, "output": 2, "totalTokens": 5, "cost": {"total": 0}},
+        "usage": {"input": 3, "output": 2, "totalTokens": 5, "cost": {"total": 0.25}},
         "stopReason": stop,
     }
     if error:
@@ -36,13 +38,25 @@ def main() -> int:
     if "--version" in argv:
         print("1.6.0")
         return 0
-    prompt = argv[-1]
+    prompt = sys.stdin.read().strip()
     mode = prompt.split()[0] if prompt.split() else "ok"
-    for word in prompt.split():
+    for word in prompt.split()[:4]:
         if word.startswith("pidfile:"):
             with open(word.split(":", 1)[1], "w") as fh:
                 fh.write(str(os.getpid()))
-    session = argv[argv.index("--session-id") + 1] if "--session-id" in argv else "x"
+        if word.startswith("argv:"):
+            with open(word.split(":", 1)[1], "w") as fh:
+                json.dump(argv, fh)
+    if mode == "silent":
+        time.sleep(600)
+    if "--session-id" in argv:  # a fresh session: write its file where Pi would
+        session = argv[argv.index("--session-id") + 1]
+        sessions = argv[argv.index("--session-dir") + 1]
+        with open(os.path.join(sessions, f"2026-01-01T00-00-00_{session}.jsonl"), "w") as fh:
+            fh.write(json.dumps({"type": "session", "id": session}) + "\n")
+    else:
+        resumed = os.path.basename(argv[argv.index("--session") + 1])
+        session = resumed.split("_", 1)[1].removesuffix(".jsonl")
     if mode == "wrong-session":
         session = str(uuid.uuid4())
     emit({"type": "session", "version": 3, "id": session, "timestamp": "t", "cwd": os.getcwd()})
@@ -55,10 +69,19 @@ def main() -> int:
         return 3
     if mode == "hang":
         time.sleep(600)
+    if mode == "loop":
+        for n in range(10_000):
+            emit({"type": "turn_start"})
+            emit({"type": "message_start", "message": {"role": "assistant", "content": []}})
+            emit({"type": "message_end", "message": assistant("", "toolUse")})
+            emit({"type": "tool_execution_start", "toolCallId": f"c{n}", "toolName": "bash"})
+            emit({"type": "tool_execution_end", "toolCallId": f"c{n}", "toolName": "bash"})
+            time.sleep(0.01)
     stop, error = {"length": ("length", None), "error": ("error", "500 boom")}.get(
         mode, ("stop", None)
     )
-    message = assistant(f"fake answer ({mode})", stop, error)
+    answer = f"echo:{len(prompt)}:{prompt[-20:]}" if mode == "echo" else f"fake answer ({mode})"
+    message = assistant(answer, stop, error)
     emit({"type": "message_end", "message": message})
     emit({"type": "agent_end", "messages": [message], "willRetry": False})
     if mode == "nosettle":

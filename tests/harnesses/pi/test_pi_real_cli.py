@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -59,17 +58,17 @@ async def test_two_turns_with_resume_carry_history(
 async def test_scripted_bash_tool_creates_file(
     pi_descriptor: Callable[..., dict[str, Any]], worktree: Path, run_meta: RunMetadata
 ) -> None:
-    script = [
-        tool_call("bash", {"command": "printf 'made by pi' > created.txt"}),
-        text("done"),
-    ]
+    command = "printf 'made by pi' > created.txt; printf %s \"$PI_CODING_AGENT_DIR\" > home.txt"
+    script = [tool_call("bash", {"command": command}), text("done")]
     async with ModelServer(script) as s:
         result = await run_agent(
             harness=pi_descriptor(s.openai_base_url), cwd=worktree, prompt="make it", run=run_meta
         )
     assert result.text == "done"
     assert (worktree / "created.txt").read_text() == "made by pi"
-    assert not list(Path(tempfile.gettempdir()).glob("jigs-pi-agent-*"))  # private dir removed
+    home = Path((worktree / "home.txt").read_text())
+    assert home.name.startswith("jigs-pi-agent-")
+    assert not home.exists()  # the private agent dir went with the step
     assert result.provider_metadata is not None
     assert result.provider_metadata["pi"]["tool_calls"] == 1
 
@@ -190,7 +189,7 @@ async def test_resume_of_unknown_session_fails_before_launch(
         harness = load(pi_descriptor(s.openai_base_url))
         for bad in ("no-such-session", "*", "../x"):
             ref = AgentSessionRef(harness="pi", id=bad, descriptor=harness.describe())
-            with pytest.raises(AgentSessionError, match="is missing"):
+            with pytest.raises(AgentSessionError, match=r"is missing|not one jigs recorded"):
                 await run_agent(
                     harness=harness, cwd=worktree, prompt="hi", run=run_meta, resume=ref
                 )
@@ -256,3 +255,146 @@ async def test_context_files_only_when_asked(
         (request,) = s.model_requests
     assert ("AGENTS-MD-MARKER-93a1" in request.text()) is context_files
     assert "bash" in request.tool_names()  # the worktree's .pi/settings.json was ignored
+
+
+def _user_texts(body: Any) -> list[str]:
+    """The user messages' text of a Chat Completions request body."""
+    texts = []
+    for message in body.get("messages") or []:
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        texts.append(content)
+    return texts
+
+
+async def test_a_hung_endpoint_ends_at_idle_timeout(
+    pi_descriptor: Callable[..., dict[str, Any]], worktree: Path, run_meta: RunMetadata
+) -> None:
+    from jigs._lock import worktree_locked
+    from jigs.errors import AgentTimeoutError
+
+    async with ModelServer([text("far too late", delay=60)]) as s:
+        started = time.monotonic()
+        with pytest.raises(AgentTimeoutError, match="idle_timeout") as info:
+            await run_agent(
+                harness=pi_descriptor(s.openai_base_url, idle_timeout=2),
+                cwd=worktree,
+                prompt="hang on",
+                run=run_meta,
+            )
+        elapsed = time.monotonic() - started
+        assert len(s.model_requests) == 1  # Pi was waiting on the endpoint
+    assert elapsed < 2 + 5
+    assert info.value.session_id is not None  # the session header came before the hang
+    assert not worktree_locked(worktree)
+    assert not live_groups()
+
+
+async def test_max_turns_stops_a_tool_loop_and_agent_session_resumes_it(
+    pi_descriptor: Callable[..., dict[str, Any]], worktree: Path, run_meta: RunMetadata
+) -> None:
+    from jigs.errors import AgentLimitError
+    from jigs.steps import agent_session
+
+    def answer(request: Any) -> Any:
+        if "CONTINUE-NOW" in request.text():
+            return f"resumed with {request.message_count} messages"
+        return tool_call("bash", {"command": "echo LOOP-OUTPUT-7"})
+
+    price = {"input": 1000.0, "output": 1000.0}
+    async with ModelServer([reply(answer) for _ in range(8)]) as s:
+        harness = pi_descriptor(s.openai_base_url, max_turns=2)
+        harness["model"]["price"] = price
+        with pytest.raises(AgentLimitError, match="max_turns") as info:
+            await run_agent(harness=harness, cwd=worktree, prompt="loop forever", run=run_meta)
+        error = info.value
+        assert error.usage is not None
+        assert error.usage.input_tokens
+        assert error.usage.cost_usd
+        assert error.usage.cost_usd > 0
+        assert error.session is not None
+        before = len(s.model_requests)
+        result = await agent_session(
+            harness=harness,
+            cwd=worktree,
+            run=run_meta,
+            session=error.session,
+            resume_prompt="CONTINUE-NOW",
+            fresh_prompt="never sent",
+        )
+        resumed = s.model_requests[before]
+    assert before >= 2
+    assert result.session is not None
+    assert result.session.id == error.session_id
+    assert result.text.startswith("resumed with")
+    assert "LOOP-OUTPUT-7" in resumed.text()  # the earlier tool calls are in the history
+    assert "loop forever" in resumed.text()
+    assert "never sent" not in resumed.text()
+    assert result.usage.cost_usd
+    assert result.usage.cost_usd > 0
+    assert not live_groups()
+
+
+async def test_a_5mb_prompt_reaches_the_model_intact(
+    pi_descriptor: Callable[..., dict[str, Any]], worktree: Path, run_meta: RunMetadata
+) -> None:
+    line = "0123456789 abcdefghij ünïcødé -- @README.md\n"
+    prompt = "-BEGIN-\n" + line * (5 * 1024 * 1024 // len(line)) + "-END-"
+    async with ModelServer([text("read it")]) as s:
+        result = await run_agent(
+            harness=pi_descriptor(s.openai_base_url), cwd=worktree, prompt=prompt, run=run_meta
+        )
+        (request,) = s.model_requests
+    assert result.text == "read it"
+    assert len(prompt.encode()) > 5 * 1024 * 1024
+    assert _user_texts(request.body) == [prompt]
+
+
+async def test_prompt_and_resource_keys_reach_the_request(
+    pi_descriptor: Callable[..., dict[str, Any]], worktree: Path, run_meta: RunMetadata
+) -> None:
+    (worktree / "prompts").mkdir()
+    (worktree / "prompts" / "fix.md").write_text("TEMPLATE-MARKER-5b: fix the build\n")
+    skill = worktree / "skills" / "review"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\nname: review\ndescription: SKILL-MARKER-c2 reviews code\n---\nReview it.\n"
+    )
+    async with ModelServer([text("ok")]) as s:
+        data = pi_descriptor(
+            s.openai_base_url,
+            append_system_prompt=["README.md", "APPENDED-MARKER-e4"],
+            prompt_templates=["prompts/fix.md"],
+            skills=["skills/review"],
+        )
+        await run_agent(harness=data, cwd=worktree, prompt="/fix", run=run_meta)
+        (request,) = s.model_requests
+    system = " ".join(
+        str(m.get("content"))
+        for m in request.body["messages"]
+        if m["role"] in {"system", "developer"}
+    )
+    assert "APPENDED-MARKER-e4" in system
+    assert "README.md" in system  # sent as text, not replaced by the file's content
+    assert "scratch repo" not in system
+    assert "SKILL-MARKER-c2" in system
+    assert _user_texts(request.body)[0].startswith("TEMPLATE-MARKER-5b")
+
+
+async def test_system_prompt_and_thinking_reach_the_request(
+    pi_descriptor: Callable[..., dict[str, Any]], worktree: Path, run_meta: RunMetadata
+) -> None:
+    async with ModelServer([text("ok")]) as s:
+        data = pi_descriptor(
+            s.openai_base_url, system_prompt="SYSTEM-MARKER-9d only", thinking="high"
+        )
+        data["model"]["reasoning"] = True
+        await run_agent(harness=data, cwd=worktree, prompt="hi", run=run_meta)
+        (request,) = s.model_requests
+    system = [m for m in request.body["messages"] if m["role"] in {"system", "developer"}]
+    assert "SYSTEM-MARKER-9d only" in str(system[0]["content"])
+    assert "running inside pi" not in request.text()
+    assert request.body["reasoning_effort"] == "high"

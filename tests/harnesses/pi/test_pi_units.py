@@ -1,4 +1,4 @@
-"""Descriptor, generated files, stream reader and structured-output helpers (no process)."""
+"""Descriptor, generated files and the stream decoder (no process)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,21 @@ from typing import Any
 
 import pytest
 from jigs import harnesses
-from jigs.errors import AgentOutputError, AgentTurnError, DescriptorError
+from jigs.errors import AgentOutputError, AgentSessionError, DescriptorError
+from jigs.events import (
+    ModelCallStarted,
+    ReasoningDelta,
+    SessionStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnCompleted,
+    TurnFailed,
+    UsageUpdated,
+)
 from jigs_harness_pi import OpenRouter, PiDescriptor
 from jigs_harness_pi._home import PiHome, model_flag, models_json, settings_json
-from jigs_harness_pi._stream import PiStream
-from jigs_harness_pi._structured import extract
+from jigs_harness_pi._stream import PiDecoder
 
 SOURCE = {
     "type": "openai-compatible",
@@ -51,6 +61,12 @@ def test_mcp_servers_are_accepted_and_their_names_join_the_allowlist() -> None:
         ({"model": {**SOURCE, "name": "openai"}}, "built-in providers"),
         ({"model": {**SOURCE, "base_url": "http://u:p@h/v1"}}, "credentials"),
         ({"retries": 99}, "retries"),
+        ({"no_session": True}, "may not set 'no_session'"),
+        ({"system_prompt": "a\x00b"}, "NUL"),
+        ({"skills": ["ok", "bad\x00"]}, "NUL"),
+        ({"exclude_tools": ["no spaces"]}, "not a Pi tool name"),
+        ({"max_turns": 0}, "max_turns"),
+        ({"model": {**SOURCE, "price": {"input": -1}}}, "price"),
     ],
 )
 def test_bad_descriptors(settings: dict[str, Any], message: str) -> None:
@@ -94,11 +110,23 @@ def test_other_sources() -> None:
     assert settings_json(_pi(model=SOURCE))["retry"] == {"enabled": False}
 
 
-def _events(*events: dict[str, Any]) -> PiStream:
-    stream = PiStream()
-    for event in events:
-        stream.feed(json.dumps(event).encode())
-    return stream
+def test_limits_are_supported_and_prices_reach_models_json() -> None:
+    d = _pi(
+        model={**SOURCE, "price": {"input": 3, "output": 15, "cache_read": 0.3}},
+        max_turns=5,
+        max_budget_usd=1.5,
+    )
+    assert (d.max_turns, d.max_budget_usd) == (5, 1.5)
+    (model,) = models_json(d)["providers"]["local"]["models"]
+    assert model["cost"] == {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 0}
+    assert harnesses.load(json.loads(d.describe())) == d
+    (free,) = models_json(_pi(model=SOURCE))["providers"]["local"]["models"]
+    assert free["cost"] == {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
+
+
+def _decode(*messages: dict[str, Any], expected: str | None = "s-1") -> list[Any]:
+    decoder = PiDecoder(expected)
+    return [event for message in messages for event in decoder.decode(message)]
 
 
 def _assistant(stop: str, text: str = "hi", **extra: Any) -> dict[str, Any]:
@@ -108,7 +136,7 @@ def _assistant(stop: str, text: str = "hi", **extra: Any) -> dict[str, Any]:
             "role": "assistant",
             "content": [{"type": "text", "text": text}],
             "stopReason": stop,
-            "usage": {"input": 2, "output": 1},
+            "usage": {"input": 2, "output": 1, "cost": {"total": 0.5}},
             **extra,
         },
     }
@@ -116,67 +144,100 @@ def _assistant(stop: str, text: str = "hi", **extra: Any) -> dict[str, Any]:
 
 HEADER = {"type": "session", "version": 3, "id": "s-1"}
 SETTLED = {"type": "agent_settled", "aborted": False}
+START = {"type": "message_start", "message": {"role": "assistant", "content": []}}
 
 
-def test_stream_outcome() -> None:
-    outcome = _events(HEADER, {"type": "agent_start"}, _assistant("stop"), SETTLED).outcome()
-    assert (outcome.text, outcome.session_id, outcome.usage.input_tokens) == ("hi", "s-1", 2)
-
-
-def test_a_retried_error_does_not_fail_the_turn() -> None:
-    stream = _events(
+def test_decoder_events_of_a_turn() -> None:
+    events = _decode(
         HEADER,
+        {"type": "message_start", "message": {"role": "user", "content": "hi"}},
+        START,
+        {
+            "type": "message_update",
+            "assistantMessageEvent": {"type": "thinking_delta", "delta": "hm"},
+        },
+        {"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "delta": "h"}},
+        {"type": "tool_execution_start", "toolCallId": "c1", "toolName": "bash", "args": {"a": 1}},
+        {
+            "type": "tool_execution_end",
+            "toolCallId": "c1",
+            "toolName": "bash",
+            "result": {"content": [{"type": "text", "text": "out"}]},
+            "isError": True,
+        },
+        _assistant("stop"),
+        SETTLED,
+    )
+    assert events == [
+        SessionStarted(session_id="s-1"),
+        ModelCallStarted(),
+        ReasoningDelta(text="hm"),
+        TextDelta(text="h"),
+        ToolCallStarted(id="c1", name="bash", arguments={"a": 1}),
+        ToolCallFinished(id="c1", name="bash", output="out", is_error=True),
+        UsageUpdated(usage=events[6].usage),
+        TurnCompleted(
+            text="hi",
+            stop_reason="stop",
+            metadata={"tool_calls": 1, "cli": None, "model": None, "provider": None},
+        ),
+    ]
+    assert events[6].usage.input_tokens == 2
+    assert events[6].usage.cost_usd == 0.5
+
+
+def test_a_retried_error_does_not_fail_the_turn_and_usage_adds_up() -> None:
+    events = _decode(
+        HEADER,
+        START,
         _assistant("error", "", errorMessage="overloaded"),
+        START,
         _assistant("stop", "ok"),
         SETTLED,
     )
-    assert stream.outcome().text == "ok"
-    assert stream.outcome().usage.input_tokens == 4
+    usage = [e.usage for e in events if isinstance(e, UsageUpdated)]
+    assert [u.input_tokens for u in usage] == [2, 4]
+    assert usage[-1].cost_usd == 1.0
+    assert events[-1] == TurnCompleted(text="ok", stop_reason="stop", metadata=events[-1].metadata)
 
 
 @pytest.mark.parametrize(
-    ("events", "error", "message"),
+    ("final", "reason", "retryable", "message"),
     [
-        ([HEADER, _assistant("error", errorMessage="boom"), SETTLED], AgentTurnError, "boom"),
-        ([HEADER, _assistant("length"), SETTLED], AgentTurnError, "truncated"),
-        ([HEADER, _assistant("aborted"), SETTLED], AgentTurnError, "aborted"),
-        ([HEADER, _assistant("toolUse"), SETTLED], AgentTurnError, "toolUse"),
-        ([HEADER, _assistant("stop")], AgentOutputError, "before agent_settled"),
-        ([HEADER, SETTLED], AgentOutputError, "without an assistant message"),
-        ([_assistant("stop"), SETTLED], AgentOutputError, "session header"),
+        (_assistant("error", errorMessage="boom"), "api_error", True, "boom"),
+        (_assistant("length"), "length", False, "truncated"),
+        (_assistant("aborted"), "aborted", False, "aborted"),
+        (_assistant("toolUse"), "other", False, "toolUse"),
     ],
 )
-def test_stream_failures(
-    events: list[dict[str, Any]], error: type[Exception], message: str
+def test_decoder_failures(
+    final: dict[str, Any], reason: str, retryable: bool, message: str
 ) -> None:
-    with pytest.raises(error, match=message):
-        _events(*events).outcome()
+    failed = _decode(HEADER, final, SETTLED)[-1]
+    assert isinstance(failed, TurnFailed)
+    assert (failed.reason, failed.retryable) == (reason, retryable)
+    assert message in failed.message
 
 
-def test_invalid_lines_name_their_number() -> None:
-    stream = _events(HEADER)
-    with pytest.raises(AgentOutputError, match="line 2") as info:
-        stream.feed(b"{not json")
-    assert info.value.line == 2
-    with pytest.raises(AgentOutputError, match="line 3"):
-        stream.feed(b"[1, 2]")
-
-
-SCHEMA = {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}}
+def test_a_settled_abort_fails_the_turn() -> None:
+    failed = _decode(HEADER, _assistant("stop"), {"type": "agent_settled", "aborted": True})[-1]
+    assert isinstance(failed, TurnFailed)
+    assert failed.reason == "aborted"
 
 
 @pytest.mark.parametrize(
-    ("text", "value", "problem"),
+    ("messages", "message"),
     [
-        ('{"a": 1}', {"a": 1}, None),
-        ('Here:\n```json\n{"a": 2}\n```', {"a": 2}, None),
-        ('Result: {"a": 3} done', {"a": 3}, None),
-        ("no json here", None, "not JSON"),
-        ('{"b": 1}', None, "required key(s) a"),
-        ("[1]", None, "not a JSON object"),
+        ([HEADER, SETTLED], "without an assistant message"),
+        ([_assistant("stop"), SETTLED], "session header"),
     ],
 )
-def test_extract(text: str, value: Any, problem: str | None) -> None:
-    got, why = extract(text, SCHEMA)
-    assert got == value
-    assert (why is None) if problem is None else (why is not None and problem in why)
+def test_unreadable_streams(messages: list[dict[str, Any]], message: str) -> None:
+    with pytest.raises(AgentOutputError, match=message):
+        _decode(*messages)
+
+
+def test_a_session_other_than_the_one_asked_for_is_refused() -> None:
+    with pytest.raises(AgentSessionError, match="asked for 's-2'"):
+        _decode(HEADER, expected="s-2")
+    assert _decode(HEADER, expected=None) == [SessionStarted(session_id="s-1")]

@@ -7,6 +7,7 @@ turn. Install the CLI with ``jigs install pi``; check it with ``jigs doctor --ha
 
 from jigs_harness_pi._descriptor import (
     AnthropicCompatible,
+    ModelPrice,
     ModelSource,
     OpenAICompatible,
     OpenRouter,
@@ -26,6 +27,7 @@ __all__ = [
     "PI_PACKAGE",
     "PI_VERSION",
     "AnthropicCompatible",
+    "ModelPrice",
     "ModelSource",
     "OpenAICompatible",
     "OpenRouter",

@@ -1,9 +1,13 @@
 """The ``pi`` descriptor and its model sources: plain data, credentials named by variable.
 
 A Pi descriptor says which model endpoint Pi talks to (:class:`OpenAICompatible`,
-:class:`AnthropicCompatible` or :class:`OpenRouter`), optional thinking level, tool allowlist,
+:class:`AnthropicCompatible` or :class:`OpenRouter`, with optional :class:`ModelPrice` so Pi
+reports a cost), and Pi's data-valued options: thinking level, tool allow- and denylists, built-in
+tools, system prompt and appended system prompts, skills, prompt templates, session name,
 retries and context-file discovery. It never holds a key: ``api_key_env`` names the step-side
 variable, and the generated ``models.json`` refers to that name (``"$NAME"``), never its value.
+Pi enforces no limit itself; ``max_turns`` and ``max_budget_usd`` are counted by the core from
+the turn's events (model requests, and the cost Pi computes from the model's prices).
 
 ``mcp_servers`` (stdio or HTTP, credentials by variable name) run through Pi's built-in MCP
 support; they are the agent's whole MCP universe (see :mod:`jigs_harness_pi._mcp`).
@@ -16,10 +20,11 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from jigs.descriptors import HarnessDescriptor
 from jigs.mcp import ENV_NAME_PATTERN, looks_like_secret
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "AnthropicCompatible",
+    "ModelPrice",
     "ModelSource",
     "OpenAICompatible",
     "OpenRouter",
@@ -39,6 +44,20 @@ _BUILTIN_PROVIDERS = frozenset(
 CompatValue = bool | int | float | str
 
 
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL byte (no command line can carry one)")
+    return value
+
+
+#: Text that goes to Pi's command line or into a file Pi reads.
+Text = Annotated[str, Field(min_length=1, max_length=1_000_000), AfterValidator(_no_nul)]
+#: A short name (the session's display name).
+Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_nul)]
+#: A path (skill, prompt template) Pi loads; relative paths are read from the worktree.
+PathText = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_no_nul)]
+
+
 def _env_name(value: str, where: str) -> str:
     if ENV_NAME_PATTERN.fullmatch(value):
         return value
@@ -50,11 +69,25 @@ def _env_name(value: str, where: str) -> str:
     raise ValueError(f"{where} must name a step-side environment variable, got {value!r}")
 
 
+class ModelPrice(BaseModel):
+    """The model's price in USD per million tokens (Pi's ``models.json`` ``cost``), so Pi
+    reports each turn's cost and ``max_budget_usd`` can stop a turn. Unset: cost 0."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input: float = Field(default=0.0, ge=0)
+    output: float = Field(default=0.0, ge=0)
+    cache_read: float = Field(default=0.0, ge=0)
+    cache_write: float = Field(default=0.0, ge=0)
+
+
 class _Source(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     #: The model id sent to the API.
     model: str = Field(min_length=1, max_length=200)
+    #: Prices for Pi's cost figures; None: 0 (no cost reported, max_budget_usd never trips).
+    price: ModelPrice | None = None
 
     def key_env(self) -> str | None:
         raise NotImplementedError
@@ -141,6 +174,8 @@ ModelSource = Annotated[
 class PiDescriptor(HarnessDescriptor):
     """Settings of the ``pi`` kind (Pi coding agent 1.x, run as ``pi --mode json``)."""
 
+    supported_limits: ClassVar[frozenset[str]] = frozenset({"max_turns", "max_budget_usd"})
+
     policy_keys: ClassVar[dict[str, str]] = {
         "extensions": "extensions run code inside Pi and could bring tools, env or MCP servers "
         "from outside the step",
@@ -149,6 +184,8 @@ class PiDescriptor(HarnessDescriptor):
         "approve": "project-local Pi files are ignored as policy (--no-approve)",
         "session_dir": "jigs keeps Pi sessions in the run's state directory",
         "agent_dir": "jigs gives each invocation a private PI_CODING_AGENT_DIR",
+        "no_session": "jigs keeps every Pi session so a later step can resume it",
+        "fork": "sessions are resumed with resume= on the step",
     }
 
     kind: Literal["pi"] = "pi"
@@ -158,14 +195,28 @@ class PiDescriptor(HarnessDescriptor):
     thinking: ThinkingLevel | None = None
     #: Tool allowlist (``--tools``); None keeps Pi's defaults (read, bash, edit, write).
     tools: tuple[str, ...] | None = None
+    #: Tool denylist (``--exclude-tools``), added to the MCP tools the step disables.
+    exclude_tools: tuple[str, ...] = ()
+    #: False: no built-in tools (``--no-builtin-tools``); the step's MCP tools stay.
+    builtin_tools: bool = True
+    #: Replaces Pi's system prompt (``--system-prompt``; passed as a file, so the text is
+    #: never read as a path).
+    system_prompt: Text | None = None
+    #: Texts appended to the system prompt (``--append-system-prompt``, each as a file).
+    append_system_prompt: tuple[Text, ...] = ()
+    #: The session's display name (``--name``).
+    session_name: Name | None = None
     #: Agent-level retries of transient provider failures (0: off, so failures are fast).
     retries: int = Field(default=0, ge=0, le=10)
     #: Load AGENTS.md / CLAUDE.md context files from the worktree (off by default).
     context_files: bool = False
     #: Skill files or directories to load (``--skill``); discovery stays off.
-    skills: tuple[str, ...] = ()
+    skills: tuple[PathText, ...] = ()
+    #: Prompt template files or directories to load (``--prompt-template``); discovery stays
+    #: off. A prompt ``/name`` then expands the template.
+    prompt_templates: tuple[PathText, ...] = ()
 
-    @field_validator("tools")
+    @field_validator("tools", "exclude_tools")
     @classmethod
     def _tool_names(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
         for name in value or ():

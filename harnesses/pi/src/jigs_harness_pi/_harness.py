@@ -1,42 +1,49 @@
-"""The ``pi`` kind: whole turns of ``pi --mode json`` under jigs' policy; no model object.
+"""The ``pi`` kind: ``pi --mode json``, one process per turn; no model object (``run_agent``).
 
-One :meth:`PiHarness.run` is one Pi invocation (two when a structured answer needs a re-ask):
+The core's turn engine runs each turn (deadlines, limits, errors, structured output, the re-ask);
+this module only says how Pi is launched:
 
-- the CLI is resolved (:mod:`jigs_harness_pi._executable`) and launched as ``[node, cli.js]``
-  with the wheel's Node, in the worktree, with exactly the step's environment plus the names Pi
-  needs (``PI_CODING_AGENT_DIR`` of a private agent dir, offline and no telemetry), in its own
-  process group, stdin closed;
-- discovery of extensions, skills, prompt templates, themes, context files and project-local
-  ``.pi`` files is off (``-ne -ns -np --no-themes -nc -na``); Pi's built-in MCP is off
-  (``--no-mcp``) unless the step declares servers: then only the built-in MCP extension is
-  loaded (``-e builtin:mcp``), reading the ``mcp.json`` jigs wrote into the private agent dir
-  (:mod:`jigs_harness_pi._mcp`), and disabled tools go to ``--exclude-tools``;
-- sessions live in ``ctx.state_dir / "sessions"``: a fresh turn uses a session id jigs chooses
-  (``--session-id``), a resumed one opens the proven session file (``--session``), and the id Pi
-  reports must be the one asked for (:class:`AgentSessionError` otherwise);
-- the stream is read line by line (:class:`~jigs_harness_pi._stream.PiStream`); a process that
-  exits non-zero or by a signal is :class:`AgentCrashedError`; one that keeps running after
-  ``agent_settled`` is stopped after :data:`SETTLE_GRACE` seconds.
+- :meth:`PiHarness.prepare` (once per step): resolves the CLI (:mod:`jigs_harness_pi._executable`),
+  writes the private ``PI_CODING_AGENT_DIR`` (:mod:`jigs_harness_pi._home`; removed when the step
+  closes) with the descriptor's system-prompt files, and the sessions dir under the run's state
+  dir;
+- :meth:`PiHarness.launch_turn`: the argv (``[node, cli.js]`` for a Node Pi) and env
+  (``PI_CODING_AGENT_DIR``, offline, no telemetry). Discovery of extensions, skills, prompt
+  templates, themes, context files and project-local ``.pi`` files is off
+  (``-ne -ns -np --no-themes -nc -na``); Pi's built-in MCP is off (``--no-mcp``) unless the step
+  declares servers: then only ``-e builtin:mcp`` reads the ``mcp.json`` jigs wrote, and disabled
+  tools go to ``--exclude-tools``. A fresh turn uses a session id jigs chooses
+  (``--session-id``), a resumed one opens the proven session file (``--session``); the decoder
+  (:class:`~jigs_harness_pi._stream.PiDecoder`) refuses a stream reporting another id. The
+  prompt goes on stdin (Pi reads piped stdin in json mode), so no prompt size hits the
+  command-line limit and a prompt starting with ``-`` or ``@`` stays a prompt; Pi trims the
+  whitespace around it.
 """
 
 from __future__ import annotations
 
 import glob
 import re
-import time
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import anyio
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.descriptors import HarnessDescriptor
-from jigs.errors import AgentCrashedError, AgentSessionError, CliNotFoundError
+from jigs.errors import AgentSessionError, CliNotFoundError, InvalidInputError, PromptError
 from jigs.executables import Resolved, parse_version
-from jigs.plugin import AgentRequest, AgentTurn, Harness, HarnessContext, HarnessTarget
+from jigs.plugin import (
+    Harness,
+    HarnessContext,
+    HarnessTarget,
+    TurnLaunch,
+    TurnSpec,
+    private_file,
+)
 
-from jigs_harness_pi import _structured
 from jigs_harness_pi._descriptor import PiDescriptor
 from jigs_harness_pi._executable import (
     INSTALL_FIX,
@@ -47,7 +54,7 @@ from jigs_harness_pi._executable import (
 )
 from jigs_harness_pi._home import PiHome, model_flag
 from jigs_harness_pi._mcp import allowed_tools, excluded_tools
-from jigs_harness_pi._stream import PiOutcome, PiStream
+from jigs_harness_pi._stream import PiDecoder
 
 if TYPE_CHECKING:
     from jigs.testing import ModelServer
@@ -60,11 +67,7 @@ DEMO_KEY_ENV = "JIGS_DEMO_PI_KEY"
 
 #: Seconds Pi may take to exit after ``agent_settled`` before jigs stops its group.
 SETTLE_GRACE = 3.0
-#: Seconds Pi may take to exit after closing its stdout.
-EXIT_GRACE = 5.0
 _SESSIONS = "sessions"
-
-
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -77,13 +80,34 @@ def _session_file(sessions: Path, session_id: str) -> Path | None:
     return matches[-1] if matches else None
 
 
-class PiHarness(Harness):
+def _missing(session_id: str, sessions: Path) -> AgentSessionError:
+    return AgentSessionError(
+        f"Pi session {session_id} is missing from {sessions}; start without resume",
+        kind="pi",
+        session_id=session_id,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """What every turn of a step shares."""
+
+    pi: PiExecutable
+    home: Path
+    sessions: Path
+    #: ``--system-prompt`` / ``--append-system-prompt`` arguments (files in ``home``).
+    prompt_args: tuple[str, ...]
+
+
+class PiHarness(Harness[PiDescriptor]):
     """The Pi coding agent (``@earendil-works/pi-coding-agent`` 1.6+)."""
 
     kind: ClassVar[str] = "pi"
     display_name: ClassVar[str] = "Pi"
     descriptor_type: ClassVar[type[HarnessDescriptor]] = PiDescriptor
     has_model: ClassVar[bool] = False
+    structured_output: ClassVar[Literal["native", "prompted"]] = "prompted"
+    install_hint: ClassVar[str] = INSTALL_FIX
     sets_env: ClassVar[frozenset[str]] = frozenset(
         {
             "PI_CODING_AGENT_DIR",
@@ -101,9 +125,6 @@ class PiHarness(Harness):
         """The Pi CLI jigs would run (for ``require_cli`` and ``jigs doctor``)."""
         pi = resolve_pi(env)
         return Resolved(pi.path, pi.source)
-
-    def env_allowlist(self, descriptor: HarnessDescriptor) -> Collection[str]:
-        return descriptor.env_names()
 
     def installation_checks(self, env: Mapping[str, str]) -> Sequence[Check]:
         async def run() -> CheckResult:
@@ -138,9 +159,8 @@ class PiHarness(Harness):
         return [Check("harness.pi-cli", "Pi CLI", run, timeout=25)]
 
     def descriptor_checks(
-        self, descriptor: HarnessDescriptor, env: Mapping[str, str]
+        self, descriptor: PiDescriptor, env: Mapping[str, str]
     ) -> Sequence[Check]:
-        assert isinstance(descriptor, PiDescriptor)
         key = descriptor.model.key_env()
         if key is None:
             return ()
@@ -157,15 +177,11 @@ class PiHarness(Harness):
 
         return [Check("harness.pi-model-key", "Pi model key", run)]
 
-    async def verify_resume(self, target: HarnessTarget, ctx: HarnessContext) -> None:
-        assert target.resume is not None
+    async def verify_resume(self, target: HarnessTarget[PiDescriptor], ctx: HarnessContext) -> None:
+        resume = target.resume
         sessions = ctx.state_dir / _SESSIONS
-        if _session_file(sessions, target.resume.id) is None:
-            raise AgentSessionError(
-                f"Pi session {target.resume.id} is missing from {sessions}; start without resume",
-                kind=self.kind,
-                session_id=target.resume.id,
-            )
+        if resume is not None and _session_file(sessions, resume.id) is None:
+            raise _missing(resume.id, sessions)
 
     async def install(self, env: Mapping[str, str]) -> str:
         return await install_pi(env)
@@ -193,222 +209,92 @@ class PiHarness(Harness):
             host_env={DEMO_KEY_ENV: "sk-jigs-demo-placeholder"},
         )
 
-    # ---------------------------------------------------------------- running a turn
+    # ---------------------------------------------------------------- the turn pieces
 
-    async def run(self, request: AgentRequest, ctx: HarnessContext) -> AgentTurn:
-        target = request.target
+    async def prepare(self, target: HarnessTarget[PiDescriptor], ctx: HarnessContext) -> Any:
         descriptor = target.descriptor
-        assert isinstance(descriptor, PiDescriptor)
         pi = resolve_pi(ctx.env)
         home = PiHome(descriptor)
         ctx.callback(home.remove)
+        prompt_args: list[str] = []
+        if descriptor.system_prompt is not None:
+            path = private_file(home.path / "system-prompt.md", descriptor.system_prompt.encode())
+            prompt_args += ["--system-prompt", str(path)]
+        for number, text in enumerate(descriptor.append_system_prompt):
+            path = private_file(home.path / f"append-system-prompt-{number}.md", text.encode())
+            prompt_args += ["--append-system-prompt", str(path)]
         sessions = ctx.state_dir / _SESSIONS
         sessions.mkdir(parents=True, exist_ok=True)
+        return _Prepared(pi, home.path, sessions, tuple(prompt_args))
 
-        schema = request.output_schema
-        prompt = request.prompt + (_structured.instruction(schema) if schema else "")
-        if target.resume is not None:
-            session_id = target.resume.id
-            resume_file = _session_file(sessions, session_id)
+    def launch_turn(
+        self, turn: TurnSpec[PiDescriptor], ctx: HarnessContext, state: Any
+    ) -> TurnLaunch:
+        prepared: _Prepared = state
+        descriptor = turn.descriptor
+        if turn.options:
+            raise InvalidInputError(
+                f"the pi kind takes no provider options besides on_event (got "
+                f"{', '.join(sorted(map(str, turn.options)))}); Pi runs its tools without asking, "
+                f"so there is no approve_tool: restrict them with the descriptor's tools",
+                argument="provider_options",
+            )
+        try:
+            prompt = turn.prompt.encode("utf-8")
+        except UnicodeEncodeError:
+            raise PromptError(
+                "the prompt holds text that is not valid Unicode (a lone surrogate); encode "
+                "binary data or keep it in a file in the worktree"
+            ) from None
+        argv = [*prepared.pi.argv, "--mode", "json", "--model", model_flag(descriptor)]
+        argv += ["--session-dir", str(prepared.sessions)]
+        if turn.session_id is not None:
+            resume_file = _session_file(prepared.sessions, turn.session_id)
             if resume_file is None:  # removed since verify_resume
-                raise AgentSessionError(
-                    f"Pi session {session_id} is missing from {sessions}; start without resume",
-                    kind=self.kind,
-                    session_id=session_id,
-                )
-        else:
-            session_id = str(uuid.uuid4())
-            resume_file = None
-
-        outcome = await self._invoke(
-            pi,
-            descriptor=descriptor,
-            target=target,
-            ctx=ctx,
-            home=home,
-            sessions=sessions,
-            session_id=session_id,
-            resume_file=resume_file,
-            prompt=prompt,
-        )
-        output = None
-        if schema is not None:
-            output, problem = _structured.extract(outcome.text, schema)
-            if problem is not None:
-                ctx.log.info("pi.structured.reask", problem=problem, session_id=session_id)
-                again = _session_file(sessions, session_id)
-                if again is None:
-                    raise AgentSessionError(
-                        f"Pi did not write session {session_id} to {sessions}, so jigs cannot "
-                        f"ask again for a structured answer",
-                        kind=self.kind,
-                        session_id=session_id,
-                    )
-                first = outcome
-                outcome = await self._invoke(
-                    pi,
-                    descriptor=descriptor,
-                    target=target,
-                    ctx=ctx,
-                    home=home,
-                    sessions=sessions,
-                    session_id=session_id,
-                    resume_file=again,
-                    prompt=_structured.reask_prompt(problem, schema),
-                )
-                outcome = _merge_usage(first, outcome)
-                output, problem = _structured.extract(outcome.text, schema)
-        return AgentTurn(
-            text=outcome.text,
-            session_id=outcome.session_id,
-            output=output,
-            usage=outcome.usage,
-            provider_metadata={
-                "pi": {
-                    "session_id": outcome.session_id,
-                    "model": outcome.model,
-                    "provider": outcome.provider,
-                    "stop_reason": outcome.stop_reason,
-                    "tool_calls": outcome.tool_calls,
-                    "cli": str(pi.path),
-                }
-            },
-        )
-
-    def _argv(
-        self,
-        pi: PiExecutable,
-        *,
-        descriptor: PiDescriptor,
-        sessions: Path,
-        session_id: str,
-        resume_file: Path | None,
-        prompt: str,
-    ) -> list[str]:
-        argv = [*pi.argv, "--mode", "json", "--model", model_flag(descriptor)]
-        argv += ["--session-dir", str(sessions)]
-        if resume_file is not None:
+                raise _missing(turn.session_id, prepared.sessions)
+            expected = turn.session_id
             argv += ["--session", str(resume_file)]
         else:
-            argv += ["--session-id", session_id]
+            expected = str(uuid.uuid4())
+            argv += ["--session-id", expected]
         argv += ["-ne", "-ns", "-np", "--no-themes", "-na"]
+        excluded = list(descriptor.exclude_tools)
         if descriptor.mcp_servers:
             argv += ["-e", "builtin:mcp"]
-            excluded = excluded_tools(descriptor.mcp_servers)
-            if excluded:
-                argv += ["--exclude-tools", ",".join(excluded)]
+            excluded += excluded_tools(descriptor.mcp_servers)
         else:
             argv.append("--no-mcp")
+        if excluded:
+            argv += ["--exclude-tools", ",".join(excluded)]
         if not descriptor.context_files:
             argv.append("-nc")
+        if not descriptor.builtin_tools:
+            argv.append("--no-builtin-tools")
         for skill in descriptor.skills:
             argv += ["--skill", skill]
+        for template in descriptor.prompt_templates:
+            argv += ["--prompt-template", template]
         if descriptor.thinking is not None:
             argv += ["--thinking", descriptor.thinking]
         if descriptor.tools is not None:
             tools = allowed_tools(descriptor.tools, descriptor.mcp_servers)
             argv += ["--tools", ",".join(tools)] if tools else ["-nt"]
-        # `--` ends option parsing, so a prompt that starts with "-" stays a prompt; Pi still
-        # reads an argument starting with "@" as a file to attach, so such a prompt gets a space.
-        argv += ["--", f" {prompt}" if prompt.startswith("@") else prompt]
-        return argv
-
-    async def _invoke(
-        self,
-        pi: PiExecutable,
-        *,
-        descriptor: PiDescriptor,
-        target: HarnessTarget,
-        ctx: HarnessContext,
-        home: PiHome,
-        sessions: Path,
-        session_id: str,
-        resume_file: Path | None,
-        prompt: str,
-    ) -> PiOutcome:
-        env = dict(ctx.env)
-        env.update(
-            PI_CODING_AGENT_DIR=str(home.path),
-            PI_OFFLINE="1",
-            PI_SKIP_VERSION_CHECK="1",
-            PI_TELEMETRY="0",
+        if descriptor.session_name is not None:
+            argv += ["--name", descriptor.session_name]
+        argv += prepared.prompt_args
+        env = {
+            "PI_CODING_AGENT_DIR": str(prepared.home),
+            "PI_OFFLINE": "1",
+            "PI_SKIP_VERSION_CHECK": "1",
+            "PI_TELEMETRY": "0",
+        }
+        return TurnLaunch(
+            argv,
+            env=env,
+            stdin=prompt,
+            exit_grace=SETTLE_GRACE,
+            decoder=PiDecoder(expected, cli=str(prepared.pi.path)),
         )
-        argv = self._argv(
-            pi,
-            descriptor=descriptor,
-            sessions=sessions,
-            session_id=session_id,
-            resume_file=resume_file,
-            prompt=prompt,
-        )
-        started = time.perf_counter()
-        try:
-            proc = await ctx.launch(argv, cwd=target.cwd, env=env, owner=f"pi ({pi.path})")
-        except OSError as exc:
-            raise CliNotFoundError(
-                self.kind, [f"{pi.source}: {pi.path} could not be started: {exc}"], INSTALL_FIX
-            ) from exc
-        ctx.log.info("pi.launched", pid=proc.pid, cli=str(pi.path), resume=resume_file is not None)
-        stream = PiStream()
-        try:
-            while (line := await proc.read_line()) is not None:
-                stream.feed(line)
-                if stream.settled:
-                    break
-            code: int | None = None
-            with anyio.move_on_after(SETTLE_GRACE if stream.settled else EXIT_GRACE):
-                code = await proc.wait()
-            if code is None:
-                ctx.log.warning("pi.exit.timeout", settled=stream.settled, pid=proc.pid)
-            if code is not None and code != 0:
-                how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-                raise AgentCrashedError(
-                    f"pi {how} after {stream.lines} line(s) of output"
-                    f"{'' if stream.settled else ' and before the turn settled'}",
-                    kind=self.kind,
-                    returncode=code,
-                    stderr_tail=proc.stderr_tail(),
-                )
-            outcome = stream.outcome()
-        finally:
-            await proc.stop()
-        if outcome.session_id != session_id:
-            raise AgentSessionError(
-                f"pi reported session {outcome.session_id!r} after jigs asked for {session_id!r}",
-                kind=self.kind,
-                session_id=session_id,
-            )
-        ctx.log.info(
-            "pi.turn.finished",
-            seconds=round(time.perf_counter() - started, 4),
-            lines=stream.lines,
-            tool_calls=outcome.tool_calls,
-            session_id=session_id,
-        )
-        return outcome
 
-
-def _merge_usage(first: PiOutcome, second: PiOutcome) -> PiOutcome:
-    a, b = first.usage, second.usage
-
-    def add(x: int | None, y: int | None) -> int | None:
-        return None if x is None and y is None else (x or 0) + (y or 0)
-
-    usage = type(a)(
-        input_tokens=add(a.input_tokens, b.input_tokens),
-        output_tokens=add(a.output_tokens, b.output_tokens),
-        total_tokens=add(a.total_tokens, b.total_tokens),
-        cached_input_tokens=add(a.cached_input_tokens, b.cached_input_tokens),
-        cost_usd=None
-        if a.cost_usd is None and b.cost_usd is None
-        else (a.cost_usd or 0.0) + (b.cost_usd or 0.0),
-    )
-    return PiOutcome(
-        text=second.text,
-        session_id=second.session_id,
-        usage=usage,
-        model=second.model,
-        provider=second.provider,
-        stop_reason=second.stop_reason,
-        tool_calls=first.tool_calls + second.tool_calls,
-    )
+    def decoder(self, turn: TurnSpec[PiDescriptor]) -> PiDecoder:
+        return PiDecoder(turn.session_id)

@@ -41,7 +41,18 @@ def model_flag(descriptor: PiDescriptor) -> str:
 def models_json(descriptor: PiDescriptor) -> dict[str, Any]:
     """Pi's ``models.json`` for the descriptor's model source (keys by variable name only)."""
     source = descriptor.model
-    model: dict[str, Any] = {"id": source.model, "cost": dict(_FREE)}
+    price = source.price
+    cost = (
+        {
+            "input": price.input,
+            "output": price.output,
+            "cacheRead": price.cache_read,
+            "cacheWrite": price.cache_write,
+        }
+        if price is not None
+        else dict(_FREE)
+    )
+    model: dict[str, Any] = {"id": source.model, "cost": cost}
     if isinstance(source, OpenRouter):
         provider: dict[str, Any] = {
             "baseUrl": OPENROUTER_BASE_URL,

@@ -1,43 +1,59 @@
-"""Reading ``pi --mode json``: one JSON object per line, ending with ``agent_settled``.
+"""``pi --mode json`` as :mod:`jigs.events`: one :class:`PiDecoder` per turn.
 
-:class:`PiStream` is fed the lines as they arrive and, at the end, :meth:`PiStream.outcome` says
-what the turn produced or raises the typed error that describes what went wrong:
+Pi prints one JSON object per line (the engine reads and decodes them):
 
-- a line that is not a JSON object: :class:`AgentOutputError` naming the line number;
-- no session header, or a stream that ends before ``agent_settled``: :class:`AgentOutputError`;
-- the final assistant message stopped with ``error`` or ``aborted`` (Pi still exits 0), or the
-  run was aborted: :class:`AgentTurnError` with Pi's error message;
-- ``length``: :class:`AgentTurnError` (a truncated answer is never handed on as complete).
+- the ``session`` header: :class:`SessionStarted`; its id must be the one jigs asked for
+  (``--session-id`` / ``--session``), else :class:`AgentSessionError`;
+- each assistant ``message_start``: :class:`ModelCallStarted` (a model request, retries
+  included); ``text_delta`` / ``thinking_delta`` updates: :class:`TextDelta` /
+  :class:`ReasoningDelta`; each assistant ``message_end``: :class:`UsageUpdated` with the turn's
+  usage so far (Pi's cost, from the model's prices, summed);
+- ``tool_execution_start`` / ``_end``: :class:`ToolCallStarted` / :class:`ToolCallFinished`;
+- ``agent_settled`` ends the turn. The *last* assistant message decides (a provider error Pi's
+  own retry recovered from does not fail the turn): ``stop`` is :class:`TurnCompleted`;
+  ``error`` is ``api_error`` (retryable), ``aborted`` (or a settled abort) ``aborted``,
+  ``length`` a truncated answer, anything else ``other`` -- each a :class:`TurnFailed`.
 
-The last assistant message before ``agent_settled`` decides the outcome, so a provider error that
-Pi's own retry recovered from does not fail the turn.
+A stream that settles without its session header or an assistant message is
+:class:`AgentOutputError`.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from jigs.errors import AgentOutputError, AgentTurnError
+from jigs.errors import AgentOutputError, AgentSessionError
+from jigs.events import (
+    AgentEvent,
+    ModelCallStarted,
+    ReasoningDelta,
+    SessionStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnCompleted,
+    TurnFailed,
+    UsageUpdated,
+)
 from jigs.models import Usage
 
-__all__ = ["PiOutcome", "PiStream"]
+__all__ = ["PiDecoder"]
 
 _KIND = "pi"
 
 
-@dataclass(frozen=True, slots=True)
-class PiOutcome:
-    """A settled, successful turn."""
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
-    text: str
-    session_id: str
-    usage: Usage
-    model: str | None
-    provider: str | None
-    stop_reason: str
-    tool_calls: int
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    blocks = content if isinstance(content, list) else []
+    return "".join(
+        str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+    )
 
 
 @dataclass(slots=True)
@@ -47,12 +63,8 @@ class _Totals:
     total: int = 0
     cache_read: int = 0
     cost: float = 0.0
-    seen: bool = False
 
-    def add(self, usage: Any) -> None:
-        if not isinstance(usage, dict):
-            return
-        self.seen = True
+    def add(self, usage: dict[str, Any]) -> Usage:
         self.input += _int(usage.get("input"))
         self.output += _int(usage.get("output"))
         self.total += _int(usage.get("totalTokens"))
@@ -60,10 +72,6 @@ class _Totals:
         cost = usage.get("cost")
         if isinstance(cost, dict) and isinstance(cost.get("total"), int | float):
             self.cost += float(cost["total"])
-
-    def usage(self) -> Usage:
-        if not self.seen:
-            return Usage()
         return Usage(
             input_tokens=self.input,
             output_tokens=self.output,
@@ -73,128 +81,125 @@ class _Totals:
         )
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _text_of(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content if isinstance(content, list) else []:
-        if isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
-
-
 @dataclass(slots=True)
-class PiStream:
-    """Incremental reader of one ``pi --mode json`` invocation."""
+class PiDecoder:
+    """One turn of ``pi --mode json``. ``expected`` is the session id jigs asked for."""
 
-    lines: int = 0
+    expected: str | None
+    cli: str | None = None
     session_id: str | None = None
-    settled: bool = False
-    aborted: bool = False
     final: dict[str, Any] | None = None
     tool_calls: int = 0
     _totals: _Totals = field(default_factory=_Totals)
 
-    def feed(self, raw: bytes) -> dict[str, Any]:
-        """Take the next stdout line; returns the event. Raises :class:`AgentOutputError` for a
-        line that is not a JSON object."""
-        self.lines += 1
-        line = raw.rstrip(b"\r")
-        try:
-            event = json.loads(line)
-        except ValueError:
-            raise AgentOutputError(
-                f"pi printed a line that is not JSON (line {self.lines}): {line[:120]!r}. "
-                f"Check that $JIGS_PI_EXECUTABLE / the resolved pi is the Pi coding agent and "
-                f"that nothing else writes to its stdout",
-                kind=_KIND,
-                line=self.lines,
-            ) from None
-        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            raise AgentOutputError(
-                f"pi printed a JSON value that is not an event (line {self.lines}): {line[:120]!r}",
-                kind=_KIND,
-                line=self.lines,
-            )
-        self._take(event)
-        return event
-
-    def _take(self, event: dict[str, Any]) -> None:
-        kind = event["type"]
+    def decode(self, message: dict[str, Any]) -> list[AgentEvent]:
+        kind = message.get("type")
         if kind == "session":
-            if self.session_id is None and isinstance(event.get("id"), str):
-                self.session_id = event["id"]
-        elif kind == "message_end":
-            message = event.get("message")
-            if isinstance(message, dict) and message.get("role") == "assistant":
-                self.final = message
-                self._totals.add(message.get("usage"))
-        elif kind == "tool_execution_end":
+            return self._session(message)
+        if kind == "message_start" and _assistant(message):
+            return [ModelCallStarted()]
+        if kind == "message_update":
+            update = message.get("assistantMessageEvent")
+            if isinstance(update, dict) and isinstance(update.get("delta"), str):
+                if update.get("type") == "text_delta":
+                    return [TextDelta(text=update["delta"])]
+                if update.get("type") == "thinking_delta":
+                    return [ReasoningDelta(text=update["delta"])]
+            return []
+        if kind == "message_end" and _assistant(message):
+            self.final = message["message"]
+            usage = self.final.get("usage")
+            return [UsageUpdated(usage=self._totals.add(usage))] if isinstance(usage, dict) else []
+        if kind == "tool_execution_start":
+            return [
+                ToolCallStarted(
+                    id=str(message.get("toolCallId", "")),
+                    name=str(message.get("toolName", "")),
+                    arguments=message.get("args"),
+                )
+            ]
+        if kind == "tool_execution_end":
             self.tool_calls += 1
-        elif kind == "agent_settled":
-            self.settled = True
-            self.aborted = bool(event.get("aborted"))
+            result = message.get("result")
+            content = result.get("content") if isinstance(result, dict) else None
+            return [
+                ToolCallFinished(
+                    id=str(message.get("toolCallId", "")),
+                    name=str(message.get("toolName", "")),
+                    output=_text_of(content) if isinstance(content, list) else result,
+                    is_error=bool(message.get("isError")),
+                )
+            ]
+        if kind == "agent_settled":
+            return [self._settled(bool(message.get("aborted")))]
+        return []
 
-    def outcome(self) -> PiOutcome:
-        """The turn's result once the stream has ended; raises what went wrong."""
+    def _session(self, message: dict[str, Any]) -> list[AgentEvent]:
+        reported = message.get("id")
+        if self.session_id is not None or not isinstance(reported, str):
+            return []
+        if self.expected is not None and reported != self.expected:
+            raise AgentSessionError(
+                f"pi reported session {reported!r} after jigs asked for {self.expected!r}; the "
+                f"Pi CLI may be older than 1.6 (run `jigs doctor --harness pi`)",
+                kind=_KIND,
+                session_id=self.expected,
+            )
+        self.session_id = reported
+        return [SessionStarted(session_id=reported)]
+
+    def _settled(self, aborted: bool) -> AgentEvent:
         if self.session_id is None:
             raise AgentOutputError(
-                f"pi ended without its session header after {self.lines} line(s); it may have "
-                f"failed to start (see its stderr)",
+                "pi settled without its session header; it may have failed to start (see its "
+                "stderr) or be too old (run `jigs doctor --harness pi`)",
                 kind=_KIND,
-                line=self.lines,
-            )
-        if not self.settled:
-            raise AgentOutputError(
-                f"pi's event stream ended before agent_settled (after {self.lines} line(s)), so "
-                f"the turn did not finish",
-                kind=_KIND,
-                line=self.lines,
             )
         final = self.final
         if final is None:
             raise AgentOutputError(
-                "pi settled without an assistant message", kind=_KIND, line=self.lines
+                "pi settled without an assistant message (see its stderr)",
+                kind=_KIND,
+                session_id=self.session_id,
             )
         stop = str(final.get("stopReason", ""))
         error = final.get("errorMessage")
-        if self.aborted or stop == "aborted":
-            raise AgentTurnError(
-                f"pi aborted the turn{f': {error}' if error else ''}",
-                kind=_KIND,
-                detail=str(error) if error else None,
+        said = f": {error}" if error else ""
+        if aborted or stop == "aborted":
+            return TurnFailed(
+                reason="aborted", message=f"pi aborted the turn{said}", stop_reason=stop
             )
         if stop == "error":
-            raise AgentTurnError(
-                f"pi's model request failed: {error or 'no error message'}. Check the model "
-                f"source (base_url, model, api_key_env) and the provider's status",
-                kind=_KIND,
-                detail=str(error) if error else None,
+            return TurnFailed(
+                reason="api_error",
+                message=f"the model request failed{said or ' (no error message)'}. Check the "
+                f"model source (base_url, model, api_key_env) and the provider's status",
+                stop_reason=stop,
+                retryable=True,
             )
         if stop == "length":
-            raise AgentTurnError(
-                "pi's final answer was truncated (stopReason 'length'): raise the model's "
-                "max_tokens or ask for a shorter answer",
-                kind=_KIND,
-                detail="length",
+            return TurnFailed(
+                reason="length",
+                message="the final answer was truncated (stopReason 'length'): raise the "
+                "model's max_tokens or ask for a shorter answer",
+                stop_reason=stop,
             )
         if stop != "stop":
-            raise AgentTurnError(
-                f"pi's final assistant message stopped with {stop!r} instead of a complete answer",
-                kind=_KIND,
-                detail=stop,
+            return TurnFailed(
+                reason="other",
+                message=f"the final assistant message stopped with {stop!r} instead of a "
+                f"complete answer",
+                stop_reason=stop,
             )
-        return PiOutcome(
-            text=_text_of(final),
-            session_id=self.session_id,
-            usage=self._totals.usage(),
-            model=final.get("model") if isinstance(final.get("model"), str) else None,
-            provider=final.get("provider") if isinstance(final.get("provider"), str) else None,
-            stop_reason=stop,
-            tool_calls=self.tool_calls,
+        metadata: dict[str, Any] = {"tool_calls": self.tool_calls, "cli": self.cli}
+        for key in ("model", "provider"):
+            value = final.get(key)
+            metadata[key] = value if isinstance(value, str) else None
+        return TurnCompleted(
+            text=_text_of(final.get("content")), stop_reason=stop, metadata=metadata
         )
+
+
+def _assistant(message: dict[str, Any]) -> bool:
+    inner = message.get("message")
+    return isinstance(inner, dict) and inner.get("role") == "assistant"
