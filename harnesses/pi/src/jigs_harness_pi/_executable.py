@@ -36,6 +36,7 @@ __all__ = [
     "PI_VERSION",
     "PiExecutable",
     "install_pi",
+    "launchable",
     "npm_argv",
     "resolve_pi",
     "wheel_node",
@@ -118,7 +119,8 @@ def _is_node_script(path: Path) -> bool:
     return first.startswith(b"#!") and b"node" in first
 
 
-def _launchable(path: Path, source: str) -> PiExecutable:
+def launchable(path: Path, source: str) -> PiExecutable:
+    """How to launch ``path``: a Node script on the wheel's Node, anything else as it is."""
     real = path.resolve()
     package = _package_of(real)
     version = package[1] if package else None
@@ -148,7 +150,7 @@ def resolve_pi(env: Mapping[str, str]) -> PiExecutable:
     if explicit:
         path = Path(explicit)
         if path.is_file() and (os.access(path, os.X_OK) or _is_node_script(path)):
-            return _launchable(path, f"${ENV_VAR}")
+            return launchable(path, f"${ENV_VAR}")
         tried.append(f"${ENV_VAR}: {path} is not an executable file")
         raise CliNotFoundError("pi", tried, INSTALL_FIX)
     tried.append(f"${ENV_VAR}: not set")
@@ -168,11 +170,11 @@ def resolve_pi(env: Mapping[str, str]) -> PiExecutable:
                 f"{'.'.join(map(str, MIN_VERSION))}"
             )
         else:
-            return _launchable(path, "pi on PATH")
+            return launchable(path, "pi on PATH")
 
     cli = _installed_cli()
     if cli.is_file():
-        return _launchable(cli, "installed by `jigs install pi`")
+        return launchable(cli, "installed by `jigs install pi`")
     tried.append(f"jigs install pi: {cli.parent.parent.parent} is not installed")
     raise CliNotFoundError("pi", tried, INSTALL_FIX)
 
@@ -214,7 +216,7 @@ async def install_pi(env: Mapping[str, str], *, version: str = PI_VERSION) -> st
             f"{result.returncode}: {tail}"
         )
     cli = _installed_cli()
-    pi = _launchable(cli, "installed")
+    pi = launchable(cli, "installed")
     with anyio.fail_after(60):
         check = await anyio.run_process(
             [*pi.argv, "--version"], env=install_env, stdin=subprocess.DEVNULL, check=False

@@ -50,6 +50,7 @@ from jigs_harness_pi._executable import (
     MIN_VERSION,
     PiExecutable,
     install_pi,
+    launchable,
     resolve_pi,
 )
 from jigs_harness_pi._home import PiHome, model_flag
@@ -213,7 +214,9 @@ class PiHarness(Harness[PiDescriptor]):
 
     async def prepare(self, target: HarnessTarget[PiDescriptor], ctx: HarnessContext) -> Any:
         descriptor = target.descriptor
-        pi = resolve_pi(ctx.env)
+        # launch what resolve_executable returns (the contract: the conformance kit swaps it)
+        resolved = self.resolve_executable(ctx.env)
+        pi = launchable(resolved.path, resolved.source)
         home = PiHome(descriptor)
         ctx.callback(home.remove)
         prompt_args: list[str] = []
