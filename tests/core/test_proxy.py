@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -665,7 +666,8 @@ def test_bad_arguments_are_refused_with_a_fix():
 # -- secrets stay out of logs and reprs ----------------------------------------------------
 
 
-async def test_no_secret_in_logs_or_repr():
+async def test_no_secret_in_logs_or_repr(caplog):
+    caplog.set_level(logging.DEBUG, logger="jigs")
     stolen = "sk-ant-api03-STOLEN-TOKEN-SHAPED-abcdefghijklmnop"
     async with ModelServer([text("fine")]) as server:
         with capture_logs() as logs:
@@ -690,7 +692,7 @@ async def test_no_secret_in_logs_or_repr():
     assert "jigs.proxy.refused" in names
     assert "jigs.proxy.request" in names
     assert {"jigs.proxy.started", "jigs.proxy.stopped"} <= set(names)
-    dumped = repr(logs)
+    dumped = repr(logs) + caplog.text
     for secret in (KEY, stolen, token, proxy.placeholder_key):
         assert secret not in dumped
         assert secret not in shown
