@@ -477,6 +477,28 @@ async def test_first_event_reaches_the_client_before_a_slow_upstream_finishes():
     assert record.first_byte_seconds < 0.5
 
 
+async def test_a_burst_of_events_arrives_complete_and_in_order():
+    async def burst(ex: Exchange) -> None:
+        await ex.read_body()
+        await ex.head()
+        for i in range(3000):
+            await ex.send(b'data: {"n": %d}\n\n' % i)
+            if i % 500 == 0:
+                await anyio.sleep(0.01)
+        await ex.end()
+
+    async with anyio.create_task_group() as group:
+        upstream = await _start_upstream(group, burst)
+        async with (
+            CredentialProxy(upstream.url, KEY) as proxy,
+            httpx.AsyncClient(base_url=proxy.base_url) as client,
+        ):
+            response = await client.post("/v1/messages", json=ANTHROPIC_BODY)
+        group.cancel_scope.cancel()
+    assert [e["n"] for e in _sse_events(response.text)] == list(range(3000))
+    assert proxy.requests[0].response_bytes == len(response.content)
+
+
 async def test_request_body_streams_to_the_upstream():
     first_seen = anyio.Event()
 

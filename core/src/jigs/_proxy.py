@@ -39,7 +39,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Self, TypeAlias, cast
@@ -425,6 +425,8 @@ class CredentialProxy:
                         await _send_plain(conn, stream, exc.error_status_hint, body)
             except _ClientGone:
                 return
+            except Exception as exc:  # a bug here must cost one connection, not the step's proxy
+                logger.error("jigs.proxy.internal_error", error=type(exc).__name__, port=self._port)
 
     async def _refuse(
         self,
@@ -590,23 +592,29 @@ class CredentialProxy:
                 tap = UsageTap(
                     response.headers.get("content-type"), response.headers.get("content-encoding")
                 )
-                try:
-                    async for chunk in chunks:
-                        if first_byte is None:
-                            first_byte = time.perf_counter() - started
-                        sizes[1] += len(chunk)
-                        tap.feed(chunk)
-                        if chunked:
-                            await _write(stream, b"%x\r\n%b\r\n" % (len(chunk), chunk))
-                        else:
-                            await _send(conn, stream, h11.Data(data=chunk))
-                except httpx.HTTPError as exc:
+                feed = tap.feed
+
+                def seen(chunk: bytes) -> None:
+                    sizes[1] += len(chunk)
+                    feed(chunk)
+
+                async def write(data: bytes) -> None:
+                    nonlocal first_byte
+                    if first_byte is None:
+                        first_byte = time.perf_counter() - started
+                    if chunked:
+                        await _write(stream, b"%x\r\n%b\r\n" % (len(data), data))
+                    else:
+                        await _send(conn, stream, h11.Data(data=data))
+
+                broken = await _relay(chunks, seen, write, httpx.HTTPError)
+                if broken is not None:
                     outcome, keep = "upstream_cut", False
                     logger.warning(
                         "jigs.proxy.upstream_cut",
                         path=path,
                         status=status,
-                        error=type(exc).__name__,
+                        error=type(broken).__name__,
                         port=self._port,
                     )
                     return False
@@ -683,6 +691,58 @@ class CredentialProxy:
                 self._on_request(record)
             except Exception as exc:
                 logger.warning("jigs.proxy.hook_failed", error=type(exc).__name__, port=self._port)
+
+
+async def _relay(
+    chunks: AsyncIterator[bytes],
+    seen: Callable[[bytes], None],
+    write: Callable[[bytes], Awaitable[None]],
+    upstream_errors: type[Exception],
+) -> Exception | None:
+    """Copy an upstream body to the client as it arrives; the upstream error that cut it off,
+    or ``None`` at its end. Raises what ``write`` raises (:class:`_ClientGone`).
+
+    A reader task takes each chunk the moment it is parsed (``seen`` sees it) and the writer
+    sends everything that arrived while it was busy in one write: one write per event when
+    events come apart (the SSE first byte is never held back), far fewer than one per event
+    when the upstream bursts.
+    """
+    pending: list[bytes] = []
+    wake = [anyio.Event()]
+    ended: list[Exception | None] = []
+
+    async def read() -> None:
+        try:
+            async for chunk in chunks:
+                seen(chunk)
+                pending.append(chunk)
+                wake[0].set()
+        except upstream_errors as exc:
+            ended.append(exc)
+        else:
+            ended.append(None)
+        wake[0].set()
+
+    gone: _ClientGone | None = None
+    async with anyio.create_task_group() as group:
+        group.start_soon(read)
+        while True:
+            await wake[0].wait()
+            wake[0] = anyio.Event()
+            if pending:
+                data = pending[0] if len(pending) == 1 else b"".join(pending)
+                pending.clear()
+                try:
+                    await write(data)
+                except _ClientGone as exc:
+                    gone = exc
+                    group.cancel_scope.cancel()
+                    break
+            if ended and not pending:
+                break
+    if gone is not None:
+        raise gone
+    return ended[0]
 
 
 async def _finish(chunks: AsyncIterator[bytes]) -> None:
