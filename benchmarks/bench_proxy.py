@@ -7,10 +7,10 @@ with ~100 KB), and one subprocess holding a ``CredentialProxy`` in front of each
 side in production: the CLI, here the httpx client, is another process). Then:
 
 1. latency, per reply size: ``--runs`` pairs (a quarter of that for 100 KB) of one streamed
-   Anthropic Messages request straight to the server and one through the proxy, alternating which goes first (see
-   ``_alternate.py``), each on its own kept-alive connection as a CLI would use. Prints the
-   medians of time to the first body byte and to the end of the stream, the median added
-   milliseconds and the median ratio proxy/direct;
+   Anthropic Messages request straight to the server and one through the proxy, alternating
+   which goes first (see ``_alternate.py``), each on its own kept-alive connection as a CLI
+   would use. Prints the medians of time to the first body byte and to the end of the stream,
+   the median added milliseconds and the median ratio proxy/direct;
 2. throughput with 1 KB replies: ``--requests`` requests from ``--concurrency`` concurrent
    clients, direct then through the proxy, requests per second and the proxy's CPU time per
    request.

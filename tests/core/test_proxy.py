@@ -636,6 +636,60 @@ async def test_unreachable_upstream_is_502_and_a_cut_stream_is_cut():
     assert [r.outcome for r in proxy.requests] == ["upstream_cut"]
 
 
+async def test_a_client_that_leaves_mid_stream_costs_only_its_request():
+    async def slow(ex: Exchange) -> None:
+        await ex.read_body()
+        await ex.head()
+        await ex.send(b'data: {"type":"message_start"}\n\n')
+        with contextlib.suppress(anyio.BrokenResourceError, OSError):
+            for _ in range(50):
+                await anyio.sleep(0.02)
+                await ex.send(b'data: {"type":"ping"}\n\n')
+            await ex.end()
+
+    async with anyio.create_task_group() as group:
+        upstream = await _start_upstream(group, slow)
+        async with CredentialProxy(upstream.url, KEY) as proxy:
+            token = proxy.base_url.rsplit("/", 1)[1]
+            head = f"POST /{token}/v1/messages HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{{}}"
+            async with await anyio.connect_tcp("127.0.0.1", proxy.port) as raw:
+                await raw.send(head.encode())
+                received = b""
+                with anyio.fail_after(5):
+                    while b"message_start" not in received:
+                        received += await raw.receive()
+            # left after the first event
+            with anyio.fail_after(5):
+                while not proxy.requests:
+                    await anyio.sleep(0.02)
+            upstream.handler = _echo
+            async with httpx.AsyncClient(base_url=proxy.base_url) as client:
+                after = await client.post("/v1/other", content=b"still serving")
+        group.cancel_scope.cancel()
+    assert proxy.requests[0].outcome == "client_gone"
+    assert proxy.requests[0].status == 200
+    assert after.content == b"still serving"
+
+
+async def test_an_upstream_that_never_answers_is_504():
+    async def silent(ex: Exchange) -> None:
+        await ex.read_body()
+        await anyio.sleep(5)
+
+    async with anyio.create_task_group() as group:
+        upstream = await _start_upstream(group, silent)
+        async with (
+            CredentialProxy(upstream.url, KEY, read_timeout=0.2) as proxy,
+            httpx.AsyncClient(base_url=proxy.base_url) as client,
+        ):
+            with anyio.fail_after(5):
+                response = await client.post("/v1/messages", json=ANTHROPIC_BODY)
+        group.cancel_scope.cancel()
+    assert response.status_code == 504
+    assert "timed out" in response.json()["error"]["message"]
+    assert [(r.status, r.outcome) for r in proxy.requests] == [(504, "upstream_timeout")]
+
+
 async def test_a_failing_hook_does_not_break_the_proxy():
     def hook(record: ProxiedRequest) -> None:
         raise RuntimeError("hook bug")

@@ -100,10 +100,11 @@ class ProxiedRequest:
     """One request the proxy forwarded (refused requests are only counted and logged).
 
     ``path`` is the path after the step token, without the query (e.g. ``/v1/messages``).
-    ``status`` is the status the client got (502/504 when the upstream failed before
-    answering). ``usage`` is what the upstream reported for a model response (``None`` for
-    anything else); ``model`` is the model the response names. ``first_byte_seconds`` is the
-    time from the request head to the first body byte sent back (``None`` if none was).
+    ``status`` is the status the client got: the upstream's, 502/504 when the upstream failed
+    before answering, 0 when the client went away before any answer. ``usage`` is what the
+    upstream reported for a model response (``None`` for anything else); ``model`` is the model
+    the response names. ``first_byte_seconds`` is the time from the request head to the first
+    body byte sent back (``None`` if none was).
     ``outcome`` says how it ended: ``"ok"``, ``"upstream_unreachable"``,
     ``"upstream_timeout"``, ``"upstream_cut"`` (the upstream broke off mid-response),
     ``"client_gone"`` or ``"closed"`` (cut by :meth:`CredentialProxy.aclose`).
@@ -534,7 +535,7 @@ class CredentialProxy:
         )
         sizes = [0, 0]  # request bytes, response bytes
         first_byte: float | None = None
-        status = 502
+        status = 0
         outcome: Outcome = "ok"
         tap: UsageTap | None = None
         keep = True
