@@ -29,6 +29,7 @@ __all__ = [
     "AgentTurnError",
     "CheckFailedError",
     "CliNotFoundError",
+    "CredentialProxyError",
     "DescriptorError",
     "EnvPolicyError",
     "HarnessNotFoundError",
@@ -364,3 +365,14 @@ class StructuredOutputError(JigsError, ValueError):
     def __init__(self, message: str, *, raw: str) -> None:
         super().__init__(message)
         self.raw = raw
+
+
+class CredentialProxyError(JigsError, ValueError):
+    """A step's credential proxy was set up wrong (a bad upstream URL, an empty key, an unknown
+    auth scheme) or used out of order (its address read before it started, started twice)."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str, *, upstream: str | None = None) -> None:
+        super().__init__(message)
+        self.upstream = upstream

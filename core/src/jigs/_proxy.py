@@ -1,0 +1,801 @@
+"""A per-step credential proxy: the model key stays in the worker, the agent gets a placeholder.
+
+A :class:`CredentialProxy` listens on ``127.0.0.1`` (a fresh port) under a random step token.
+The CLI is given :attr:`CredentialProxy.base_url` (``http://127.0.0.1:<port>/<token>``) as its
+API base URL and :attr:`CredentialProxy.placeholder_key` as its key. Every request whose path
+starts with the token is forwarded to ``upstream`` + the rest of the path (and query), with the
+client's auth headers removed and the real key set, and the response is streamed back chunk by
+chunk as the upstream sends it (SSE passes through unbuffered; request bodies stream too).
+
+Guarantees:
+
+- the key is only in this process's memory: it is never logged, never in ``repr``, never sent
+  anywhere but to ``upstream``, and the client's own auth headers never reach the upstream;
+- a request with a wrong token, a path that is not under the token, a path outside
+  ``allow_paths``, or one that arrives on a connection after the proxy closed gets an error
+  status (401, 403 or 400) and a ``jigs.proxy.refused`` log event, which names neither the
+  token tried nor the query;
+- after :meth:`CredentialProxy.aclose` returns (or the ``async with`` block ends) the port is
+  closed (a new connection is refused) and every open connection, in-flight responses
+  included, is cut: the step is over;
+- upstream failures never raise: the client gets 502 (unreachable) or 504 (timed out) before a
+  response started, or a cut connection after; the request is still recorded.
+
+Each forwarded request is recorded as a :class:`ProxiedRequest` (status, timings, sizes, and the
+token ``usage`` the upstream reported) in :attr:`CredentialProxy.requests` and handed to the
+``on_request`` callback when it ends.
+
+The upstream side is ``httpx`` (imported when the proxy starts), with ``trust_env=True``: the
+host's ``HTTPS_PROXY`` / ``NO_PROXY`` and ``SSL_CERT_FILE`` apply. The loopback side is h11 on
+an anyio listener.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hmac
+import json
+import logging
+import secrets
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal, Self, TypeAlias, cast
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.abc
+import h11
+
+from jigs._logging import logger
+from jigs._usage_tap import TokenUsage, UsageTap
+from jigs.errors import CredentialProxyError
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["AuthScheme", "CredentialProxy", "Outcome", "ProxiedRequest", "TokenUsage"]
+
+AuthScheme: TypeAlias = Literal["x-api-key", "bearer"]
+"""How the real key is sent upstream: ``x-api-key: KEY`` (Anthropic) or
+``authorization: Bearer KEY`` (OpenAI and most others)."""
+
+Outcome: TypeAlias = Literal[
+    "ok", "upstream_unreachable", "upstream_timeout", "upstream_cut", "client_gone", "closed"
+]
+
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+_CLIENT_AUTH = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key"}
+)
+_DROPPED_REQUEST = _HOP_BY_HOP | _CLIENT_AUTH | {"host"}
+_HTTPX_DEFAULTS = ("accept", "accept-encoding", "connection", "user-agent")
+
+_READ_SIZE = 65536
+_MAX_HEAD = 256 * 1024
+_LINGER = 1.0
+"""Seconds a refused connection waits for the client to finish sending before it closes."""
+_debug_enabled = functools.partial(logging.getLogger("jigs").isEnabledFor, logging.DEBUG)
+_IO_ERRORS = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError)
+
+
+class _ClientGone(Exception):
+    """The client closed or reset its connection to the proxy."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProxiedRequest:
+    """One request the proxy forwarded (refused requests are only counted and logged).
+
+    ``path`` is the path after the step token, without the query (e.g. ``/v1/messages``).
+    ``status`` is the status the client got: the upstream's, 502/504 when the upstream failed
+    before answering, 0 when the client went away before any answer. ``usage`` is what the
+    upstream reported for a model response (``None`` for anything else); ``model`` is the model
+    the response names. ``first_byte_seconds`` is the time from the request head to the first
+    body byte sent back (``None`` if none was).
+    ``outcome`` says how it ended: ``"ok"``, ``"upstream_unreachable"``,
+    ``"upstream_timeout"``, ``"upstream_cut"`` (the upstream broke off mid-response),
+    ``"client_gone"`` or ``"closed"`` (cut by :meth:`CredentialProxy.aclose`).
+    """
+
+    method: str
+    path: str
+    status: int
+    usage: TokenUsage | None
+    model: str | None
+    request_bytes: int
+    response_bytes: int
+    seconds: float
+    first_byte_seconds: float | None
+    outcome: Outcome
+
+
+def _error_body(kind: str, message: str) -> bytes:
+    """An error both Anthropic and OpenAI clients can read and show."""
+    error = {"type": kind, "message": f"jigs credential proxy: {message}", "code": kind}
+    return json.dumps({"type": "error", "error": error}).encode()
+
+
+def _check_upstream(upstream: str) -> str:
+    if not isinstance(upstream, str):
+        raise CredentialProxyError(f"upstream must be a URL string, not {type(upstream).__name__}")
+    parts = urlsplit(upstream)
+    problem = None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        problem = "it must be an http:// or https:// URL with a host"
+    elif parts.username is not None or parts.password is not None:
+        problem = "it must not carry credentials (give the key as `key`)"
+    elif parts.query or parts.fragment:
+        problem = "it must not have a query or fragment"
+    if problem:
+        raise CredentialProxyError(
+            f"the credential proxy's upstream {upstream!r} is not usable: {problem}, "
+            "e.g. https://api.anthropic.com or https://api.openai.com/v1",
+            upstream=upstream,
+        )
+    return upstream.rstrip("/")
+
+
+def _check_key(key: str, upstream: str) -> bytes:
+    if not isinstance(key, str) or not key.strip():
+        raise CredentialProxyError(
+            f"the credential proxy for {upstream} got an empty key: pass the real API key "
+            "(read from the worker's environment)",
+            upstream=upstream,
+        )
+    if not key.isprintable() or key != key.strip():
+        raise CredentialProxyError(
+            f"the credential proxy for {upstream} got a key with whitespace or control "
+            "characters: strip the value read from the environment or file",
+            upstream=upstream,
+        )
+    try:
+        return key.encode("ascii")
+    except UnicodeEncodeError:
+        raise CredentialProxyError(
+            f"the credential proxy for {upstream} got a non-ASCII key: API keys are ASCII; "
+            "check where the value comes from",
+            upstream=upstream,
+        ) from None
+
+
+def _unsafe_path(path: str) -> bool:
+    """Dot segments or encoded slashes/dots could step out of the upstream's base path."""
+    lowered = path.lower()
+    if "%2e" in lowered or "%2f" in lowered or "%5c" in lowered or "\\" in path:
+        return True
+    return any(segment in (".", "..") for segment in path.split("/"))
+
+
+class CredentialProxy:
+    """A loopback reverse proxy for one step that adds the real API key to every request.
+
+    ``upstream`` is the real API base URL the CLI would otherwise use (``https://api.anthropic.com``,
+    ``https://api.openai.com/v1``, a descriptor's ``base_url``); a request for
+    ``base_url + "/v1/messages"`` goes to ``upstream + "/v1/messages"``. ``key`` is the real
+    key, sent as ``scheme`` says. ``allow_paths``, if given, lists the path prefixes (after the
+    token, e.g. ``"/v1/messages"``) that may be forwarded; others get 403. ``on_request`` is
+    called with each :class:`ProxiedRequest` when it ends (an exception it raises is logged and
+    ignored). ``connect_timeout`` bounds connecting to the upstream; ``read_timeout`` bounds
+    each wait for upstream bytes (a model may think for minutes between events).
+    ``trust_env`` lets httpx use the host's proxy and CA settings.
+
+    Run it either as ``async with CredentialProxy(...) as proxy:`` or inside an existing task
+    group: ``await group.start(proxy.serve)`` then ``await proxy.aclose()`` (cancelling the
+    group also stops it). A proxy serves once. Raises :class:`~jigs.errors.CredentialProxyError`
+    for bad arguments, and :class:`OSError` if it cannot bind a loopback port.
+    """
+
+    def __init__(
+        self,
+        upstream: str,
+        key: str,
+        *,
+        scheme: AuthScheme = "x-api-key",
+        allow_paths: Sequence[str] | None = None,
+        on_request: Callable[[ProxiedRequest], object] | None = None,
+        connect_timeout: float = 30.0,
+        read_timeout: float = 600.0,
+        trust_env: bool = True,
+    ) -> None:
+        self._upstream = _check_upstream(upstream)
+        key_bytes = _check_key(key, self._upstream)
+        if scheme == "x-api-key":
+            self._auth = (b"x-api-key", key_bytes)
+        elif scheme == "bearer":
+            self._auth = (b"authorization", b"Bearer " + key_bytes)
+        else:
+            raise CredentialProxyError(
+                f"unknown auth scheme {scheme!r} for the credential proxy of {self._upstream}: "
+                "use 'x-api-key' (Anthropic) or 'bearer' (OpenAI and compatible)",
+                upstream=self._upstream,
+            )
+        if allow_paths is not None and (
+            isinstance(allow_paths, str) or not all(p.startswith("/") for p in allow_paths)
+        ):
+            raise CredentialProxyError(
+                f"allow_paths for the credential proxy of {self._upstream} must be a list of "
+                "paths starting with '/', e.g. ['/v1/messages']",
+                upstream=self._upstream,
+            )
+        self._allow = tuple(p.rstrip("/") or "/" for p in allow_paths) if allow_paths else None
+        self._on_request = on_request
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+        self._trust_env = trust_env
+        self._token = secrets.token_urlsafe(24)
+        self._token_bytes = self._token.encode("ascii")
+        self.placeholder_key = f"jigs-placeholder-{secrets.token_hex(8)}"
+        """The key to give the CLI. The proxy ignores it (it strips every client auth header),
+        so it is worthless anywhere, including against this proxy without the token."""
+        self._port: int | None = None
+        self._started = False
+        self._closed = False
+        self._close_requested = anyio.Event()
+        self._stopped = anyio.Event()
+        self._records: list[ProxiedRequest] = []
+        self._refused = 0
+        self._group: anyio.abc.TaskGroup | None = None
+
+    # -- addresses and logs ------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The loopback port. Raises :class:`CredentialProxyError` before the proxy started."""
+        if self._port is None:
+            raise CredentialProxyError(
+                f"the credential proxy for {self._upstream} has not started: use "
+                "`async with CredentialProxy(...)` or `await task_group.start(proxy.serve)`",
+                upstream=self._upstream,
+            )
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>/<step token>``: the CLI's API base URL. It is a secret of
+        the step (it holds the token): pass it to the CLI, never log it."""
+        return f"http://127.0.0.1:{self.port}/{self._token}"
+
+    @property
+    def upstream(self) -> str:
+        """The upstream base URL, without a trailing slash."""
+        return self._upstream
+
+    @property
+    def closed(self) -> bool:
+        """Whether the proxy has been closed (it refuses every request from then on)."""
+        return self._closed
+
+    @property
+    def requests(self) -> list[ProxiedRequest]:
+        """Every forwarded request that has ended, in the order they ended (a copy)."""
+        return list(self._records)
+
+    @property
+    def refused(self) -> int:
+        """How many requests were refused (wrong token, outside ``allow_paths``, closed)."""
+        return self._refused
+
+    def __repr__(self) -> str:
+        where = f"127.0.0.1:{self._port}" if self._port is not None else "not started"
+        state = "closed" if self._closed else "open"
+        return f"<CredentialProxy {where} -> {self._upstream} ({state})>"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        try:
+            await group.start(self.serve)
+        except BaseException as exc:
+            await group.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._group = group
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        group, self._group = self._group, None
+        await self.aclose()
+        if group is not None:
+            # The body's own exception propagates as it is, not wrapped in an ExceptionGroup.
+            await group.__aexit__(None, None, None)
+
+    async def aclose(self) -> None:
+        """Stop: refuse every further request, close the port, cut open connections. Returns
+        when the port is closed. Idempotent."""
+        self._closed = True
+        self._close_requested.set()
+        if self._started:
+            await self._stopped.wait()
+
+    async def serve(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Bind, report started (for ``task_group.start``), and serve until :meth:`aclose`
+        or cancellation. Raises :class:`CredentialProxyError` if called twice."""
+        if self._started:
+            raise CredentialProxyError(
+                f"the credential proxy for {self._upstream} was already started: a proxy "
+                "serves one step once; create a new one",
+                upstream=self._upstream,
+            )
+        self._started = True
+        try:
+            import httpx
+
+            listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        except BaseException:
+            self._closed = True
+            self._stopped.set()
+            raise
+        client = httpx.AsyncClient(
+            trust_env=self._trust_env,
+            follow_redirects=False,
+            timeout=httpx.Timeout(
+                connect=self._connect_timeout,
+                read=self._read_timeout,
+                write=self._read_timeout,
+                pool=self._connect_timeout,
+            ),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
+        )
+        for name in _HTTPX_DEFAULTS:  # forward the client's own headers, not httpx's
+            del client.headers[name]
+        try:
+            sockets = listener.listeners
+            self._port = int(sockets[0].extra(anyio.abc.SocketAttribute.local_port))
+            async with anyio.create_task_group() as group:
+                for sub in sockets:
+                    group.start_soon(self._accept_loop, sub, group, client)
+                logger.info("jigs.proxy.started", port=self._port, upstream=self._upstream)
+                task_status.started()
+                await self._close_requested.wait()
+                group.cancel_scope.cancel()
+        finally:
+            self._closed = True
+            with anyio.CancelScope(shield=True):
+                await listener.aclose()
+                await client.aclose()
+            self._stopped.set()
+            logger.info(
+                "jigs.proxy.stopped",
+                port=self._port,
+                upstream=self._upstream,
+                requests=len(self._records),
+                refused=self._refused,
+            )
+
+    async def _accept_loop(
+        self,
+        listener: anyio.abc.Listener[anyio.abc.SocketStream],
+        group: anyio.abc.TaskGroup,
+        client: httpx.AsyncClient,
+    ) -> None:
+        if not isinstance(listener, anyio.abc.SocketListener):
+            raise TypeError(f"expected a socket listener, got {type(listener).__name__}")
+        while True:
+            try:
+                stream = await listener.accept()
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+            except OSError as exc:  # e.g. too many open files: back off, keep serving
+                logger.warning("jigs.proxy.accept_failed", port=self._port, error=str(exc))
+                await anyio.sleep(0.05)
+                continue
+            group.start_soon(self._serve_connection, stream, client)
+
+    # -- one client connection ---------------------------------------------------------------
+
+    async def _serve_connection(
+        self, stream: anyio.abc.SocketStream, client: httpx.AsyncClient
+    ) -> None:
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
+        async with stream:
+            try:
+                while True:
+                    event = await _next_event(conn, stream)
+                    if not isinstance(event, h11.Request):
+                        return
+                    if not await self._handle(conn, stream, event, client):
+                        return
+                    if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                        return
+                    conn.start_next_cycle()
+            except h11.RemoteProtocolError as exc:
+                if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                    with contextlib.suppress(_ClientGone, h11.LocalProtocolError):
+                        body = _error_body("invalid_request_error", f"bad HTTP request: {exc}")
+                        await _send_plain(conn, stream, exc.error_status_hint, body)
+            except _ClientGone:
+                return
+            except Exception as exc:  # a bug here must cost one connection, not the step's proxy
+                logger.error("jigs.proxy.internal_error", error=type(exc).__name__, port=self._port)
+
+    async def _refuse(
+        self,
+        conn: h11.Connection,
+        stream: anyio.abc.SocketStream,
+        request: h11.Request,
+        *,
+        status: int,
+        reason: str,
+        path: str,
+    ) -> bool:
+        self._refused += 1
+        logger.warning(
+            "jigs.proxy.refused",
+            reason=reason,
+            status=status,
+            method=request.method.decode("ascii", "replace"),
+            path=path,
+            port=self._port,
+        )
+        kind = {401: "authentication_error", 403: "permission_error"}.get(
+            status, "invalid_request_error"
+        )
+        messages = {
+            "wrong_token": "this address does not belong to a running step",
+            "closed": "the step this proxy belonged to has ended",
+            "not_allowed": "this API path is not allowed for the step",
+            "unsafe_path": "the path has dot segments or encoded separators",
+        }
+        await _send_plain(conn, stream, status, _error_body(kind, messages[reason]))
+        # Let the client finish sending, so it reads the answer rather than a reset.
+        with contextlib.suppress(*_IO_ERRORS):
+            await stream.send_eof()
+            with anyio.move_on_after(_LINGER):
+                received = 0
+                while received < 16 * _READ_SIZE:
+                    received += len(await stream.receive(_READ_SIZE))
+        return False
+
+    async def _handle(
+        self,
+        conn: h11.Connection,
+        stream: anyio.abc.SocketStream,
+        request: h11.Request,
+        client: httpx.AsyncClient,
+    ) -> bool:
+        """Answer one request; ``False`` if the connection must close afterwards."""
+        target = request.target.decode("latin-1")
+        raw_path, has_query, query = target.partition("?")
+        if raw_path.startswith("/"):
+            token, slash, rest = raw_path[1:].partition("/")
+            path = slash + rest
+        else:  # absolute-form or authority-form: never ours
+            token, path = "", ""
+        if self._closed:
+            return await self._refuse(conn, stream, request, status=401, reason="closed", path=path)
+        if not hmac.compare_digest(token.encode("latin-1"), self._token_bytes):
+            return await self._refuse(
+                conn, stream, request, status=401, reason="wrong_token", path=path
+            )
+        if _unsafe_path(path):
+            return await self._refuse(
+                conn, stream, request, status=400, reason="unsafe_path", path=""
+            )
+        if self._allow is not None and not any(
+            path == prefix or path.startswith(prefix + "/") or prefix == "/"
+            for prefix in self._allow
+        ):
+            return await self._refuse(
+                conn, stream, request, status=403, reason="not_allowed", path=path
+            )
+        url = self._upstream + path + ("?" + query if has_query else "")
+        return await self._forward(conn, stream, request, client, url=url, path=path)
+
+    async def _forward(
+        self,
+        conn: h11.Connection,
+        stream: anyio.abc.SocketStream,
+        request: h11.Request,
+        client: httpx.AsyncClient,
+        *,
+        url: str,
+        path: str,
+    ) -> bool:
+        import httpx
+
+        started = time.perf_counter()
+        method = request.method.decode("ascii", "replace")
+        connection_tokens = {
+            token.strip().lower()
+            for name, value in request.headers
+            if name == b"connection"
+            for token in value.decode("latin-1").split(",")
+        }
+        headers = [
+            (name, value)
+            for name, value in request.headers
+            if name.decode("latin-1") not in _DROPPED_REQUEST
+            and name.decode("latin-1") not in connection_tokens
+        ]
+        headers.append(self._auth)
+        has_body = any(
+            (name == b"content-length" and value.strip() != b"0") or name == b"transfer-encoding"
+            for name, value in request.headers
+        )
+        sizes = [0, 0]  # request bytes, response bytes
+        first_byte: float | None = None
+        status = 0
+        outcome: Outcome = "ok"
+        tap: UsageTap | None = None
+        keep = True
+        request_body: AsyncGenerator[bytes, None] | None = None
+
+        async def body() -> AsyncGenerator[bytes, None]:
+            if conn.they_are_waiting_for_100_continue:
+                await _send(conn, stream, h11.InformationalResponse(status_code=100, headers=[]))
+            while True:
+                part = await _next_event(conn, stream)
+                if isinstance(part, h11.Data):
+                    sizes[0] += len(part.data)
+                    yield bytes(part.data)
+                elif isinstance(part, h11.EndOfMessage):
+                    return
+                else:
+                    raise _ClientGone
+
+        try:
+            if not has_body:
+                end = await _next_event(conn, stream)
+                if not isinstance(end, h11.EndOfMessage):
+                    raise _ClientGone
+            request_body = body() if has_body else None
+            upstream_request = client.build_request(
+                method, url, headers=headers, content=request_body
+            )
+            try:
+                response = await client.send(upstream_request, stream=True)
+            except httpx.TimeoutException as exc:
+                status, outcome, keep = 504, "upstream_timeout", False
+                await self._upstream_failed(conn, stream, status, path, exc)
+                return False
+            except httpx.HTTPError as exc:
+                status, outcome, keep = 502, "upstream_unreachable", False
+                await self._upstream_failed(conn, stream, status, path, exc)
+                return False
+            chunks = response.aiter_raw()
+            try:
+                status = response.status_code
+                response_headers = [
+                    (name, value)
+                    for name, value in response.headers.raw
+                    if name.decode("latin-1").lower() not in _HOP_BY_HOP
+                ]
+                head = h11.Response(
+                    status_code=status,
+                    headers=response_headers,
+                    reason=response.reason_phrase.encode("latin-1", "replace"),
+                )
+                head_bytes = conn.send(head) or b""
+                # A chunked body is framed here, not by h11: it is the per-event hot path.
+                chunked = b"\r\ntransfer-encoding: chunked\r\n" in head_bytes.lower()
+                await _write(stream, head_bytes)
+                tap = UsageTap(
+                    response.headers.get("content-type"), response.headers.get("content-encoding")
+                )
+                feed = tap.feed
+
+                def seen(chunk: bytes) -> None:
+                    sizes[1] += len(chunk)
+                    feed(chunk)
+
+                async def write(data: bytes) -> None:
+                    nonlocal first_byte
+                    if first_byte is None:
+                        first_byte = time.perf_counter() - started
+                    if chunked:
+                        await _write(stream, b"%x\r\n%b\r\n" % (len(data), data))
+                    else:
+                        await _send(conn, stream, h11.Data(data=data))
+
+                broken = await _relay(chunks, seen, write, httpx.HTTPError)
+                if broken is not None:
+                    outcome, keep = "upstream_cut", False
+                    logger.warning(
+                        "jigs.proxy.upstream_cut",
+                        path=path,
+                        status=status,
+                        error=type(broken).__name__,
+                        port=self._port,
+                    )
+                    return False
+                await _send(conn, stream, h11.EndOfMessage())
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
+                    await _finish(chunks)
+        except _ClientGone:
+            outcome, keep = "client_gone", False
+            return False
+        except anyio.get_cancelled_exc_class():
+            outcome, keep = "closed", False
+            raise
+        finally:
+            if request_body is not None:
+                with anyio.CancelScope(shield=True):
+                    await request_body.aclose()
+            self._record(
+                ProxiedRequest(
+                    method=method,
+                    path=path,
+                    status=status,
+                    usage=tap.result() if tap is not None else None,
+                    model=tap.model if tap is not None else None,
+                    request_bytes=sizes[0],
+                    response_bytes=sizes[1],
+                    seconds=time.perf_counter() - started,
+                    first_byte_seconds=first_byte,
+                    outcome=outcome,
+                )
+            )
+        return keep
+
+    async def _upstream_failed(
+        self,
+        conn: h11.Connection,
+        stream: anyio.abc.SocketStream,
+        status: int,
+        path: str,
+        exc: Exception,
+    ) -> None:
+        logger.warning(
+            "jigs.proxy.upstream_failed",
+            path=path,
+            status=status,
+            error=type(exc).__name__,
+            upstream=self._upstream,
+            port=self._port,
+        )
+        if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            what = "timed out" if status == 504 else f"is unreachable ({type(exc).__name__})"
+            body = _error_body("api_error", f"the upstream {self._upstream} {what}")
+            with contextlib.suppress(_ClientGone, h11.LocalProtocolError):
+                await _send_plain(conn, stream, status, body)
+
+    def _record(self, record: ProxiedRequest) -> None:
+        self._records.append(record)
+        usage = record.usage
+        if _debug_enabled():  # rendering an event stdlib then drops costs ~0.1 ms a request
+            logger.debug(
+                "jigs.proxy.request",
+                method=record.method,
+                path=record.path,
+                status=record.status,
+                outcome=record.outcome,
+                seconds=round(record.seconds, 4),
+                input_tokens=usage.input_tokens if usage else None,
+                output_tokens=usage.output_tokens if usage else None,
+                port=self._port,
+            )
+        if self._on_request is not None:
+            try:
+                self._on_request(record)
+            except Exception as exc:
+                logger.warning("jigs.proxy.hook_failed", error=type(exc).__name__, port=self._port)
+
+
+async def _relay(
+    chunks: AsyncIterator[bytes],
+    seen: Callable[[bytes], None],
+    write: Callable[[bytes], Awaitable[None]],
+    upstream_errors: type[Exception],
+) -> Exception | None:
+    """Copy an upstream body to the client as it arrives; the upstream error that cut it off,
+    or ``None`` at its end. Raises what ``write`` raises (:class:`_ClientGone`).
+
+    A reader task takes each chunk the moment it is parsed (``seen`` sees it) and the writer
+    sends everything that arrived while it was busy in one write: one write per event when
+    events come apart (the SSE first byte is never held back), far fewer than one per event
+    when the upstream bursts.
+    """
+    pending: list[bytes] = []
+    wake = [anyio.Event()]
+    ended: list[Exception | None] = []
+
+    async def read() -> None:
+        try:
+            async for chunk in chunks:
+                seen(chunk)
+                pending.append(chunk)
+                wake[0].set()
+        except upstream_errors as exc:
+            ended.append(exc)
+        else:
+            ended.append(None)
+        wake[0].set()
+
+    gone: _ClientGone | None = None
+    async with anyio.create_task_group() as group:
+        group.start_soon(read)
+        while True:
+            await wake[0].wait()
+            wake[0] = anyio.Event()
+            if pending:
+                data = pending[0] if len(pending) == 1 else b"".join(pending)
+                pending.clear()
+                try:
+                    await write(data)
+                except _ClientGone as exc:
+                    gone = exc
+                    group.cancel_scope.cancel()
+                    break
+            if ended and not pending:
+                break
+    if gone is not None:
+        raise gone
+    return ended[0]
+
+
+async def _finish(chunks: AsyncIterator[bytes]) -> None:
+    """Run a left-off httpx body iterator to its end once its response is closed.
+
+    Leaving it suspended would leave httpx's nested generators to the garbage collector (trio
+    warns about each); with the connection closed the next read fails at once and unwinds them
+    all. Bounded, in case bytes were already buffered.
+    """
+    with anyio.move_on_after(1.0), contextlib.suppress(Exception):
+        async for _ in chunks:
+            pass
+
+
+async def _next_event(conn: h11.Connection, stream: anyio.abc.SocketStream) -> h11.Event:
+    """The next h11 event; a vanished peer reads as ``ConnectionClosed``."""
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            try:
+                data = await stream.receive(_READ_SIZE)
+            except _IO_ERRORS:
+                data = b""
+            conn.receive_data(data)
+            continue
+        if event is h11.PAUSED:
+            return h11.ConnectionClosed()
+        return cast("h11.Event", event)
+
+
+async def _write(stream: anyio.abc.SocketStream, data: bytes) -> None:
+    try:
+        await stream.send(data)
+    except _IO_ERRORS as exc:
+        raise _ClientGone from exc
+
+
+async def _send(conn: h11.Connection, stream: anyio.abc.SocketStream, event: h11.Event) -> None:
+    data = conn.send(event)
+    if data:
+        await _write(stream, data)
+
+
+async def _send_plain(
+    conn: h11.Connection, stream: anyio.abc.SocketStream, status: int, body: bytes
+) -> None:
+    """A complete JSON response that closes the connection."""
+    headers = [
+        ("content-type", "application/json"),
+        ("content-length", str(len(body))),
+        ("connection", "close"),
+    ]
+    await _send(conn, stream, h11.Response(status_code=status, headers=headers))
+    await _send(conn, stream, h11.Data(data=body))
+    await _send(conn, stream, h11.EndOfMessage())

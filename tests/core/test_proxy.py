@@ -1,0 +1,852 @@
+"""The per-step credential proxy: the key is swapped in, streams pass through unbuffered, the
+token is checked, the port closes with the step, and no secret reaches a log."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import h11
+import httpx
+import pytest
+from jigs._proxy import CredentialProxy, ProxiedRequest
+from jigs.errors import CredentialProxyError, JigsError
+from jigs.testing import ModelServer, text, tool_call
+from structlog.testing import capture_logs
+
+pytestmark = pytest.mark.anyio
+
+KEY = "sk-ant-api03-REALKEY-0123456789abcdefghijklmnopqrstuvwxyz"
+ANTHROPIC_BODY = {
+    "model": "fake-model",
+    "max_tokens": 64,
+    "stream": True,
+    "messages": [{"role": "user", "content": "hi"}],
+}
+
+
+# -- a tiny upstream that sees header values (ModelServer keeps names only) ------------------
+
+
+@dataclass
+class Seen:
+    method: str
+    target: str
+    headers: list[tuple[str, str]]
+    body: bytes = b""
+
+    def values(self, name: str) -> list[str]:
+        return [value for key, value in self.headers if key == name]
+
+
+class Exchange:
+    """The upstream side of one request, for a handler."""
+
+    def __init__(self, conn: h11.Connection, stream: anyio.abc.SocketStream, seen: Seen) -> None:
+        self._conn = conn
+        self._stream = stream
+        self.seen = seen
+
+    async def _event(self) -> Any:
+        while True:
+            event = self._conn.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            try:
+                data = await self._stream.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError):
+                data = b""
+            self._conn.receive_data(data)
+
+    async def body_chunk(self) -> bytes | None:
+        """The next chunk of the request body, or ``None`` at its end."""
+        event = await self._event()
+        if isinstance(event, h11.Data):
+            self.seen.body += event.data
+            return bytes(event.data)
+        assert isinstance(event, h11.EndOfMessage), event
+        return None
+
+    async def read_body(self) -> bytes:
+        while await self.body_chunk() is not None:
+            pass
+        return self.seen.body
+
+    async def head(self, status: int = 200, headers: list[tuple[str, str]] | None = None) -> None:
+        headers = headers if headers is not None else [("content-type", "text/event-stream")]
+        await self._stream.send(self._conn.send(h11.Response(status_code=status, headers=headers)))
+
+    async def send(self, data: bytes) -> None:
+        await self._stream.send(self._conn.send(h11.Data(data=data)))
+
+    async def end(self) -> None:
+        await self._stream.send(self._conn.send(h11.EndOfMessage()))
+
+
+Handler = Callable[[Exchange], Awaitable[None]]
+
+
+async def _echo(ex: Exchange) -> None:
+    body = await ex.read_body()
+    await ex.head(200, [("content-type", "application/json")])
+    await ex.send(body)
+    await ex.end()
+
+
+@dataclass
+class Upstream:
+    handler: Handler = _echo
+    seen: list[Seen] = field(default_factory=list)
+    connections: int = 0
+    port: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _serve(self, stream: anyio.abc.SocketStream) -> None:
+        self.connections += 1
+        conn = h11.Connection(h11.SERVER)
+        async with stream:
+            while True:
+                ex = Exchange(conn, stream, Seen("", "", []))
+                event = await ex._event()
+                if not isinstance(event, h11.Request):
+                    return
+                ex.seen = Seen(
+                    event.method.decode(),
+                    event.target.decode(),
+                    [(k.decode().lower(), v.decode()) for k, v in event.headers],
+                )
+                self.seen.append(ex.seen)
+                await self.handler(ex)
+                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                    return
+                conn.start_next_cycle()
+
+
+async def _start_upstream(group: anyio.abc.TaskGroup, handler: Handler = _echo) -> Upstream:
+    upstream = Upstream(handler)
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    upstream.port = int(listener.extra(anyio.abc.SocketAttribute.local_port))
+
+    async def serve() -> None:
+        async with listener:
+            await listener.serve(upstream._serve)
+
+    group.start_soon(serve)
+    return upstream
+
+
+def _sse_events(raw: str) -> list[dict[str, Any]]:
+    events = []
+    for block in raw.split("\n\n"):
+        for line in block.split("\n"):
+            if line.startswith("data: ") and line != "data: [DONE]":
+                events.append(json.loads(line[6:]))
+    return events
+
+
+# -- the wire formats pass through intact --------------------------------------------------
+
+
+async def test_streamed_anthropic_reply_passes_through_with_the_real_key_only():
+    records: list[ProxiedRequest] = []
+    script = [text("Hello through the proxy."), tool_call("Bash", {"command": "ls"})]
+    async with (
+        ModelServer(script) as server,
+        CredentialProxy(server.anthropic_base_url, KEY, on_request=records.append) as proxy,
+        httpx.AsyncClient(base_url=proxy.base_url) as client,
+    ):
+        placeholder = {"x-api-key": proxy.placeholder_key}
+        first = await client.post("/v1/messages", json=ANTHROPIC_BODY, headers=placeholder)
+        auth = {"authorization": f"Bearer {proxy.placeholder_key}"}
+        second = await client.post("/v1/messages?beta=true", json=ANTHROPIC_BODY, headers=auth)
+
+    assert first.status_code == 200, first.text
+    assert first.headers["content-type"].startswith("text/event-stream")
+    events = _sse_events(first.text)
+    assert events[0]["type"] == "message_start"
+    assert events[-1]["type"] == "message_stop"
+    said = "".join(e["delta"].get("text", "") for e in events if e["type"] == "content_block_delta")
+    assert said == "Hello through the proxy."
+    tool = [e for e in _sse_events(second.text) if e["type"] == "content_block_start"]
+    assert tool[0]["content_block"]["name"] == "Bash"
+
+    requests = server.model_requests
+    assert [r.target for r in requests] == ["/v1/messages", "/v1/messages?beta=true"]
+    for request in requests:
+        assert request.has_header("x-api-key")
+        assert not request.has_header("authorization"), "the client's bearer must be stripped"
+    assert [r.path for r in records] == ["/v1/messages", "/v1/messages"]
+    assert records[0].usage is not None
+    assert records[0].usage.input_tokens
+    assert records[0].usage.output_tokens
+    assert records[0].model == "fake-model"
+    assert records[0].outcome == "ok"
+    assert records[0].response_bytes == len(first.content)
+    assert records[0].request_bytes == requests[0].body_size > 0
+    assert proxy.requests == records
+
+
+async def test_streamed_responses_reply_passes_through_with_usage():
+    async with (
+        ModelServer([text("Responses text."), tool_call("shell", {"cmd": ["ls"]})]) as server,
+        CredentialProxy(server.openai_base_url, KEY, scheme="bearer") as proxy,
+        httpx.AsyncClient(base_url=proxy.base_url) as client,
+    ):
+        headers = {"authorization": f"Bearer {proxy.placeholder_key}"}
+        body = {"model": "fake-model", "input": "hi", "stream": True}
+        first = await client.post("/responses", json=body, headers=headers)
+        second = await client.post("/responses", json=body, headers=headers)
+        chat = await client.post(
+            "/chat/completions",
+            json={
+                "model": "fake-model",
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                "messages": [{"role": "user", "content": "hi"}],
+            },
+            headers=headers,
+        )
+    assert first.status_code == 200, first.text
+    events = _sse_events(first.text)
+    said = "".join(e.get("delta", "") for e in events if e["type"] == "response.output_text.delta")
+    assert said == "Responses text."
+    assert events[-1]["type"] == "response.completed"
+    calls = [
+        e["item"]
+        for e in _sse_events(second.text)
+        if e["type"] == "response.output_item.done" and e["item"]["type"] == "function_call"
+    ]
+    assert calls[0]["name"] == "shell"
+    assert chat.status_code == 500  # the script ran out: the upstream's own error passes through
+    assert [r.path for r in server.requests] == [
+        "/v1/responses",
+        "/v1/responses",
+        "/v1/chat/completions",
+    ]
+    assert all(r.has_header("authorization") for r in server.requests)
+    usage = proxy.requests[0].usage
+    completed = events[-1]["response"]["usage"]
+    assert usage is not None
+    assert (usage.input_tokens, usage.output_tokens) == (
+        completed["input_tokens"],
+        completed["output_tokens"],
+    )
+    assert [r.status for r in proxy.requests] == [200, 200, 500]
+
+
+async def test_chat_usage_chunk_is_reported():
+    body = {
+        "model": "fake-model",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    async with (
+        ModelServer([text("chat")]) as server,
+        CredentialProxy(server.openai_base_url, KEY, scheme="bearer") as proxy,
+        httpx.AsyncClient(base_url=proxy.base_url) as client,
+    ):
+        response = await client.post("/chat/completions", json=body)
+    assert response.status_code == 200
+    last = [e for e in _sse_events(response.text) if e.get("usage")][-1]["usage"]
+    usage = proxy.requests[0].usage
+    assert usage is not None
+    assert (usage.input_tokens, usage.output_tokens) == (
+        last["prompt_tokens"],
+        last["completion_tokens"],
+    )
+
+
+@pytest.mark.parametrize(
+    ("scheme", "header", "value"),
+    [("x-api-key", "x-api-key", KEY), ("bearer", "authorization", f"Bearer {KEY}")],
+    ids=["x-api-key", "bearer"],
+)
+async def test_upstream_sees_the_real_key_and_never_the_placeholder(scheme, header, value):
+    async with anyio.create_task_group() as group:
+        upstream = await _start_upstream(group)
+        async with (
+            CredentialProxy(upstream.url + "/base", KEY, scheme=scheme) as proxy,
+            httpx.AsyncClient(base_url=proxy.base_url) as client,
+        ):
+            fake = proxy.placeholder_key
+            response = await client.post(
+                "/v1/messages?x=1",
+                content=b'{"hello": "world"}',
+                headers={
+                    "x-api-key": fake,
+                    "authorization": f"Bearer {fake}",
+                    "api-key": fake,
+                    "proxy-authorization": f"Basic {fake}",
+                    "x-custom": "kept",
+                    "connection": "keep-alive, x-hop",
+                    "x-hop": "dropped",
+                },
+            )
+        group.cancel_scope.cancel()
+    assert response.status_code == 200
+    assert response.content == b'{"hello": "world"}'
+    [seen] = upstream.seen
+    assert seen.target == "/base/v1/messages?x=1"
+    assert seen.values(header) == [value]
+    auth_headers = {"x-api-key", "authorization", "api-key", "proxy-authorization"}
+    assert [name for name, _ in seen.headers if name in auth_headers] == [header]
+    assert all(fake not in v for _, v in seen.headers), "the placeholder reached the upstream"
+    assert seen.values("x-custom") == ["kept"]
+    assert seen.values("x-hop") == [], "headers named in Connection are hop-by-hop"
+    assert seen.values("host") == [f"127.0.0.1:{upstream.port}"]
+
+
+# -- token, close, allowlist ---------------------------------------------------------------
+
+
+async def test_wrong_or_missing_token_is_401_and_never_forwarded():
+    async with ModelServer([text("never")]) as server, CredentialProxy(server.url, KEY) as proxy:
+        good = proxy.base_url
+        root = f"http://127.0.0.1:{proxy.port}"
+        token = good.rsplit("/", 1)[1]
+        async with httpx.AsyncClient() as client:
+            wrong = [
+                f"{root}/{token[:-1]}x/v1/messages",
+                f"{root}/{token}x/v1/messages",
+                f"{root}/{token[:-1]}/v1/messages",
+                f"{root}/v1/messages",
+                f"{root}/",
+            ]
+            statuses = [(await client.post(url, json=ANTHROPIC_BODY)).status_code for url in wrong]
+            absolute = await client.send(
+                client.build_request("GET", f"{root}/x", headers={"host": "example.com"})
+            )
+    assert statuses == [401] * len(wrong)
+    assert absolute.status_code == 401
+    assert server.requests == []
+    assert proxy.refused == len(wrong) + 1
+    assert proxy.requests == []
+
+
+async def test_a_previous_steps_token_is_refused_by_the_next_proxy():
+    async with ModelServer([text("ok")]) as server:
+        async with CredentialProxy(server.url, KEY) as old:
+            old_url = old.base_url
+        async with CredentialProxy(server.url, KEY) as new, httpx.AsyncClient() as client:
+            stale = old_url.replace(f":{old.port}/", f":{new.port}/") + "/v1/messages"
+            refused = await client.post(stale, json=ANTHROPIC_BODY)
+            served = await client.post(new.base_url + "/v1/messages", json=ANTHROPIC_BODY)
+    assert refused.status_code == 401
+    assert served.status_code == 200
+    assert len(server.requests) == 1
+
+
+async def _read_response(client: h11.Connection, stream: anyio.abc.ByteStream) -> int | None:
+    """The status of the next whole response, or ``None`` if the server closed first."""
+    status = None
+    while True:
+        try:
+            event = client.next_event()
+        except h11.RemoteProtocolError:  # closed before a whole response
+            return None
+        if event is h11.NEED_DATA:
+            try:
+                with anyio.fail_after(5):
+                    client.receive_data(await stream.receive())
+            except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                client.receive_data(b"")
+        elif isinstance(event, h11.Response):
+            status = event.status_code
+        elif isinstance(event, h11.EndOfMessage):
+            return status
+        elif isinstance(event, h11.ConnectionClosed):
+            return None
+
+
+async def test_after_close_the_port_is_refused_and_open_connections_are_cut():
+    async with ModelServer([text("one")]) as server:
+        proxy = CredentialProxy(server.url, KEY)
+        client = h11.Connection(h11.CLIENT)
+        async with proxy:
+            port = proxy.port
+            token = proxy.base_url.rsplit("/", 1)[1]
+            target = f"/{token}/v1/models"
+            request = h11.Request(method="GET", target=target, headers=[("host", "x")])
+            stream = await anyio.connect_tcp("127.0.0.1", port)
+            await stream.send(client.send(request) + client.send(h11.EndOfMessage()))
+            assert await _read_response(client, stream) == 200
+            client.start_next_cycle()
+        assert proxy.closed
+        with pytest.raises(OSError):
+            await anyio.connect_tcp("127.0.0.1", port)
+        # the kept-alive connection was cut with the step: a second request gets no answer
+        with contextlib.suppress(anyio.BrokenResourceError, OSError):
+            await stream.send(client.send(request) + client.send(h11.EndOfMessage()))
+        assert await _read_response(client, stream) is None
+        await stream.aclose()
+        with pytest.raises(CredentialProxyError, match="already started"):
+            await proxy.serve()
+
+
+async def test_runs_inside_an_existing_task_group_and_aclose_closes_the_port():
+    async with ModelServer([text("in a group")]) as server, anyio.create_task_group() as group:
+        proxy = CredentialProxy(server.url, KEY)
+        with pytest.raises(CredentialProxyError, match="has not started"):
+            _ = proxy.base_url
+        await group.start(proxy.serve)
+        async with httpx.AsyncClient() as client:
+            response = await client.post(proxy.base_url + "/v1/messages", json=ANTHROPIC_BODY)
+        port = proxy.port
+        await proxy.aclose()
+        await proxy.aclose()  # idempotent
+        with pytest.raises(OSError):
+            await anyio.connect_tcp("127.0.0.1", port)
+    assert response.status_code == 200
+    assert "in a group" in response.text
+
+
+async def test_cancelling_the_step_group_stops_the_proxy():
+    async with ModelServer() as server:
+        proxy = CredentialProxy(server.url, KEY)
+        async with anyio.create_task_group() as group:
+            await group.start(proxy.serve)
+            port = proxy.port
+            group.cancel_scope.cancel()
+        assert proxy.closed
+        with pytest.raises(OSError):
+            await anyio.connect_tcp("127.0.0.1", port)
+        with anyio.fail_after(2):
+            await proxy.aclose()
+
+
+async def test_allow_paths_and_dot_segments_are_refused():
+    async with (
+        ModelServer([text("allowed")]) as server,
+        CredentialProxy(server.openai_base_url, KEY, allow_paths=["/responses"]) as proxy,
+        httpx.AsyncClient() as client,
+    ):
+        base = proxy.base_url
+        body = {"model": "m", "input": "hi"}
+        ok = await client.post(f"{base}/responses", json=body)
+        other = await client.get(f"{base}/models")
+        sneaky = await client.post(f"{base}/responsesX", json=body)
+        raw = httpx.URL(f"{base}/responses/%2e%2e/models")
+        dotted = await client.get(raw)
+    assert ok.status_code == 200
+    assert (other.status_code, sneaky.status_code, dotted.status_code) == (403, 403, 400)
+    assert [r.path for r in server.requests] == ["/v1/responses"]
+
+
+# -- streaming, keep-alive, concurrency ----------------------------------------------------
+
+
+async def test_first_event_reaches_the_client_before_a_slow_upstream_finishes():
+    async def slow(ex: Exchange) -> None:
+        await ex.read_body()
+        await ex.head()
+        await ex.send(b'event: message_start\ndata: {"type":"message_start"}\n\n')
+        await anyio.sleep(1.0)
+        await ex.send(b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+        await ex.end()
+
+    async with anyio.create_task_group() as group:
+        upstream = await _start_upstream(group, slow)
+        async with (
+            CredentialProxy(upstream.url, KEY) as proxy,
+            httpx.AsyncClient(base_url=proxy.base_url) as client,
+        ):
+            started = time.perf_counter()
+            arrivals: list[tuple[float, bytes]] = []
+            async with client.stream("POST", "/v1/messages", json=ANTHROPIC_BODY) as response:
+                async for chunk in response.aiter_raw():
+                    arrivals.append((time.perf_counter() - started, chunk))
+        group.cancel_scope.cancel()
+    assert b"message_start" in arrivals[0][1]
+    assert b"message_stop" not in arrivals[0][1]
+    assert arrivals[0][0] < 0.5, f"first event after {arrivals[0][0]:.3f}s: buffered"
+    assert arrivals[-1][0] >= 1.0
+    assert b"".join(c for _, c in arrivals).endswith(b'{"type":"message_stop"}\n\n')
+    record = proxy.requests[0]
+    assert record.first_byte_seconds is not None
+    assert record.first_byte_seconds < 0.5
+
+
+async def test_a_burst_of_events_arrives_complete_and_in_order():
+    async def burst(ex: Exchange) -> None:
+        await ex.read_body()
+        await ex.head()
+        for i in range(3000):
+            await ex.send(b'data: {"n": %d}\n\n' % i)
+            if i % 500 == 0:
+                await anyio.sleep(0.01)
+        await ex.end()
+
+    async with anyio.create_task_group() as group:
+        upstream = await _start_upstream(group, burst)
+        async with (
+            CredentialProxy(upstream.url, KEY) as proxy,
+            httpx.AsyncClient(base_url=proxy.base_url) as client,
+        ):
+            response = await client.post("/v1/messages", json=ANTHROPIC_BODY)
+        group.cancel_scope.cancel()
+    assert [e["n"] for e in _sse_events(response.text)] == list(range(3000))
+    assert proxy.requests[0].response_bytes == len(response.content)
+
+
+async def test_request_body_streams_to_the_upstream():
+    first_seen = anyio.Event()
+
+    async def observe(ex: Exchange) -> None:
+        chunk = await ex.body_chunk()
+        assert chunk == b"first-part;"
+        first_seen.set()  # the client only sends the rest after this
+        await ex.read_body()
+        await ex.head(200, [("content-type", "text/plain")])
+        await ex.send(ex.seen.body)
+        await ex.end()
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b"first-part;"
+        await first_seen.wait()
+        yield b"second-part"
+
+    async with anyio.create_task_group() as group:
+        upstream = await _start_upstream(group, observe)
+        async with (
+            CredentialProxy(upstream.url, KEY) as proxy,
+            httpx.AsyncClient(base_url=proxy.base_url) as client,
+        ):
+            with anyio.fail_after(5):  # a buffering proxy deadlocks here
+                response = await client.post("/upload", content=body())
+        group.cancel_scope.cancel()
+    assert response.text == "first-part;second-part"
+    assert upstream.seen[0].values("transfer-encoding") == ["chunked"]
+    assert proxy.requests[0].request_bytes == len("first-part;second-part")
+
+
+async def test_keep_alive_and_concurrent_requests():
+    async def delayed(ex: Exchange) -> None:
+        body = await ex.read_body()
+        await anyio.sleep(0.2)
+        await ex.head(200, [("content-type", "application/json")])
+        await ex.send(body)
+        await ex.end()
+
+    results: dict[int, bytes] = {}
+    async with anyio.create_task_group() as group:
+        upstream = await _start_upstream(group, delayed)
+        async with (
+            CredentialProxy(upstream.url, KEY) as proxy,
+            httpx.AsyncClient(base_url=proxy.base_url) as client,
+        ):
+
+            async def one(i: int) -> None:
+                response = await client.post("/v1/messages", content=f'{{"n": {i}}}'.encode())
+                assert response.status_code == 200
+                results[i] = response.content
+
+            started = time.perf_counter()
+            async with anyio.create_task_group() as clients:
+                for i in range(8):
+                    clients.start_soon(one, i)
+            elapsed = time.perf_counter() - started
+            # sequentially on the kept-alive connections: no new upstream connections needed
+            connections = upstream.connections
+            for i in range(8, 10):
+                await one(i)
+            assert upstream.connections == connections
+        group.cancel_scope.cancel()
+    assert elapsed < 0.8, f"8 requests of 0.2 s took {elapsed:.2f}s: not concurrent"
+    assert results == {i: f'{{"n": {i}}}'.encode() for i in range(10)}
+    assert len(proxy.requests) == 10
+
+
+async def test_many_requests_on_one_client_connection():
+    async with (
+        ModelServer([text("a"), text("b"), text("c")]) as server,
+        CredentialProxy(server.url, KEY) as proxy,
+    ):
+        token = proxy.base_url.rsplit("/", 1)[1]
+        payload = json.dumps({**ANTHROPIC_BODY, "stream": False}).encode()
+        headers = [
+            ("host", "x"),
+            ("content-type", "application/json"),
+            ("content-length", str(len(payload))),
+        ]
+        client = h11.Connection(h11.CLIENT)
+        answers = []
+        async with await anyio.connect_tcp("127.0.0.1", proxy.port) as stream:
+            for _ in range(3):
+                request = h11.Request(
+                    method="POST", target=f"/{token}/v1/messages", headers=headers
+                )
+                data = client.send(request) + client.send(h11.Data(data=payload))
+                await stream.send(data + client.send(h11.EndOfMessage()))
+                body = b""
+                while True:
+                    event = client.next_event()
+                    if event is h11.NEED_DATA:
+                        with anyio.fail_after(5):
+                            client.receive_data(await stream.receive())
+                    elif isinstance(event, h11.Response):
+                        assert event.status_code == 200
+                    elif isinstance(event, h11.Data):
+                        body += event.data
+                    elif isinstance(event, h11.EndOfMessage):
+                        break
+                answers.append(json.loads(body)["content"][0]["text"])
+                client.start_next_cycle()
+    assert answers == ["a", "b", "c"]
+    assert len(proxy.requests) == 3
+
+
+# -- upstream failures, hooks, environment -------------------------------------------------
+
+
+async def test_unreachable_upstream_is_502_and_a_cut_stream_is_cut():
+    async def cut(ex: Exchange) -> None:
+        await ex.read_body()
+        await ex.head()
+        await ex.send(b'data: {"type":"message_start"}\n\n')
+        await ex._stream.aclose()
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    dead_port = int(listener.extra(anyio.abc.SocketAttribute.local_port))
+    await listener.aclose()
+    async with anyio.create_task_group() as group:
+        upstream = await _start_upstream(group, cut)
+        async with (
+            CredentialProxy(f"http://127.0.0.1:{dead_port}", KEY) as dead,
+            CredentialProxy(upstream.url, KEY) as proxy,
+            httpx.AsyncClient() as client,
+        ):
+            unreachable = await client.post(dead.base_url + "/v1/messages", json=ANTHROPIC_BODY)
+            with pytest.raises(httpx.RemoteProtocolError):
+                await client.post(proxy.base_url + "/v1/messages", json=ANTHROPIC_BODY)
+        group.cancel_scope.cancel()
+    assert unreachable.status_code == 502
+    assert "unreachable" in unreachable.json()["error"]["message"]
+    assert [r.outcome for r in dead.requests] == ["upstream_unreachable"]
+    assert [r.outcome for r in proxy.requests] == ["upstream_cut"]
+
+
+async def test_a_client_that_leaves_mid_stream_costs_only_its_request():
+    async def slow(ex: Exchange) -> None:
+        await ex.read_body()
+        await ex.head()
+        await ex.send(b'data: {"type":"message_start"}\n\n')
+        with contextlib.suppress(anyio.BrokenResourceError, OSError):
+            for _ in range(50):
+                await anyio.sleep(0.02)
+                await ex.send(b'data: {"type":"ping"}\n\n')
+            await ex.end()
+
+    async with anyio.create_task_group() as group:
+        upstream = await _start_upstream(group, slow)
+        async with CredentialProxy(upstream.url, KEY) as proxy:
+            token = proxy.base_url.rsplit("/", 1)[1]
+            head = f"POST /{token}/v1/messages HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{{}}"
+            async with await anyio.connect_tcp("127.0.0.1", proxy.port) as raw:
+                await raw.send(head.encode())
+                received = b""
+                with anyio.fail_after(5):
+                    while b"message_start" not in received:
+                        received += await raw.receive()
+            # left after the first event
+            with anyio.fail_after(5):
+                while not proxy.requests:
+                    await anyio.sleep(0.02)
+            upstream.handler = _echo
+            async with httpx.AsyncClient(base_url=proxy.base_url) as client:
+                after = await client.post("/v1/other", content=b"still serving")
+        group.cancel_scope.cancel()
+    assert proxy.requests[0].outcome == "client_gone"
+    assert proxy.requests[0].status == 200
+    assert after.content == b"still serving"
+
+
+async def test_an_upstream_that_never_answers_is_504():
+    async def silent(ex: Exchange) -> None:
+        await ex.read_body()
+        await anyio.sleep(5)
+
+    async with anyio.create_task_group() as group:
+        upstream = await _start_upstream(group, silent)
+        async with (
+            CredentialProxy(upstream.url, KEY, read_timeout=0.2) as proxy,
+            httpx.AsyncClient(base_url=proxy.base_url) as client,
+        ):
+            with anyio.fail_after(5):
+                response = await client.post("/v1/messages", json=ANTHROPIC_BODY)
+        group.cancel_scope.cancel()
+    assert response.status_code == 504
+    assert "timed out" in response.json()["error"]["message"]
+    assert [(r.status, r.outcome) for r in proxy.requests] == [(504, "upstream_timeout")]
+
+
+async def test_a_failing_hook_does_not_break_the_proxy():
+    def hook(record: ProxiedRequest) -> None:
+        raise RuntimeError("hook bug")
+
+    async with (
+        ModelServer([text("a"), text("b")]) as server,
+        CredentialProxy(server.url, KEY, on_request=hook) as proxy,
+        httpx.AsyncClient(base_url=proxy.base_url) as client,
+    ):
+        with capture_logs() as logs:
+            first = await client.post("/v1/messages", json=ANTHROPIC_BODY)
+            second = await client.post("/v1/messages", json=ANTHROPIC_BODY)
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert [e["event"] for e in logs].count("jigs.proxy.hook_failed") == 2
+
+
+async def test_upstream_side_honours_the_hosts_proxy_settings(monkeypatch):
+    async with ModelServer() as refusing:
+        monkeypatch.setenv("HTTP_PROXY", refusing.proxy_url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        async with (
+            CredentialProxy("http://api.example.invalid/v1", KEY, scheme="bearer") as proxy,
+            httpx.AsyncClient(trust_env=False) as client,
+        ):
+            response = await client.get(proxy.base_url + "/models")
+    assert response.status_code == 403  # the host's proxy answered, not a DNS failure
+    assert refusing.proxy_requests == ["GET http://api.example.invalid/v1/models"]
+
+
+def test_bad_arguments_are_refused_with_a_fix():
+    with pytest.raises(CredentialProxyError, match="http:// or https://"):
+        CredentialProxy("ftp://example.com", KEY)
+    with pytest.raises(CredentialProxyError, match="credentials"):
+        CredentialProxy("https://user:pw@example.com", KEY)
+    with pytest.raises(CredentialProxyError, match="empty key"):
+        CredentialProxy("https://api.anthropic.com", "  ")
+    with pytest.raises(CredentialProxyError, match="whitespace"):
+        CredentialProxy("https://api.anthropic.com", KEY + "\n")
+    with pytest.raises(CredentialProxyError, match="unknown auth scheme"):
+        CredentialProxy("https://api.anthropic.com", KEY, scheme="basic")  # type: ignore[arg-type]
+    with pytest.raises(CredentialProxyError, match="allow_paths"):
+        CredentialProxy("https://api.anthropic.com", KEY, allow_paths="/v1")
+    error = CredentialProxyError("x")
+    assert isinstance(error, JigsError)
+    assert isinstance(error, ValueError)
+    assert error.retryable is False
+
+
+# -- secrets stay out of logs and reprs ----------------------------------------------------
+
+
+async def test_no_secret_in_logs_or_repr(caplog):
+    caplog.set_level(logging.DEBUG, logger="jigs")
+    stolen = "sk-ant-api03-STOLEN-TOKEN-SHAPED-abcdefghijklmnop"
+    async with ModelServer([text("fine")]) as server:
+        with capture_logs() as logs:
+            async with (
+                CredentialProxy(server.url, KEY) as proxy,
+                httpx.AsyncClient() as client,
+            ):
+                root = f"http://127.0.0.1:{proxy.port}"
+                refused = await client.post(
+                    f"{root}/{stolen}/v1/messages?key={stolen}", json=ANTHROPIC_BODY
+                )
+                ok = await client.post(
+                    proxy.base_url + f"/v1/messages?key={stolen}",
+                    json=ANTHROPIC_BODY,
+                    headers={"x-api-key": proxy.placeholder_key},
+                )
+                token = proxy.base_url.rsplit("/", 1)[1]
+                shown = repr(proxy)
+            await client.aclose()
+    assert (refused.status_code, ok.status_code) == (401, 200)
+    names = [e["event"] for e in logs]
+    assert "jigs.proxy.refused" in names
+    assert "jigs.proxy.request" in names
+    assert {"jigs.proxy.started", "jigs.proxy.stopped"} <= set(names)
+    dumped = repr(logs) + caplog.text
+    for secret in (KEY, stolen, token, proxy.placeholder_key):
+        assert secret not in dumped
+        assert secret not in shown
+    refused_event = next(e for e in logs if e["event"] == "jigs.proxy.refused")
+    assert refused_event["reason"] == "wrong_token"
+    assert refused_event["path"] == "/v1/messages"
+
+
+# -- the usage tap on its own ----------------------------------------------------------------
+
+
+def test_usage_tap_merges_anthropic_events_split_anywhere():
+    from jigs._usage_tap import UsageTap
+
+    body = (
+        b'event: message_start\r\ndata: {"type":"message_start","message":{"model":"m1",'
+        b'"usage":{"input_tokens":10,"cache_read_input_tokens":4,'
+        b'"cache_creation_input_tokens":2,"output_tokens":1}}}\r\n\r\n'
+        b'event: content_block_delta\r\ndata: {"type":"content_block_delta","delta":'
+        b'{"type":"text_delta","text":"the word \\"usage\\" in text"}}\r\n\r\n'
+        b'event: message_delta\r\ndata: {"type":"message_delta","usage":{"output_tokens":42}}'
+        b"\r\n\r\n"
+    )
+    for size in (1, 7, len(body)):
+        tap = UsageTap("text/event-stream; charset=utf-8", None)
+        for i in range(0, len(body), size):
+            tap.feed(body[i : i + size])
+        usage = tap.result()
+        assert usage is not None
+        assert (usage.input_tokens, usage.output_tokens) == (10, 42)
+        assert (usage.cache_read_tokens, usage.cache_write_tokens) == (4, 2)
+        assert tap.model == "m1"
+
+
+def test_usage_tap_reads_gzip_json_and_ignores_what_it_cannot_read():
+    import gzip
+
+    from jigs._usage_tap import UsageTap
+
+    plain = json.dumps(
+        {
+            "usage": {
+                "input_tokens": 7,
+                "output_tokens": 3,
+                "input_tokens_details": {"cached_tokens": 5},
+            }
+        }
+    ).encode()
+    tap = UsageTap("application/json", "gzip")
+    packed = gzip.compress(plain)
+    tap.feed(packed[:5])
+    tap.feed(packed[5:])
+    usage = tap.result()
+    assert usage is not None
+    assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens) == (7, 3, 5)
+    for content_type, encoding, data in [
+        ("text/plain", None, plain),
+        ("application/json", "br", plain),
+        ("application/json", "gzip", b"not gzip"),
+        ("text/event-stream", None, b'data: {"usage": not json}\n\n'),
+        ("text/event-stream", None, b'data: {"usage": null}\n\n'),
+    ]:
+        tap = UsageTap(content_type, encoding)
+        tap.feed(data)
+        assert tap.result() is None
+
+
+def test_nothing_loads_the_proxy_or_httpx_until_a_step_needs_it():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, jigs, jigs.steps, jigs.harnesses, jigs._pipeline\n"
+        "print('jigs._proxy' in sys.modules, 'httpx' in sys.modules)\n"
+        "import jigs._proxy\n"
+        "print('httpx' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.split() == ["False", "False", "False"]
