@@ -8,6 +8,14 @@ from pathlib import Path
 import pytest
 from claude_helpers import AGENTS_ENV, descriptor_for
 from jigs import RunMetadata
+from jigs.events import (
+    AgentEvent,
+    ModelCallStarted,
+    SessionStarted,
+    TextDelta,
+    TurnCompleted,
+    UsageUpdated,
+)
 from jigs.models import (
     FinishPart,
     TextDeltaPart,
@@ -27,7 +35,7 @@ async def test_one_turn_returns_text_usage_and_session(
     claude_cli: Path, server: ModelServer, worktree: Path, run_meta: RunMetadata
 ) -> None:
     server.add(text("hello from the fake model"))
-    events: list[dict[str, object]] = []
+    events: list[AgentEvent] = []
     async with create_agent_runner(
         descriptor_for(server, model="fake-model"),
         cwd=worktree,
@@ -52,9 +60,14 @@ async def test_one_turn_returns_text_usage_and_session(
     meta = result.provider_metadata["claude"]
     assert meta["session_id"] == session.id
     assert meta["api_key_source"] == "ANTHROPIC_API_KEY"
-    # the event callback saw every stream-json event, init first and result last
-    assert events[0]["type"] == "system"
-    assert events[-1]["type"] == "result"
+    assert meta["model"] == "fake-model"
+    assert meta["num_turns"] == 1
+    # the event callback saw the turn as typed events: the session first, the result last
+    assert events[0] == SessionStarted(session_id=session.id)
+    assert [type(e) for e in events[-2:]] == [UsageUpdated, TurnCompleted]
+    assert ModelCallStarted() in events
+    assert TextDelta(text="hello from the fake model") in events
+    assert events[-2].usage == result.usage  # type: ignore[union-attr]
     # the request reached the server with the descriptor's model and the prompt
     [request] = server.model_requests
     assert request.model == "fake-model"
