@@ -24,6 +24,7 @@ from jigs.models import (
     generate_text,
     stream_text,
 )
+from jigs.processes import live_groups
 from jigs.steps import create_agent_runner, run_agent
 from jigs.testing import ModelServer, text, tool_call
 from pydantic import BaseModel
@@ -187,3 +188,43 @@ async def test_approve_tool_can_refuse_a_tool(
     assert seen
     assert seen[0][0] == "Write"
     assert "REFUSED-BY-STEP-CANARY" in server.model_requests[1].text()
+
+
+async def test_approve_tool_sync_true_lets_the_tool_run_and_a_raise_fails_the_turn(
+    claude_cli: Path, server: ModelServer, worktree: Path, run_meta: RunMetadata
+) -> None:
+    target = worktree / "allowed.txt"
+    server.add(
+        tool_call("Write", {"file_path": str(target), "content": "allowed\n"}),
+        text("wrote it"),
+        tool_call("Bash", {"command": "touch never.txt", "description": "x"}),
+    )
+    seen: list[str] = []
+
+    def allow(name: str, arguments: dict[str, object]) -> bool:
+        seen.append(name)
+        return True
+
+    class StepRefusal(Exception):
+        pass
+
+    def explode(name: str, arguments: dict[str, object]) -> bool:
+        raise StepRefusal(name)
+
+    async with create_agent_runner(
+        descriptor_for(server), cwd=worktree, run=run_meta, agents_env=AGENTS_ENV
+    ) as runner:
+        result = await generate_text(
+            runner.model, prompt="write", provider_options={"claude": {"approve_tool": allow}}
+        )
+        assert result.text == "wrote it"
+        assert seen == ["Write"]
+        assert target.read_text() == "allowed\n"
+        assert live_groups() == {}, "after turn 1"
+        # the step's own exception fails the turn; the CLI is stopped before the tool runs
+        with pytest.raises(StepRefusal):
+            await generate_text(
+                runner.model, prompt="again", provider_options={"claude": {"approve_tool": explode}}
+            )
+        assert live_groups() == {}
+    assert not (worktree / "never.txt").exists()

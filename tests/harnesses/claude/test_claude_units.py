@@ -114,7 +114,7 @@ def test_argv_carries_the_policy_whatever_the_descriptor(tmp_path: Path) -> None
     assert argv[argv.index("--permission-mode") + 1] == "bypassPermissions"
     assert argv[argv.index("--setting-sources") + 1] == "project"
     assert argv[argv.index("--output-format") + 1] == "stream-json"
-    assert argv[argv.index("--tools") + 1] == ""
+    assert "--tools=" in argv
     # a fresh turn names a new session (a UUID), each time another one
     chosen = argv[argv.index("--session-id") + 1]
     assert uuid.UUID(chosen)
@@ -130,28 +130,47 @@ def test_argv_carries_the_policy_whatever_the_descriptor(tmp_path: Path) -> None
     assert all(len(a) < 100_000 for a in big.argv)
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
     structured = list(_launch(tmp_path, d, output_schema=schema).argv)
-    assert json.loads(structured[structured.index("--json-schema") + 1]) == schema
+    assert json.loads(_flag(structured, "--json-schema")) == schema
+
+
+def _flag(argv: list[str], flag: str) -> str:
+    """The value of ``--flag=value`` in ``argv``."""
+    [value] = [a.split("=", 1)[1] for a in argv if a.startswith(f"{flag}=")]
+    return value
+
+
+def test_list_items_and_values_cannot_become_flags(tmp_path: Path) -> None:
+    for key in ("allowed_tools", "disallowed_tools", "tools", "additional_directories", "betas"):
+        with pytest.raises(DescriptorError, match="read it as a flag"):
+            harnesses.claude(**{key: ["Read", "--settings"]})
+    with pytest.raises(DescriptorError, match="NUL"):
+        harnesses.claude(system_prompt="a\x00b")
+    d = ClaudeDescriptor(model="--dangerously-skip-permissions", name="-x")
+    argv = list(_launch(tmp_path, d).argv)
+    assert "--dangerously-skip-permissions" not in argv
+    assert _flag(argv, "--model") == "--dangerously-skip-permissions"
+    assert _flag(argv, "--name") == "-x"
 
 
 #: Each descriptor key with a value, and the arguments it must put on the command line (the
 #: real CLI accepts them all: test_claude_options.py).
 BREADTH: list[tuple[dict[str, Any], list[str]]] = [
-    ({"model": "sonnet"}, ["--model", "sonnet"]),
-    ({"fallback_model": "haiku,opus"}, ["--fallback-model", "haiku,opus"]),
-    ({"effort": "high"}, ["--effort", "high"]),
-    ({"max_turns": 7}, ["--max-turns", "7"]),
-    ({"max_budget_usd": 0.25}, ["--max-budget-usd", "0.25"]),
+    ({"model": "sonnet"}, ["--model=sonnet"]),
+    ({"fallback_model": "haiku,opus"}, ["--fallback-model=haiku,opus"]),
+    ({"effort": "high"}, ["--effort=high"]),
+    ({"max_turns": 7}, ["--max-turns=7"]),
+    ({"max_budget_usd": 0.25}, ["--max-budget-usd=0.25"]),
     ({"allowed_tools": ["Bash(git *)", "Edit"]}, ["--allowedTools", "Bash(git *)", "Edit"]),
     ({"disallowed_tools": ["WebFetch"]}, ["--disallowedTools", "WebFetch"]),
-    ({"tools": ["Bash", "Read"]}, ["--tools", "Bash,Read"]),
-    ({"system_prompt": "You are terse."}, ["--system-prompt", "You are terse."]),
-    ({"append_system_prompt": "Be kind."}, ["--append-system-prompt", "Be kind."]),
+    ({"tools": ["Bash", "Read"]}, ["--tools=Bash,Read"]),
+    ({"system_prompt": "You are terse."}, ["--system-prompt=You are terse."]),
+    ({"append_system_prompt": "Be kind."}, ["--append-system-prompt=Be kind."]),
     ({"additional_directories": ["/data", "/more"]}, ["--add-dir", "/data", "/more"]),
     ({"betas": ["b-1", "b-2"]}, ["--betas", "b-1", "b-2"]),
-    ({"autocompact": "auto"}, ["--autocompact", "auto"]),
-    ({"autocompact": 200_000}, ["--autocompact", "200000"]),
-    ({"name": "nightly review"}, ["--name", "nightly review"]),
-    ({"system_prompt_snapshot": "off"}, ["--system-prompt-snapshot", "off"]),
+    ({"autocompact": "auto"}, ["--autocompact=auto"]),
+    ({"autocompact": 200_000}, ["--autocompact=200000"]),
+    ({"name": "nightly review"}, ["--name=nightly review"]),
+    ({"system_prompt_snapshot": "off"}, ["--system-prompt-snapshot=off"]),
     (
         {"exclude_dynamic_system_prompt_sections": True},
         ["--exclude-dynamic-system-prompt-sections"],
@@ -187,12 +206,12 @@ def test_long_system_texts_go_through_files(tmp_path: Path) -> None:
     long = "S" * 150_000
     d = ClaudeDescriptor(system_prompt=long, append_system_prompt="short")
     argv = list(_launch(tmp_path, d, system="PER-CALL").argv)
-    path = Path(argv[argv.index("--system-prompt-file") + 1])
+    path = Path(_flag(argv, "--system-prompt-file"))
     assert path.parent == tmp_path
     assert path.read_text() == long
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     # the per-call system is appended to the descriptor's text
-    assert argv[argv.index("--append-system-prompt") + 1] == "short\n\nPER-CALL"
+    assert _flag(argv, "--append-system-prompt") == "short\n\nPER-CALL"
 
 
 def test_approve_tool_must_be_a_function(tmp_path: Path) -> None:

@@ -114,6 +114,28 @@ class ClaudeDescriptor(HarnessDescriptor):
             )
         raise ValueError(f"api_key_env must name an environment variable, got {value[:40]!r}")
 
+    @field_validator(
+        "allowed_tools", "disallowed_tools", "tools", "additional_directories", "betas"
+    )
+    @classmethod
+    def _items_are_not_flags(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for item in value or ():
+            if item.startswith("-") or "\x00" in item:
+                raise ValueError(
+                    f"{item[:40]!r} starts with '-' or holds a NUL byte, so Claude Code would "
+                    f"read it as a flag (write a directory as ./{item[:20]})"
+                )
+        return value
+
+    @field_validator(
+        "model", "fallback_model", "system_prompt", "append_system_prompt", "name", "base_url"
+    )
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        if value is not None and "\x00" in value:
+            raise ValueError("a NUL byte cannot be passed to Claude Code; remove it")
+        return value
+
     @field_validator("autocompact")
     @classmethod
     def _window(cls, value: str | int | None) -> str | int | None:

@@ -146,8 +146,7 @@ def launch(
     _value(argv, "--autocompact", d.autocompact)
     _value(argv, "--name", d.name)
     _value(argv, "--system-prompt-snapshot", d.system_prompt_snapshot)
-    if d.tools is not None:
-        argv += ["--tools", ",".join(d.tools)]
+    _value(argv, "--tools", None if d.tools is None else ",".join(d.tools))
     _variadic(argv, "--allowedTools", d.allowed_tools)
     _variadic(
         argv, "--disallowedTools", [*d.disallowed_tools, *disallowed_mcp_tools(d.mcp_servers)]
@@ -179,8 +178,9 @@ def launch(
 
 
 def _value(argv: list[str], flag: str, value: object) -> None:
+    # "--flag=value": a value that starts with "-" is never read as another flag
     if value is not None:
-        argv += [flag, str(value)]
+        argv.append(f"{flag}={value}")
 
 
 def _variadic(argv: list[str], flag: str, values: Sequence[str]) -> None:
@@ -193,7 +193,7 @@ def _text(argv: list[str], flag: str, text: str | None, private: Path | None) ->
     if text is None:
         return
     if private is None or len(text.encode("utf-8")) <= MAX_ARG:
-        argv += [flag, text]
+        _value(argv, flag, text)
         return
     path = private_file(private / f"{flag.strip('-')}-{uuid.uuid4().hex[:8]}.txt", text.encode())
-    argv += [f"{flag}-file", str(path)]
+    _value(argv, f"{flag}-file", path)
