@@ -240,6 +240,35 @@ async def test_api_error_is_agent_turn_error(
             agents_env=AGENTS_ENV,
         )
     assert "SCRIPTED-API-ERROR" in str(caught.value)
+    assert caught.value.reason == "api_error"
+    assert not caught.value.retryable, "a 400 does not go away by retrying"
+    assert caught.value.session_id
+    assert caught.value.usage is not None
+    assert live_groups() == {}
+
+
+async def test_unreachable_endpoint_is_a_retryable_turn_error(
+    claude_cli: Path, worktree: Path, run_meta: RunMetadata
+) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    descriptor = {
+        "kind": "claude",
+        "base_url": f"http://127.0.0.1:{port}",
+        "api_key_env": "JIGS_TEST_ANTHROPIC_KEY",
+        "max_retries": 0,
+    }
+    with pytest.raises(AgentTurnError) as caught:
+        await run_agent(
+            harness=descriptor, cwd=worktree, prompt="hi", run=run_meta, agents_env=AGENTS_ENV
+        )
+    assert caught.value.reason == "api_error"
+    assert caught.value.retryable
+    assert "Connection refused" in str(caught.value)
+    assert "reachable" in str(caught.value)
     assert live_groups() == {}
 
 
