@@ -228,3 +228,23 @@ async def test_approve_tool_sync_true_lets_the_tool_run_and_a_raise_fails_the_tu
             )
         assert live_groups() == {}
     assert not (worktree / "never.txt").exists()
+
+
+async def test_run_agent_output_uses_the_native_schema_and_keeps_usage(
+    claude_cli: Path, server: ModelServer, worktree: Path, run_meta: RunMetadata
+) -> None:
+    server.add(tool_call("StructuredOutput", {"name": "native", "score": 3}), text("submitted"))
+    result = await run_agent(
+        harness=descriptor_for(server),
+        cwd=worktree,
+        prompt="judge it",
+        run=run_meta,
+        output=Verdict,
+        agents_env=AGENTS_ENV,
+    )
+    assert result.output == Verdict(name="native", score=3)
+    assert result.usage.cost_usd is not None
+    # the schema went to the CLI (its StructuredOutput tool), not into the prompt
+    first = server.model_requests[0]
+    assert "StructuredOutput" in first.tool_names()
+    assert '"score"' not in first.text()

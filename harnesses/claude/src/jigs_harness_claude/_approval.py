@@ -7,8 +7,10 @@ Permissions stay bypassed (policy), so Claude Code never prompts; instead, when 
 it registers one PreToolUse hook in the ``initialize`` control request, sends the prompt as a user
 message, and answers each ``hook_callback`` request by calling ``fn(tool_name, arguments)``.
 ``fn`` (sync or async) returns ``True`` to let the tool run, ``False`` to refuse it, or a string
-to refuse it with that message to the agent. A callback that raises fails the turn (the core stops
-the process). stdin is closed when the turn ends.
+to refuse it with that message to the agent. A callback that raises fails the turn with its own
+exception (the core stops the process). Its time counts as silence of the CLI: a callback that
+waits longer than the descriptor's ``idle_timeout`` ends the turn with ``AgentTimeoutError``.
+stdin is closed when the turn ends.
 """
 
 from __future__ import annotations
