@@ -85,6 +85,7 @@ def test_descriptor_refuses_bad_values() -> None:
         {"effort": "extreme"},
         {"max_turns": 0},
         {"max_budget_usd": -1},
+        {"max_budget_usd": float("inf")},  # Claude Code refuses it: a crash at launch
         {"system_prompt_snapshot": "maybe"},
         {"turn_timeout": 0},
         {"idle_timeout": -5},

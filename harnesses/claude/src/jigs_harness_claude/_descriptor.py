@@ -11,6 +11,7 @@ Every key maps to one ``claude`` flag or variable (see :mod:`._launch`). ``max_t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import ClassVar, Literal
 
@@ -134,6 +135,13 @@ class ClaudeDescriptor(HarnessDescriptor):
     def _no_nul(cls, value: str | None) -> str | None:
         if value is not None and "\x00" in value:
             raise ValueError("a NUL byte cannot be passed to Claude Code; remove it")
+        return value
+
+    @field_validator("max_budget_usd")
+    @classmethod
+    def _finite_budget(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("Claude Code needs a finite budget; leave max_budget_usd unset")
         return value
 
     @field_validator("autocompact")
