@@ -213,6 +213,9 @@ def test_long_system_texts_go_through_files(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     # the per-call system is appended to the descriptor's text
     assert _flag(argv, "--append-system-prompt") == "short\n\nPER-CALL"
+    with pytest.raises(InvalidInputError) as caught:
+        _launch(tmp_path, d, system="a\x00b")
+    assert caught.value.argument == "system"
 
 
 def test_approve_tool_must_be_a_function(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from jigs.errors import DescriptorError
+from jigs.errors import DescriptorError, InvalidInputError
 from jigs.plugin import TurnLaunch, TurnSpec, private_file
 
 from jigs_harness_claude._approval import ApprovalDriver, approve_tool
@@ -158,6 +158,11 @@ def launch(
     if d.disable_slash_commands:
         argv.append("--disable-slash-commands")
     _text(argv, "--system-prompt", d.system_prompt, prepared.private)
+    if turn.system and "\x00" in turn.system:
+        raise InvalidInputError(
+            "the call's system text holds a NUL byte, which no command line can carry; remove it",
+            argument="system",
+        )
     appended = "\n\n".join(p for p in (d.append_system_prompt, turn.system) if p)
     _text(argv, "--append-system-prompt", appended or None, prepared.private)
     if turn.output_schema is not None:
