@@ -185,13 +185,17 @@ class _ProcessTurn:
             return message
 
     async def finish(self) -> None:
-        """After the last event: close the driver and give the CLI a grace to exit; a CLI
-        that exits non-zero after a completed turn crashed."""
-        if self._driver is not None:
-            await self._driver.finish()
+        """After the last event: close the driver and give the CLI a grace to exit, then stop
+        its group (nothing a turn started outlives it); a CLI that exits non-zero after a
+        completed turn crashed."""
         code: int | None = None
-        with anyio.move_on_after(self._exit_grace):
-            code = await self.process.wait()
+        try:
+            if self._driver is not None:
+                await self._driver.finish()
+            with anyio.move_on_after(self._exit_grace):
+                code = await self.process.wait()
+        finally:
+            await self.process.stop()
         if code not in (0, None):
             raise AgentCrashedError(
                 f"the {self.kind} CLI {_how(code)} after its turn ended",

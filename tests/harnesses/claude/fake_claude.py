@@ -3,7 +3,7 @@
 The mode is the last word of the prompt (the last argument): ``crash`` (stderr, exit 3),
 ``garbage`` (a non-JSON line), ``bigline`` (a valid 2 MB assistant event, then a result),
 ``biggarbage`` (a 2 MB non-JSON line), ``hang`` (spawn a sleeping child, then sleep),
-``noresult`` (init, then exit 0), ``ok`` (init and a result). ``--version`` prints a version.
+``noresult`` (init, then exit 0), ``silent`` (print nothing, sleep), ``ok`` (init and a result). ``--version`` prints a version.
 Every run writes its arguments to a ``marker`` file next to the script, so a test can prove the
 CLI never ran by the marker's absence.
 """
@@ -42,6 +42,9 @@ def main() -> int:
         "usage": {"input_tokens": 1, "output_tokens": 1},
         "total_cost_usd": 0.0,
     }
+    if mode == "silent":
+        time.sleep(300)
+        return 0
     if mode == "crash":
         sys.stderr.write("fake claude: simulated crash\n")
         return 3

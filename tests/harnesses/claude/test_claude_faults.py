@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from jigs.errors import (
     AgentCrashedError,
     AgentOutputError,
     AgentSessionError,
+    AgentTimeoutError,
     AgentTurnError,
     CheckFailedError,
     CliNotFoundError,
@@ -104,7 +106,7 @@ async def test_a_2mb_garbage_line_is_a_typed_error(
 async def test_stream_without_result_is_agent_output_error(
     fake_cli: Path, worktree: Path, run_meta: RunMetadata
 ) -> None:
-    with pytest.raises(AgentOutputError, match="without a result"):
+    with pytest.raises(AgentOutputError, match="without the end of its turn"):
         await run_fake(worktree, run_meta, "noresult")
     assert live_groups() == {}
 
@@ -112,11 +114,31 @@ async def test_stream_without_result_is_agent_output_error(
 async def test_hang_hits_turn_timeout_and_leaves_no_orphans(
     fake_cli: Path, worktree: Path, run_meta: RunMetadata
 ) -> None:
-    with pytest.raises(AgentTurnError) as caught:
+    started = time.monotonic()
+    with pytest.raises(AgentTimeoutError) as caught:
         await run_fake(worktree, run_meta, "hang", turn_timeout=1.5)
-    assert caught.value.detail == "timeout"
+    assert time.monotonic() - started < 1.5 + 5
+    assert caught.value.limit == "turn_timeout"
+    assert caught.value.retryable
+    # the fake printed its init before hanging: the error keeps the session
+    assert caught.value.session_id == "00000000-0000-4000-8000-000000000001"
     child = int((fake_cli.parent / "child.pid").read_text())
     assert not _alive(child), "the CLI's child outlived the turn"
+    assert live_groups() == {}
+    await assert_worktree_free(worktree, run_meta)
+
+
+async def test_silent_cli_hits_idle_timeout(
+    fake_cli: Path, worktree: Path, run_meta: RunMetadata
+) -> None:
+    """A CLI that prints nothing at all ends at idle_timeout, long before turn_timeout."""
+    started = time.monotonic()
+    with pytest.raises(AgentTimeoutError) as caught:
+        await run_fake(worktree, run_meta, "silent", idle_timeout=1.5, turn_timeout=120)
+    assert time.monotonic() - started < 1.5 + 5
+    assert caught.value.limit == "idle_timeout"
+    assert isinstance(caught.value, TimeoutError)
+    assert (fake_cli.parent / "marker").exists(), "the fake CLI never ran"
     assert live_groups() == {}
     await assert_worktree_free(worktree, run_meta)
 
@@ -163,16 +185,17 @@ async def test_stale_resume_raises_before_any_process_starts(
     assert caught.value.session_id == stale.id
     assert str(worktree) in str(caught.value)
     assert not marker.exists(), "the CLI was started for a stale session"
-    not_uuid = stale.model_copy(update={"id": "../../etc/passwd"})
-    with pytest.raises(AgentSessionError, match="not a Claude Code session id"):
-        await run_agent(
-            harness=descriptor,
-            cwd=worktree,
-            prompt="again",
-            run=run_meta,
-            resume=not_uuid,
-            agents_env=AGENTS_ENV,
-        )
+    for bad, message in (("not-a-uuid", "not a Claude Code session id"), ("../../etc", "'/'")):
+        not_uuid = stale.model_copy(update={"id": bad})
+        with pytest.raises(AgentSessionError, match=message):
+            await run_agent(
+                harness=descriptor,
+                cwd=worktree,
+                prompt="again",
+                run=run_meta,
+                resume=not_uuid,
+                agents_env=AGENTS_ENV,
+            )
     assert not marker.exists()
     await assert_worktree_free(worktree, run_meta)
 
@@ -217,6 +240,35 @@ async def test_api_error_is_agent_turn_error(
             agents_env=AGENTS_ENV,
         )
     assert "SCRIPTED-API-ERROR" in str(caught.value)
+    assert caught.value.reason == "api_error"
+    assert not caught.value.retryable, "a 400 does not go away by retrying"
+    assert caught.value.session_id
+    assert caught.value.usage is not None
+    assert live_groups() == {}
+
+
+async def test_unreachable_endpoint_is_a_retryable_turn_error(
+    claude_cli: Path, worktree: Path, run_meta: RunMetadata
+) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    descriptor = {
+        "kind": "claude",
+        "base_url": f"http://127.0.0.1:{port}",
+        "api_key_env": "JIGS_TEST_ANTHROPIC_KEY",
+        "max_retries": 0,
+    }
+    with pytest.raises(AgentTurnError) as caught:
+        await run_agent(
+            harness=descriptor, cwd=worktree, prompt="hi", run=run_meta, agents_env=AGENTS_ENV
+        )
+    assert caught.value.reason == "api_error"
+    assert caught.value.retryable
+    assert "Connection refused" in str(caught.value)
+    assert "reachable" in str(caught.value)
     assert live_groups() == {}
 
 

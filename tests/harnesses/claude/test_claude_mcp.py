@@ -84,21 +84,17 @@ async def test_worktree_and_user_servers_are_never_started(
     )
     descriptor = descriptor_for(server, mcp_servers={"jigs": step_server()})
     server.add(tool_call("mcp__jigs__record", {"note": "STEP-SERVER-WORKS"}), text("done"))
-    events: list[dict[str, Any]] = []
     async with create_agent_runner(
         descriptor, cwd=worktree, run=run_meta, agents_env=AGENTS_ENV
     ) as runner:
-        result = await generate_text(
-            runner.model,
-            prompt="record a note",
-            provider_options={"claude": {"on_event": events.append}},
-        )
+        result = await generate_text(runner.model, prompt="record a note")
     assert result.text == "done"
     assert records(record_file) == [{"note": "STEP-SERVER-WORKS"}]
     started = sorted(where for where, marker in markers.items() if marker.exists())
     assert not started, f"MCP servers from outside the step were started: {started}"
-    init = next(e for e in events if e.get("subtype") == "init")
-    assert [s["name"] for s in init["mcp_servers"]] == ["jigs"]
+    # what Claude Code's init reported, kept in the result's metadata
+    servers = result.provider_metadata["claude"]["mcp_servers"]
+    assert [s["name"] for s in servers] == ["jigs"]
     body = json.dumps([r.body for r in server.model_requests])
     assert "stray" not in body
 

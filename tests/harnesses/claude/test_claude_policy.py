@@ -139,15 +139,11 @@ async def test_step_mcp_list_is_the_whole_universe(
     (claude_home / ".claude.json").write_text(json.dumps({"mcpServers": {"user-stray": stray}}))
     (worktree / ".mcp.json").write_text(json.dumps({"mcpServers": {"repo-stray": stray}}))
     server.add(text("ok"))
-    events: list[dict[str, object]] = []
     async with create_agent_runner(
         descriptor_for(server), cwd=worktree, run=run_meta, agents_env=AGENTS_ENV
     ) as runner:
-        await generate_text(
-            runner.model, prompt="hi", provider_options={"claude": {"on_event": events.append}}
-        )
-    init = next(e for e in events if e.get("subtype") == "init")
-    assert init["mcp_servers"] == []
+        result = await generate_text(runner.model, prompt="hi")
+    assert result.provider_metadata["claude"]["mcp_servers"] == []
     assert not [n for n in server.model_requests[0].tool_names() if n.startswith("mcp__")]
 
 

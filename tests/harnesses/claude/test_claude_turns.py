@@ -8,6 +8,14 @@ from pathlib import Path
 import pytest
 from claude_helpers import AGENTS_ENV, descriptor_for
 from jigs import RunMetadata
+from jigs.events import (
+    AgentEvent,
+    ModelCallStarted,
+    SessionStarted,
+    TextDelta,
+    TurnCompleted,
+    UsageUpdated,
+)
 from jigs.models import (
     FinishPart,
     TextDeltaPart,
@@ -16,6 +24,7 @@ from jigs.models import (
     generate_text,
     stream_text,
 )
+from jigs.processes import live_groups
 from jigs.steps import create_agent_runner, run_agent
 from jigs.testing import ModelServer, text, tool_call
 from pydantic import BaseModel
@@ -27,7 +36,7 @@ async def test_one_turn_returns_text_usage_and_session(
     claude_cli: Path, server: ModelServer, worktree: Path, run_meta: RunMetadata
 ) -> None:
     server.add(text("hello from the fake model"))
-    events: list[dict[str, object]] = []
+    events: list[AgentEvent] = []
     async with create_agent_runner(
         descriptor_for(server, model="fake-model"),
         cwd=worktree,
@@ -52,9 +61,14 @@ async def test_one_turn_returns_text_usage_and_session(
     meta = result.provider_metadata["claude"]
     assert meta["session_id"] == session.id
     assert meta["api_key_source"] == "ANTHROPIC_API_KEY"
-    # the event callback saw every stream-json event, init first and result last
-    assert events[0]["type"] == "system"
-    assert events[-1]["type"] == "result"
+    assert meta["model"] == "fake-model"
+    assert meta["num_turns"] == 1
+    # the event callback saw the turn as typed events: the session first, the result last
+    assert events[0] == SessionStarted(session_id=session.id)
+    assert [type(e) for e in events[-2:]] == [UsageUpdated, TurnCompleted]
+    assert ModelCallStarted() in events
+    assert TextDelta(text="hello from the fake model") in events
+    assert events[-2].usage == result.usage  # type: ignore[union-attr]
     # the request reached the server with the descriptor's model and the prompt
     [request] = server.model_requests
     assert request.model == "fake-model"
@@ -174,3 +188,63 @@ async def test_approve_tool_can_refuse_a_tool(
     assert seen
     assert seen[0][0] == "Write"
     assert "REFUSED-BY-STEP-CANARY" in server.model_requests[1].text()
+
+
+async def test_approve_tool_sync_true_lets_the_tool_run_and_a_raise_fails_the_turn(
+    claude_cli: Path, server: ModelServer, worktree: Path, run_meta: RunMetadata
+) -> None:
+    target = worktree / "allowed.txt"
+    server.add(
+        tool_call("Write", {"file_path": str(target), "content": "allowed\n"}),
+        text("wrote it"),
+        tool_call("Bash", {"command": "touch never.txt", "description": "x"}),
+    )
+    seen: list[str] = []
+
+    def allow(name: str, arguments: dict[str, object]) -> bool:
+        seen.append(name)
+        return True
+
+    class StepRefusal(Exception):
+        pass
+
+    def explode(name: str, arguments: dict[str, object]) -> bool:
+        raise StepRefusal(name)
+
+    async with create_agent_runner(
+        descriptor_for(server), cwd=worktree, run=run_meta, agents_env=AGENTS_ENV
+    ) as runner:
+        result = await generate_text(
+            runner.model, prompt="write", provider_options={"claude": {"approve_tool": allow}}
+        )
+        assert result.text == "wrote it"
+        assert seen == ["Write"]
+        assert target.read_text() == "allowed\n"
+        assert live_groups() == {}, "after turn 1"
+        # the step's own exception fails the turn; the CLI is stopped before the tool runs
+        with pytest.raises(StepRefusal):
+            await generate_text(
+                runner.model, prompt="again", provider_options={"claude": {"approve_tool": explode}}
+            )
+        assert live_groups() == {}
+    assert not (worktree / "never.txt").exists()
+
+
+async def test_run_agent_output_uses_the_native_schema_and_keeps_usage(
+    claude_cli: Path, server: ModelServer, worktree: Path, run_meta: RunMetadata
+) -> None:
+    server.add(tool_call("StructuredOutput", {"name": "native", "score": 3}), text("submitted"))
+    result = await run_agent(
+        harness=descriptor_for(server),
+        cwd=worktree,
+        prompt="judge it",
+        run=run_meta,
+        output=Verdict,
+        agents_env=AGENTS_ENV,
+    )
+    assert result.output == Verdict(name="native", score=3)
+    assert result.usage.cost_usd is not None
+    # the schema went to the CLI (its StructuredOutput tool), not into the prompt
+    first = server.model_requests[0]
+    assert "StructuredOutput" in first.tool_names()
+    assert '"score"' not in first.text()

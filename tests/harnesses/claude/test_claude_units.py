@@ -1,38 +1,68 @@
-"""The claude kind's pure parts: descriptor rules, the command line, the MCP config, transcript
-paths, the installation checks and reading recorded stream-json events."""
+"""The claude kind's pure parts: descriptor rules, the command line and environment of a turn,
+the MCP config, transcript paths, and decoding recorded stream-json into :mod:`jigs.events`."""
 
 from __future__ import annotations
 
 import json
-import os
 import stat
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
-from claude_helpers import AGENTS_ENV, KEY_ENV, descriptor_for
-from jigs import RunMetadata, harnesses
-from jigs.checks import run_checks
-from jigs.errors import AgentTurnError, DescriptorError
+from jigs import harnesses
+from jigs.descriptors import HarnessDescriptor
+from jigs.errors import DescriptorError, InvalidInputError
+from jigs.events import (
+    AgentEvent,
+    ModelCallStarted,
+    Notice,
+    SessionStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnCompleted,
+    TurnFailed,
+    UsageUpdated,
+)
 from jigs.mcp import McpHttpServer, McpProbe, McpStdioServer
-from jigs.models import generate_text
-from jigs.steps import create_agent_runner, run_agent
-from jigs.testing import ModelServer, text
-from jigs_harness_claude import ClaudeDescriptor, ClaudeHarness, transcript_path
+from jigs.plugin import TurnLaunch, TurnSpec
+from jigs_harness_claude import ClaudeDecoder, ClaudeDescriptor, ClaudeHarness
 from jigs_harness_claude._checks import sandbox_ok
-from jigs_harness_claude._events import TurnReader
-from jigs_harness_claude._launch import build_argv, build_env
+from jigs_harness_claude._launch import Prepared, build_env, launch
 from jigs_harness_claude._mcp import mcp_config
 from jigs_harness_claude._sessions import project_dir_name
 
 SAMPLES = Path(__file__).parents[2] / "testing" / "cli_samples"
 PROBE = McpProbe(tool="ping")
+UUID = "11111111-2222-4333-8444-555555555555"
 
 
-def test_descriptor_refuses_policy_keys_and_secrets() -> None:
-    with pytest.raises(DescriptorError, match="permission_mode"):
-        harnesses.claude(permission_mode="default")
-    with pytest.raises(DescriptorError, match="mcp_config"):
-        harnesses.claude(mcp_config="{}")
+@pytest.mark.parametrize(
+    "key",
+    [
+        "permission_mode",
+        "mcp_config",
+        "settings",
+        "agents",
+        "agent",
+        "plugin_dir",
+        "restricted",
+        "no_session_persistence",
+        "json_schema",
+        "include_partial_messages",
+        "session_id",
+        "extra_args",
+    ],
+)
+def test_descriptor_refuses_policy_keys_with_their_reason(key: str) -> None:
+    with pytest.raises(DescriptorError) as caught:
+        harnesses.claude(**{key: "x"})
+    assert caught.value.key == key
+    assert f"may not set {key!r}: " in str(caught.value)
+
+
+def test_descriptor_refuses_secrets_and_keeps_the_limits() -> None:
     with pytest.raises(DescriptorError, match="looks like a secret"):
         harnesses.claude(api_key_env="sk-ant-abcdefghijklmnopqrstuvwxyz0123456789")
     with pytest.raises(DescriptorError, match="base_url needs api_key_env"):
@@ -42,46 +72,169 @@ def test_descriptor_refuses_policy_keys_and_secrets() -> None:
     assert harnesses.loads(d.describe()) == d
     assert "api_key_env" in d.describe()
     assert "sk-" not in d.describe()
+    # the limits are the base knobs; Claude Code enforces both itself
+    assert ClaudeDescriptor.supported_limits == {"max_turns", "max_budget_usd"}
+    assert ClaudeHarness.native_limits == {"max_turns", "max_budget_usd"}
+    limited = harnesses.claude(max_turns=3, max_budget_usd=1.5, idle_timeout=30)
+    assert (limited.max_turns, limited.max_budget_usd, limited.idle_timeout) == (3, 1.5, 30)
 
 
-def test_argv_carries_the_policy_whatever_the_descriptor() -> None:
+def test_descriptor_refuses_bad_values() -> None:
+    for bad in (
+        {"autocompact": 5},
+        {"effort": "extreme"},
+        {"max_turns": 0},
+        {"max_budget_usd": -1},
+        {"max_budget_usd": float("inf")},  # Claude Code refuses it: a crash at launch
+        {"system_prompt_snapshot": "maybe"},
+        {"turn_timeout": 0},
+        {"idle_timeout": -5},
+        {"betas": "not-a-list"},
+    ):
+        with pytest.raises(DescriptorError):
+            harnesses.claude(**bad)
+
+
+def _launch(tmp_path: Path, d: ClaudeDescriptor, prompt: str = "p", **turn: Any) -> TurnLaunch:
+    prefix = tmp_path / "shell-prefix" if d.api_key_env else None
+    spec = TurnSpec(descriptor=d, cwd=tmp_path, prompt=prompt, **turn)
+    prepared = Prepared(Path("/x/claude"), '{"mcpServers":{}}', prefix, tmp_path)
+    return launch(spec, prepared, host_env={"K": "key-value"})
+
+
+def test_argv_carries_the_policy_whatever_the_descriptor(tmp_path: Path) -> None:
     d = ClaudeDescriptor(model="m", allowed_tools=("Bash(git *)",), tools=())
-    launch = build_argv(
-        Path("/x/claude"),
-        d,
-        prompt="-looks-like-a-flag",
-        mcp_config='{"mcpServers":{}}',
-        session_id="11111111-2222-4333-8444-555555555555",
-    )
-    argv = launch.argv
-    assert launch.stdin_prompt is None
+    first = _launch(tmp_path, d, "-looks-like-a-flag")
+    argv = list(first.argv)
+    assert first.stdin is None
+    assert first.driver is None
     assert argv[-2:] == ["--", "-looks-like-a-flag"]
-    for flag in ("--strict-mcp-config", "--verbose"):
+    for flag in ("--strict-mcp-config", "--verbose", "-p"):
         assert flag in argv
     assert argv[argv.index("--mcp-config") + 1] == '{"mcpServers":{}}'
     assert argv[argv.index("--permission-mode") + 1] == "bypassPermissions"
     assert argv[argv.index("--setting-sources") + 1] == "project"
     assert argv[argv.index("--output-format") + 1] == "stream-json"
-    assert argv[argv.index("--tools") + 1] == ""
-    resumed = build_argv(
-        Path("c"), d, prompt="p", mcp_config="{}", resume_id="abc", partial=True
-    ).argv
-    assert "--resume=abc" in resumed
+    assert "--tools=" in argv
+    # a fresh turn names a new session (a UUID), each time another one
+    chosen = argv[argv.index("--session-id") + 1]
+    assert uuid.UUID(chosen)
+    again = list(_launch(tmp_path, d).argv)
+    assert again[again.index("--session-id") + 1] != chosen
+    assert "--include-partial-messages" not in argv
+    resumed = list(_launch(tmp_path, d, session_id=UUID, partial=True).argv)
+    assert f"--resume={UUID}" in resumed
     assert "--session-id" not in resumed
     assert "--include-partial-messages" in resumed
-    big = build_argv(Path("c"), d, prompt="x" * 200_000, mcp_config="{}", session_id="s")
-    assert big.stdin_prompt == b"x" * 200_000
-    assert "x" * 200_000 not in big.argv
+    big = _launch(tmp_path, d, "x" * 200_000)
+    assert big.stdin == b"x" * 200_000
+    assert all(len(a) < 100_000 for a in big.argv)
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    structured = list(_launch(tmp_path, d, output_schema=schema).argv)
+    assert json.loads(_flag(structured, "--json-schema")) == schema
+
+
+def _flag(argv: list[str], flag: str) -> str:
+    """The value of ``--flag=value`` in ``argv``."""
+    [value] = [a.split("=", 1)[1] for a in argv if a.startswith(f"{flag}=")]
+    return value
+
+
+def test_list_items_and_values_cannot_become_flags(tmp_path: Path) -> None:
+    for key in ("allowed_tools", "disallowed_tools", "tools", "additional_directories", "betas"):
+        with pytest.raises(DescriptorError, match="read it as a flag"):
+            harnesses.claude(**{key: ["Read", "--settings"]})
+    with pytest.raises(DescriptorError, match="NUL"):
+        harnesses.claude(system_prompt="a\x00b")
+    d = ClaudeDescriptor(model="--dangerously-skip-permissions", name="-x")
+    argv = list(_launch(tmp_path, d).argv)
+    assert "--dangerously-skip-permissions" not in argv
+    assert _flag(argv, "--model") == "--dangerously-skip-permissions"
+    assert _flag(argv, "--name") == "-x"
+
+
+#: Each descriptor key with a value, and the arguments it must put on the command line (the
+#: real CLI accepts them all: test_claude_options.py).
+BREADTH: list[tuple[dict[str, Any], list[str]]] = [
+    ({"model": "sonnet"}, ["--model=sonnet"]),
+    ({"fallback_model": "haiku,opus"}, ["--fallback-model=haiku,opus"]),
+    ({"effort": "high"}, ["--effort=high"]),
+    ({"max_turns": 7}, ["--max-turns=7"]),
+    ({"max_budget_usd": 0.25}, ["--max-budget-usd=0.25"]),
+    ({"allowed_tools": ["Bash(git *)", "Edit"]}, ["--allowedTools", "Bash(git *)", "Edit"]),
+    ({"disallowed_tools": ["WebFetch"]}, ["--disallowedTools", "WebFetch"]),
+    ({"tools": ["Bash", "Read"]}, ["--tools=Bash,Read"]),
+    ({"system_prompt": "You are terse."}, ["--system-prompt=You are terse."]),
+    ({"append_system_prompt": "Be kind."}, ["--append-system-prompt=Be kind."]),
+    ({"additional_directories": ["/data", "/more"]}, ["--add-dir", "/data", "/more"]),
+    ({"betas": ["b-1", "b-2"]}, ["--betas", "b-1", "b-2"]),
+    ({"autocompact": "auto"}, ["--autocompact=auto"]),
+    ({"autocompact": 200_000}, ["--autocompact=200000"]),
+    ({"name": "nightly review"}, ["--name=nightly review"]),
+    ({"system_prompt_snapshot": "off"}, ["--system-prompt-snapshot=off"]),
+    (
+        {"exclude_dynamic_system_prompt_sections": True},
+        ["--exclude-dynamic-system-prompt-sections"],
+    ),
+    ({"disable_slash_commands": True}, ["--disable-slash-commands"]),
+]
+
+
+def _contains(argv: list[str], part: list[str]) -> bool:
+    return any(argv[i : i + len(part)] == part for i in range(len(argv)))
+
+
+@pytest.mark.parametrize(("settings", "expected"), BREADTH, ids=lambda v: str(v)[:40])
+def test_every_descriptor_key_reaches_the_command_line(
+    tmp_path: Path, settings: dict[str, Any], expected: list[str]
+) -> None:
+    d = harnesses.claude(**settings)
+    assert isinstance(d, ClaudeDescriptor)
+    assert _contains(list(_launch(tmp_path, d).argv), expected)
+    assert not _contains(list(_launch(tmp_path, ClaudeDescriptor()).argv), expected)
+    assert harnesses.loads(d.describe()) == d
+
+
+def test_every_descriptor_key_is_covered() -> None:
+    covered = {key for settings, _ in BREADTH for key in settings}
+    own = set(ClaudeDescriptor.model_fields) - set(HarnessDescriptor.model_fields)
+    # these reach the CLI through its environment (test_env_...)
+    by_env = {"base_url", "api_key_env", "api_key_header", "max_retries"}
+    assert own - by_env - covered == set()
+
+
+def test_long_system_texts_go_through_files(tmp_path: Path) -> None:
+    long = "S" * 150_000
+    d = ClaudeDescriptor(system_prompt=long, append_system_prompt="short")
+    argv = list(_launch(tmp_path, d, system="PER-CALL").argv)
+    path = Path(_flag(argv, "--system-prompt-file"))
+    assert path.parent == tmp_path
+    assert path.read_text() == long
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    # the per-call system is appended to the descriptor's text
+    assert _flag(argv, "--append-system-prompt") == "short\n\nPER-CALL"
+    with pytest.raises(InvalidInputError) as caught:
+        _launch(tmp_path, d, system="a\x00b")
+    assert caught.value.argument == "system"
+
+
+def test_approve_tool_must_be_a_function(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        _launch(tmp_path, ClaudeDescriptor(), options={"approve_tool": "yes"})
+    assert caught.value.argument == "provider_options"
+    bridged = _launch(tmp_path, ClaudeDescriptor(), options={"approve_tool": lambda n, a: True})
+    assert bridged.driver is not None
+    assert bridged.stdin is None
+    argv = list(bridged.argv)
+    assert argv[argv.index("--input-format") + 1] == "stream-json"
+    assert "--" not in argv, "the prompt goes to the driver, not the command line"
 
 
 def test_env_adds_only_what_jigs_sets_and_reads_the_key_at_launch() -> None:
     d = ClaudeDescriptor(base_url="http://gw.example", api_key_env="GW_KEY")
     prefix = Path("/private/shell-prefix")
-    env = build_env(
-        d, {"PATH": "/bin"}, host_env={"GW_KEY": "secret-value", "OTHER": "x"}, shell_prefix=prefix
-    )
+    env = build_env(d, host_env={"GW_KEY": "secret-value", "OTHER": "x"}, shell_prefix=prefix)
     assert env == {
-        "PATH": "/bin",
         "CLAUDE_CODE_ENTRYPOINT": "sdk-py",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "CLAUDE_CODE_MAX_RETRIES": "2",
@@ -89,14 +242,19 @@ def test_env_adds_only_what_jigs_sets_and_reads_the_key_at_launch() -> None:
         "ANTHROPIC_API_KEY": "secret-value",
         "CLAUDE_CODE_SHELL_PREFIX": "/private/shell-prefix",
     }
-    bearer = d.model_copy(update={"api_key_header": "bearer"})
-    assert "ANTHROPIC_AUTH_TOKEN" in build_env(
-        bearer, {}, host_env={"GW_KEY": "v"}, shell_prefix=prefix
-    )
-    # a key without the prefix that hides it is a programming error, never a silent leak
-    with pytest.raises(ValueError, match="shell_prefix"):
-        build_env(d, {}, host_env={"GW_KEY": "v"})
-    login = build_env(ClaudeDescriptor(), {"HOME": "/h"}, host_env={"ANTHROPIC_API_KEY": "leak"})
+    assert set(env) <= ClaudeHarness.sets_env
+    bearer = d.model_copy(update={"api_key_header": "bearer", "max_retries": 0})
+    env = build_env(bearer, host_env={"GW_KEY": "v"}, shell_prefix=prefix, max_output_tokens=64)
+    assert env["ANTHROPIC_AUTH_TOKEN"] == "v"
+    assert "ANTHROPIC_API_KEY" not in env
+    assert env["CLAUDE_CODE_MAX_RETRIES"] == "0"
+    assert env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "64"
+    # a key without the prefix that hides it is refused, never a silent leak
+    with pytest.raises(DescriptorError, match="GW_KEY"):
+        build_env(d, host_env={"GW_KEY": "v"})
+    with pytest.raises(DescriptorError, match="GW_KEY"):
+        build_env(d, host_env={}, shell_prefix=prefix)
+    login = build_env(ClaudeDescriptor(), host_env={"ANTHROPIC_API_KEY": "leak"})
     assert "ANTHROPIC_API_KEY" not in login
     # the key's own variable is not on the agent's allowlist
     assert "GW_KEY" not in ClaudeHarness().env_allowlist(d)
@@ -121,6 +279,8 @@ def test_mcp_config_resolves_credentials_by_name() -> None:
         }
     }
     assert mcp_config({}, {}) == {"mcpServers": {}}
+    with pytest.raises(DescriptorError, match="WEB_TOKEN"):
+        mcp_config(servers, {"FILES_TOKEN": "t1"})
 
 
 def test_project_dir_names_match_claude_code() -> None:
@@ -140,137 +300,110 @@ def test_sandbox_rule() -> None:
     assert sandbox_ok({"IS_SANDBOX": "1"}, euid=0)
 
 
-def test_recorded_not_logged_in_stream_is_a_turn_error() -> None:
-    reader = TurnReader(partial=False)
-    for event in (
-        {"type": "system", "subtype": "init", "session_id": "s", "apiKeySource": "none"},
-        {
-            "type": "assistant",
-            "error": "authentication_failed",
-            "parent_tool_use_id": None,
-            "message": {"content": [{"type": "text", "text": "Not logged in · Please run /login"}]},
-        },
-        {"type": "result", "subtype": "success", "is_error": True, "result": "Not logged in"},
-    ):
-        assert reader.feed(event) == []
-    with pytest.raises(AgentTurnError) as caught:
-        reader.finish([])
-    assert caught.value.detail == "not_logged_in"
-    assert "/login" in str(caught.value)
-    assert "api_key_env" in str(caught.value)
+def _decode(decoder: ClaudeDecoder, messages: list[dict[str, Any]]) -> list[AgentEvent]:
+    return [event for message in messages for event in decoder.decode(message)]
+
+
+def test_recorded_not_logged_in_stream_is_a_turn_failure() -> None:
+    events = _decode(
+        ClaudeDecoder(partial=False),
+        [
+            {"type": "system", "subtype": "init", "session_id": "s", "apiKeySource": "none"},
+            {
+                "type": "assistant",
+                "error": "authentication_failed",
+                "parent_tool_use_id": None,
+                "message": {"content": [{"type": "text", "text": "Not logged in · run /login"}]},
+            },
+            {"type": "result", "subtype": "success", "is_error": True, "result": "Not logged in"},
+        ],
+    )
+    failed = events[-1]
+    assert isinstance(failed, TurnFailed)
+    assert failed.reason == "not_logged_in"
+    assert not failed.retryable
+    assert "/login" in failed.message
+    assert "api_key_env" in failed.message
+    assert not [e for e in events if isinstance(e, TextDelta)], "error text is not an answer"
+
+
+_ERR = {"subtype": "success", "is_error": True}
+
+
+@pytest.mark.parametrize(
+    ("result", "reason", "retryable"),
+    [
+        ({"subtype": "error_max_turns", "is_error": True}, "max_turns", False),
+        ({"subtype": "error_max_budget_usd", "is_error": True}, "max_budget_usd", False),
+        ({"subtype": "error_max_structured_output_retries"}, "structured_output", False),
+        ({**_ERR, "api_error": "connection_failed"}, "api_error", True),
+        ({**_ERR, "api_error": "overloaded"}, "api_error", True),
+        ({**_ERR, "api_error": "invalid_request"}, "api_error", False),
+        ({"subtype": "error_during_execution", "is_error": True}, "other", False),
+    ],
+)
+def test_failed_results_map_to_reasons(
+    result: dict[str, Any], reason: str, retryable: bool
+) -> None:
+    message = {"type": "result", "result": "DETAIL-CANARY", "total_cost_usd": 0.5, **result}
+    usage, failed = ClaudeDecoder(partial=False).decode(message)
+    assert isinstance(usage, UsageUpdated)
+    assert usage.usage.cost_usd == 0.5
+    assert isinstance(failed, TurnFailed)
+    assert (failed.reason, failed.retryable) == (reason, retryable)
+    assert "DETAIL-CANARY" in failed.message
 
 
 def test_recorded_stream_with_a_tool_call() -> None:
-    reader = TurnReader(partial=False)
-    parts = []
-    for line in (SAMPLES / "claude-p-stream-json.jsonl").read_text().splitlines():
-        parts += reader.feed(json.loads(line))
-    result = reader.finish([])
-    assert [p.type for p in parts] == ["tool-call", "tool-result", "text-delta"]
-    assert result.tool_calls[0].name == "Bash"
-    assert result.tool_results[0].output == "tool-ran"
-    assert (
-        result.provider_metadata["claude"]["session_id"] == "22222222-3333-4444-8555-666666666666"
-    )
-    assert result.usage.input_tokens == 20
-    assert result.usage.output_tokens == 10
+    decoder = ClaudeDecoder(partial=False, options={"approve_tool": None, "colour": "red"})
+    lines = (SAMPLES / "claude-p-stream-json.jsonl").read_text().splitlines()
+    events = _decode(decoder, [json.loads(line) for line in lines])
+    assert [e.type for e in events] == [
+        "notice",
+        "session",
+        "model-call",
+        "tool-call-started",
+        "tool-call-finished",
+        "model-call",
+        "text-delta",
+        "usage",
+        "turn-completed",
+    ]
+    notice, session, _, call, result, *_, usage, done = events
+    assert isinstance(notice, Notice)
+    assert "colour" in notice.message
+    assert session == SessionStarted(session_id="22222222-3333-4444-8555-666666666666")
+    assert isinstance(call, ToolCallStarted)
+    assert call.name == "Bash"
+    assert isinstance(result, ToolCallFinished)
+    assert (result.name, result.output, result.is_error) == ("Bash", "tool-ran", False)
+    assert isinstance(usage, UsageUpdated)
+    assert (usage.usage.input_tokens, usage.usage.output_tokens) == (20, 10)
+    assert usage.usage.cost_usd is not None
+    assert isinstance(done, TurnCompleted)
+    assert done.stop_reason == "end_turn"
+    assert done.metadata["model"]
+    assert done.metadata["api_key_source"]
 
 
-@pytest.mark.anyio
-async def test_installation_checks_report_cli_and_login(claude_cli: Path) -> None:
-    harness = ClaudeHarness()
-    env = {"PATH": os.environ["PATH"], "HOME": os.environ["HOME"], "IS_SANDBOX": "1"}
-    outcomes = {o.id: o for o in await run_checks(harness.installation_checks(env))}
-    assert outcomes["harness.claude-cli"].ok, outcomes["harness.claude-cli"].reason
-    assert str(claude_cli) in outcomes["harness.claude-cli"].detail
-    assert outcomes["harness.claude-root"].ok
-    auth = outcomes["harness.claude-auth"]
-    assert not auth.ok
-    assert "not logged in" in auth.reason
-    assert "/login" in auth.repair
-    if os.geteuid() == 0:
-        no_sandbox = {k: v for k, v in env.items() if k != "IS_SANDBOX"}
-        [root] = [c for c in harness.installation_checks(no_sandbox) if c.id.endswith("root")]
-        failed = (await run_checks([root]))[0]
-        assert not failed.ok
-        assert "agents.env" in failed.repair
+def test_partial_stream_text_comes_from_deltas_once() -> None:
+    lines = (SAMPLES / "claude-resume-partial-messages.jsonl").read_text().splitlines()
+    messages = [json.loads(line) for line in lines]
+    partial = _decode(ClaudeDecoder(partial=True), messages)
+    whole = _decode(ClaudeDecoder(partial=False), messages)
+    for events in (partial, whole):
+        texts = [e.text for e in events if isinstance(e, TextDelta)]
+        assert texts == ["hello from fake (call 57, 6 msgs)"]
+        assert sum(isinstance(e, ModelCallStarted) for e in events) == 1
+    # in partial mode the delta arrives before the assistant message that repeats it
+    kinds = [e.type for e in partial]
+    assert kinds.index("text-delta") < kinds.index("model-call")
 
 
-@pytest.mark.anyio
-async def test_resume_in_a_long_worktree_path(
-    claude_cli: Path, server: ModelServer, tmp_path: Path, run_meta: RunMetadata
-) -> None:
-    deep = tmp_path / ("d" * 120) / ("e_f." * 30)
-    deep.mkdir(parents=True)
-    server.add(text("one"), text("two"))
-    first = await run_agent(
-        harness=descriptor_for(server), cwd=deep, prompt="a", run=run_meta, agents_env=AGENTS_ENV
-    )
-    assert first.session is not None
-    path = transcript_path(os.environ, deep.resolve(), first.session.id)
-    assert path.is_file(), f"jigs looks for the transcript at {path}"
-    second = await run_agent(
-        harness=descriptor_for(server),
-        cwd=deep,
-        prompt="b",
-        run=run_meta,
-        resume=first.session,
-        agents_env=AGENTS_ENV,
-    )
-    assert second.text == "two"
-
-
-@pytest.mark.anyio
-async def test_mcp_config_file_is_private_and_removed_at_close(
-    claude_home: Path, worktree: Path, run_meta: RunMetadata, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from jigs_harness_claude._model import ClaudeModel
-
-    monkeypatch.setenv("FILES_TOKEN", "tok-value")
-    d = harnesses.claude(
-        api_key_env=KEY_ENV,
-        mcp_servers={
-            "files": {"command": "srv", "env": {"TOKEN": "FILES_TOKEN"}, "probe": {"tool": "p"}}
-        },
-    )
-    harness = ClaudeHarness()
-    from contextlib import AsyncExitStack
-
-    from jigs._pipeline import agent_env_for
-    from jigs.plugin import HarnessContext, HarnessTarget
-
-    env, _ = agent_env_for(harness, d, worktree, AGENTS_ENV)
-    async with AsyncExitStack() as stack:
-        ctx = HarnessContext(
-            run=run_meta, env=env, state_dir=worktree, kind="claude", stack=stack, log=_NullLog()
-        )
-        model = await harness.open(HarnessTarget(descriptor=d, cwd=worktree), ctx)
-        assert isinstance(model, ClaudeModel)
-        path = Path(model._mcp_config)
-        assert json.loads(path.read_text())["mcpServers"]["files"]["env"] == {"TOKEN": "tok-value"}
-        assert stat.S_IMODE(path.stat().st_mode) == 0o600
-        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    assert not path.exists()
-    assert not path.parent.exists()
-
-
-class _NullLog:
-    def bind(self, **_: object) -> _NullLog:
-        return self
-
-    def __getattr__(self, _: str) -> object:
-        return lambda *a, **k: None
-
-
-@pytest.mark.anyio
-async def test_max_output_tokens_is_honoured_and_seed_is_a_warning(
-    claude_cli: Path, server: ModelServer, worktree: Path, run_meta: RunMetadata
-) -> None:
-    server.add(text("streamed words arrive"))
-    async with create_agent_runner(
-        descriptor_for(server), cwd=worktree, run=run_meta, agents_env=AGENTS_ENV
-    ) as runner:
-        result = await generate_text(runner.model, prompt="x", max_output_tokens=64, seed=1)
-    assert result.text == "streamed words arrive"
-    assert [w.setting for w in result.warnings] == ["seed"]
-    assert server.model_requests[0].body["max_tokens"] == 64
+def test_subagent_messages_are_not_the_turns_own() -> None:
+    sub = {
+        "type": "assistant",
+        "parent_tool_use_id": "toolu_1",
+        "message": {"id": "m2", "content": [{"type": "tool_use", "id": "t", "name": "Read"}]},
+    }
+    assert ClaudeDecoder(partial=False).decode(sub) == []

@@ -7,11 +7,13 @@
     local = harnesses.claude(base_url="http://127.0.0.1:8080", api_key_env="GATEWAY_KEY")
 
 Provider options a step may pass (``provider_options={"claude": {...}}``): ``on_event`` (called
-with every stream-json event) and ``approve_tool`` (``fn(tool_name, tool_input) -> bool | str``).
+with every :mod:`jigs.events` event) and ``approve_tool``
+(``fn(tool_name, arguments) -> bool | str | Awaitable[bool | str]``).
 """
 
 from jigs_harness_claude._approval import ApproveTool
 from jigs_harness_claude._descriptor import ClaudeDescriptor, Effort
+from jigs_harness_claude._events import ClaudeDecoder
 from jigs_harness_claude._executable import (
     ENV_VAR,
     MINIMUM_VERSION,
@@ -20,7 +22,6 @@ from jigs_harness_claude._executable import (
     resolve_executable,
 )
 from jigs_harness_claude._harness import ClaudeHarness
-from jigs_harness_claude._model import ClaudeModel
 from jigs_harness_claude._sessions import transcript_path
 
 __all__ = [
@@ -28,9 +29,9 @@ __all__ = [
     "MINIMUM_VERSION",
     "TESTED_VERSION",
     "ApproveTool",
+    "ClaudeDecoder",
     "ClaudeDescriptor",
     "ClaudeHarness",
-    "ClaudeModel",
     "Effort",
     "bundled_cli",
     "resolve_executable",

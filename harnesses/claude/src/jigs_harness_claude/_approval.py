@@ -3,75 +3,88 @@ control protocol.
 
 Permissions stay bypassed (policy), so Claude Code never prompts; instead, when a step passes
 ``provider_options={"claude": {"approve_tool": fn}}``, the turn runs with
-``--input-format stream-json``: jigs registers one PreToolUse hook in the ``initialize`` control
-request, sends the prompt as a user message, and answers each ``hook_callback`` request by calling
-``fn(tool_name, tool_input)``. ``fn`` (sync or async) returns ``True`` to let the tool run,
-``False`` to refuse it, or a string to refuse it with that message to the agent. A callback that
-raises fails the turn (the process is stopped). stdin is closed once the result arrives.
+``--input-format stream-json`` and an :class:`ApprovalDriver` (a :class:`jigs.plugin.TurnDriver`):
+it registers one PreToolUse hook in the ``initialize`` control request, sends the prompt as a user
+message, and answers each ``hook_callback`` request by calling ``fn(tool_name, arguments)``.
+``fn`` (sync or async) returns ``True`` to let the tool run, ``False`` to refuse it, or a string
+to refuse it with that message to the agent. A callback that raises fails the turn with its own
+exception (the core stops the process). Its time counts as silence of the CLI: a callback that
+waits longer than the descriptor's ``idle_timeout`` ends the turn with ``AgentTimeoutError``.
+stdin is closed when the turn ends.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from jigs.errors import AgentOutputError
-from jigs.processes import ManagedProcess
+import anyio
+from jigs.errors import AgentOutputError, InvalidInputError
 
-__all__ = ["ApprovalBridge", "ApproveTool", "approval_setup"]
+if TYPE_CHECKING:
+    import anyio.abc
+
+__all__ = ["ApprovalDriver", "ApproveTool", "approve_tool"]
 
 ApproveTool = Callable[[str, dict[str, Any]], "bool | str | Awaitable[bool | str]"]
 
 _HOOK_ID = "jigs_approve_tool"
 _INIT_ID = "jigs_init"
+_GONE = (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError)
 
 
-def approval_setup(fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
-    """The callback to bridge, or None when the step gave none."""
-    return fn
+def approve_tool(options: Mapping[str, Any]) -> ApproveTool | None:
+    """The step's ``approve_tool`` callback, or None; :class:`InvalidInputError` when it is
+    not a function."""
+    fn = options.get("approve_tool")
+    if fn is None or callable(fn):
+        return fn
+    raise InvalidInputError(
+        "provider_options['claude']['approve_tool'] must be a function "
+        "fn(tool_name, arguments) -> bool | str (or an awaitable of one)",
+        argument="provider_options",
+    )
 
 
-class ApprovalBridge:
-    """Speaks the control protocol on one process's stdin/stdout for one turn."""
+class ApprovalDriver:
+    """Speaks the control protocol on one turn's stdin (see the module docstring)."""
 
-    def __init__(self, proc: ManagedProcess, approve: Callable[..., Any]) -> None:
-        self._proc = proc
+    def __init__(self, approve: ApproveTool, prompt: str) -> None:
         self._approve = approve
-        self._closed = False
+        self._prompt = prompt
+        self._stdin: anyio.abc.ByteSendStream | None = None
 
     async def _send(self, message: dict[str, Any]) -> None:
-        stdin = self._proc.stdin
-        assert stdin is not None
-        await stdin.send((json.dumps(message, separators=(",", ":")) + "\n").encode())
+        if self._stdin is None:
+            return
+        line = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+        with contextlib.suppress(*_GONE):  # the CLI is gone; its output or exit says why
+            await self._stdin.send(line)
 
-    async def start(self, prompt: str) -> None:
+    async def start(self, stdin: anyio.abc.ByteSendStream) -> None:
         """Register the hook and send the prompt."""
+        self._stdin = stdin
+        hooks = {"PreToolUse": [{"matcher": None, "hookCallbackIds": [_HOOK_ID]}]}
         await self._send(
             {
                 "type": "control_request",
                 "request_id": _INIT_ID,
-                "request": {
-                    "subtype": "initialize",
-                    "hooks": {"PreToolUse": [{"matcher": None, "hookCallbackIds": [_HOOK_ID]}]},
-                },
+                "request": {"subtype": "initialize", "hooks": hooks},
             }
         )
+        user = {"role": "user", "content": self._prompt}
         await self._send(
-            {
-                "type": "user",
-                "message": {"role": "user", "content": prompt},
-                "parent_tool_use_id": None,
-                "session_id": "",
-            }
+            {"type": "user", "message": user, "parent_tool_use_id": None, "session_id": ""}
         )
 
-    async def handle(self, event: dict[str, Any]) -> bool:
-        """Answer a control message; True when ``event`` was one (not a turn event)."""
-        kind = event.get("type")
+    async def handle(self, message: dict[str, Any]) -> bool:
+        """Answer a control message; True when ``message`` was one (not a turn event)."""
+        kind = message.get("type")
         if kind == "control_response":
-            response = event.get("response") or {}
+            response = message.get("response") or {}
             if response.get("request_id") == _INIT_ID and response.get("subtype") == "error":
                 raise AgentOutputError(
                     f"Claude Code refused jigs' tool-approval hook: {response.get('error')}; "
@@ -83,25 +96,18 @@ class ApprovalBridge:
             return True
         if kind != "control_request":
             return False
-        request = event.get("request") or {}
-        request_id = event.get("request_id")
+        request = message.get("request") or {}
+        request_id = message.get("request_id")
         if request.get("subtype") == "hook_callback" and request.get("callback_id") == _HOOK_ID:
             payload = request.get("input") or {}
             output = await self._decide(
                 str(payload.get("tool_name") or ""), payload.get("tool_input") or {}
             )
-            await self._reply(request_id, output)
+            response = {"subtype": "success", "request_id": request_id, "response": output}
         else:
-            await self._send(
-                {
-                    "type": "control_response",
-                    "response": {
-                        "subtype": "error",
-                        "request_id": request_id,
-                        "error": f"jigs does not handle {request.get('subtype')!r}",
-                    },
-                }
-            )
+            error = f"jigs does not handle {request.get('subtype')!r}"
+            response = {"subtype": "error", "request_id": request_id, "error": error}
+        await self._send({"type": "control_response", "response": response})
         return True
 
     async def _decide(self, name: str, arguments: Any) -> dict[str, Any]:
@@ -119,18 +125,9 @@ class ApprovalBridge:
             }
         }
 
-    async def _reply(self, request_id: Any, output: dict[str, Any]) -> None:
-        await self._send(
-            {
-                "type": "control_response",
-                "response": {"subtype": "success", "request_id": request_id, "response": output},
-            }
-        )
-
-    async def close(self) -> None:
-        """Close stdin so the CLI exits after its result."""
-        if not self._closed:
-            self._closed = True
-            stdin = self._proc.stdin
-            if stdin is not None:
+    async def finish(self) -> None:
+        """Close stdin so the CLI exits after its result. Never raises."""
+        stdin, self._stdin = self._stdin, None
+        if stdin is not None:
+            with contextlib.suppress(*_GONE):
                 await stdin.aclose()

@@ -3,10 +3,15 @@
 Plain, frozen, JSON-serialisable data. It holds no secret: an Anthropic-compatible endpoint is a
 ``base_url`` plus the *name* of the step-side variable that holds its key (``api_key_env``); the
 value is read from the host environment when the CLI is launched and never stored.
+
+Every key maps to one ``claude`` flag or variable (see :mod:`._launch`). ``max_turns`` and
+``max_budget_usd`` (base keys) are enforced by Claude Code itself (``--max-turns``,
+``--max-budget-usd``); ``turn_timeout`` / ``idle_timeout`` by the core.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import ClassVar, Literal
 
@@ -18,17 +23,30 @@ __all__ = ["ClaudeDescriptor", "Effort"]
 
 Effort = Literal["low", "medium", "high", "xhigh", "max"]
 
+_AGENTS = "custom agents could bring unprobed MCP servers, hooks or env"
+_PERMISSIONS = "unattended runs bypass permission prompts as policy"
 _CLAUDE_POLICY_KEYS: Mapping[str, str] = {
     "mcp_config": "the step's mcp_servers are the whole MCP universe, as policy",
-    "dangerously_skip_permissions": "unattended runs bypass permission prompts as policy",
-    "allow_dangerously_skip_permissions": "unattended runs bypass permission prompts as policy",
-    "agents": "custom agents could bring unprobed MCP servers, hooks or env",
+    "dangerously_skip_permissions": _PERMISSIONS,
+    "allow_dangerously_skip_permissions": _PERMISSIONS,
+    "permission_prompts": _PERMISSIONS,
+    "permission_prompt_tool": _PERMISSIONS,
+    "restricted": "restricted mode refuses bypassPermissions, which unattended runs use as policy",
+    "agents": _AGENTS,
+    "agent": "a named agent's definition could bring unprobed MCP servers, hooks or env",
     "plugin_dirs": "plugins could bring unprobed MCP servers, hooks or env",
+    "plugin_dir": "plugins could bring unprobed MCP servers, hooks or env",
+    "plugin_url": "plugins could bring unprobed MCP servers, hooks or env",
     "output_format": "jigs reads Claude Code's stream-json output itself",
     "input_format": "jigs drives Claude Code's input itself",
+    "include_partial_messages": "jigs asks for partial messages on streamed calls itself",
+    "json_schema": "pass output= (or a schema) to the step; jigs hands it to Claude Code",
+    "no_session_persistence": "jigs resumes sessions from their transcripts",
     "bare": "bare mode changes how Claude Code authenticates and skips project settings",
     "config_dir": "jigs uses the operator's Claude Code config (CLAUDE_CONFIG_DIR or ~/.claude)",
     "base_url_env": "set base_url on the descriptor (an address is not a secret)",
+    "debug_file": "a debug log could record the conversation outside jigs' control",
+    "worktree": "jigs runs the agent in the step's worktree (pass cwd= to the step)",
 }
 
 
@@ -42,10 +60,14 @@ class ClaudeDescriptor(HarnessDescriptor):
     """
 
     policy_keys: ClassVar[Mapping[str, str]] = _CLAUDE_POLICY_KEYS
+    supported_limits: ClassVar[frozenset[str]] = frozenset({"max_turns", "max_budget_usd"})
 
     kind: Literal["claude"] = "claude"
+    #: ``--model``.
     model: str | None = None
+    #: ``--fallback-model``: models to fall back to when the main one is busy (comma-separated).
     fallback_model: str | None = None
+    #: ``--effort``.
     effort: Effort | None = None
     #: Anthropic-compatible endpoint (``https://gateway.example/anthropic``); needs ``api_key_env``.
     base_url: str | None = Field(default=None, pattern=r"^https?://[^\s@]+$")
@@ -57,15 +79,29 @@ class ClaudeDescriptor(HarnessDescriptor):
     api_key_header: Literal["x-api-key", "bearer"] = "x-api-key"
     #: Retries of a failed model request (Claude Code's own default would retry for minutes).
     max_retries: int = Field(default=2, ge=0, le=10)
-    #: Seconds one turn may take before jigs stops it (None: no limit; cancel the step instead).
-    turn_timeout: float | None = Field(default=None, gt=0)
+    #: ``--allowedTools`` / ``--disallowedTools`` rules (``"Bash(git *)"``).
     allowed_tools: tuple[str, ...] = ()
     disallowed_tools: tuple[str, ...] = ()
-    #: Built-in tools offered at all (None: Claude Code's default set; () : none).
+    #: ``--tools``: built-in tools offered at all (None: Claude Code's default set; () : none).
     tools: tuple[str, ...] | None = None
+    #: ``--system-prompt``: replaces Claude Code's system prompt.
+    system_prompt: str | None = None
+    #: ``--append-system-prompt``: added to the end of the system prompt.
     append_system_prompt: str | None = None
-    max_budget_usd: float | None = Field(default=None, gt=0)
+    #: ``--add-dir``: more directories the agent's tools may use.
     additional_directories: tuple[str, ...] = ()
+    #: ``--betas``: beta headers sent with every model request (API key users only).
+    betas: tuple[str, ...] = ()
+    #: ``--autocompact``: ``"auto"`` or a window of at least 100k tokens.
+    autocompact: Literal["auto"] | int | None = None
+    #: ``--name``: the session's display name (``claude --resume`` lists it).
+    name: str | None = None
+    #: ``--system-prompt-snapshot``.
+    system_prompt_snapshot: Literal["on", "off"] | None = None
+    #: ``--exclude-dynamic-system-prompt-sections``.
+    exclude_dynamic_system_prompt_sections: bool = False
+    #: ``--disable-slash-commands``: no skills or custom commands.
+    disable_slash_commands: bool = False
 
     @field_validator("api_key_env")
     @classmethod
@@ -77,7 +113,43 @@ class ClaudeDescriptor(HarnessDescriptor):
                 "api_key_env looks like a secret value; name the step-side environment variable "
                 "that holds the key instead (the value is not shown)"
             )
-        raise ValueError(f"api_key_env must name an environment variable, got {value!r}")
+        raise ValueError(f"api_key_env must name an environment variable, got {value[:40]!r}")
+
+    @field_validator(
+        "allowed_tools", "disallowed_tools", "tools", "additional_directories", "betas"
+    )
+    @classmethod
+    def _items_are_not_flags(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for item in value or ():
+            if item.startswith("-") or "\x00" in item:
+                raise ValueError(
+                    f"{item[:40]!r} starts with '-' or holds a NUL byte, so Claude Code would "
+                    f"read it as a flag (write a directory as ./{item[:20]})"
+                )
+        return value
+
+    @field_validator(
+        "model", "fallback_model", "system_prompt", "append_system_prompt", "name", "base_url"
+    )
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        if value is not None and "\x00" in value:
+            raise ValueError("a NUL byte cannot be passed to Claude Code; remove it")
+        return value
+
+    @field_validator("max_budget_usd")
+    @classmethod
+    def _finite_budget(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("Claude Code needs a finite budget; leave max_budget_usd unset")
+        return value
+
+    @field_validator("autocompact")
+    @classmethod
+    def _window(cls, value: str | int | None) -> str | int | None:
+        if isinstance(value, int) and value < 100_000:
+            raise ValueError("autocompact must be 'auto' or at least 100000 tokens")
+        return value
 
     @model_validator(mode="after")
     def _endpoint_has_key(self) -> ClaudeDescriptor:

@@ -1,9 +1,14 @@
-"""The claude harness kind: what the core calls, wired to the modules that do the work.
+"""The claude harness kind: Claude Code (``claude -p``, stream-json), one process per turn.
+
+The core runs the turn (:mod:`jigs._engine`); this kind supplies the executable
+(:mod:`._executable`), the checks (:mod:`._checks`), the private files of a step
+(:meth:`ClaudeHarness.prepare`), one turn's argv and env (:mod:`._launch`) and the decoder
+(:mod:`._events`).
 
 Where things live: transcripts in the operator's Claude Code config dir (``CLAUDE_CONFIG_DIR``
 or ``~/.claude``), so the operator's login keeps working (token refreshes write back to the same
-place) and ``claude --resume`` from a shell finds jigs' sessions. A per-run private dir (removed
-when the runner closes) holds the MCP config file when the step declares servers, so resolved
+place) and ``claude --resume`` from a shell finds jigs' sessions. The step's private dir (removed
+when the step closes) holds the MCP config file when the step declares servers, so resolved
 credentials never appear on a command line, and, when the descriptor names an endpoint key, the
 shell prefix that keeps that key out of the agent's commands (:mod:`._shell`).
 """
@@ -12,27 +17,32 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Collection, Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from jigs.checks import Check
 from jigs.descriptors import HarnessDescriptor
 from jigs.executables import Resolved
-from jigs.plugin import Harness, HarnessContext, HarnessTarget
+from jigs.plugin import (
+    Harness,
+    HarnessContext,
+    HarnessTarget,
+    TurnLaunch,
+    TurnSpec,
+    private_file,
+)
 
 from jigs_harness_claude._checks import auth_check, cli_check, key_check, root_check
 from jigs_harness_claude._descriptor import ClaudeDescriptor
-from jigs_harness_claude._executable import resolve_executable
-from jigs_harness_claude._launch import SETS_ENV
+from jigs_harness_claude._events import ClaudeDecoder
+from jigs_harness_claude._executable import FIX, resolve_executable
+from jigs_harness_claude._launch import SETS_ENV, Prepared, launch
 from jigs_harness_claude._mcp import mcp_config
-from jigs_harness_claude._model import ClaudeModel
 from jigs_harness_claude._sessions import verify_transcript
 from jigs_harness_claude._shell import write_shell_prefix
 
 if TYPE_CHECKING:
+    from jigs.testing import ModelServer
     from jigs.testing.plan import DemoPlan
 
 __all__ = ["ClaudeHarness"]
@@ -40,15 +50,19 @@ __all__ = ["ClaudeHarness"]
 _EMPTY_MCP = '{"mcpServers":{}}'
 
 
-class ClaudeHarness(Harness):
-    """Claude Code (``claude -p``, stream-json) as a jigs harness kind."""
+class ClaudeHarness(Harness[ClaudeDescriptor]):
+    """Claude Code as a jigs harness kind."""
 
     kind: ClassVar[str] = "claude"
     display_name: ClassVar[str] = "Claude Code"
     descriptor_type: ClassVar[type[HarnessDescriptor]] = ClaudeDescriptor
     sets_env: ClassVar[frozenset[str]] = SETS_ENV
+    structured_output: ClassVar[Literal["native", "prompted"]] = "native"
+    native_limits: ClassVar[frozenset[str]] = frozenset({"max_turns", "max_budget_usd"})
+    call_settings: ClassVar[frozenset[str]] = frozenset({"system", "max_output_tokens"})
+    install_hint: ClassVar[str] = FIX
 
-    def env_allowlist(self, descriptor: HarnessDescriptor) -> Collection[str]:
+    def env_allowlist(self, descriptor: ClaudeDescriptor) -> Collection[str]:
         # the operator's config dir (login, transcripts); the model key is NOT listed: it is
         # copied into ANTHROPIC_API_KEY at launch and never reaches the agent under its own name
         return {*descriptor.env_names(), "CLAUDE_CONFIG_DIR"}
@@ -61,47 +75,43 @@ class ClaudeHarness(Harness):
         return [cli_check(env), root_check(env), auth_check(env)]
 
     def descriptor_checks(
-        self, descriptor: HarnessDescriptor, env: Mapping[str, str]
+        self, descriptor: ClaudeDescriptor, env: Mapping[str, str]
     ) -> Sequence[Check]:
-        assert isinstance(descriptor, ClaudeDescriptor)
-        checks = [root_check(env)]
         if descriptor.api_key_env is not None:
-            checks.append(key_check(descriptor))
-        else:
-            checks.append(auth_check(env, fast=True))
-        return checks
+            return [root_check(env), key_check(descriptor)]
+        return [root_check(env), auth_check(env, fast=True)]
 
-    async def verify_resume(self, target: HarnessTarget, ctx: HarnessContext) -> None:
-        assert target.resume is not None
-        path = verify_transcript(ctx.env, target.cwd, target.resume.id)
+    async def verify_resume(
+        self, target: HarnessTarget[ClaudeDescriptor], ctx: HarnessContext
+    ) -> None:
+        session = target.resume.id if target.resume else ""
+        path = verify_transcript(ctx.env, target.cwd, session)
         ctx.log.debug("claude.resume.transcript", path=str(path))
 
-    async def open(self, target: HarnessTarget, ctx: HarnessContext) -> ClaudeModel:
+    async def prepare(
+        self, target: HarnessTarget[ClaudeDescriptor], ctx: HarnessContext
+    ) -> Prepared:
+        """Resolve the CLI and write the step's private files (MCP config, shell prefix)."""
         descriptor = target.descriptor
-        assert isinstance(descriptor, ClaudeDescriptor)
         executable = resolve_executable(ctx.env)
         ctx.log.debug("claude.executable", path=str(executable.path), source=executable.source)
+        private = ctx.private_dir("jigs-claude-")
         config = _EMPTY_MCP
-        private: Path | None = None
         if descriptor.mcp_servers:
-            private = _private_dir(ctx)
-            config = str(
-                _write_json(private / "mcp.json", mcp_config(descriptor.mcp_servers, ctx.env))
-            )
-        prefix = None
-        if descriptor.api_key_env is not None:
-            prefix = write_shell_prefix(private or _private_dir(ctx))
-        return ClaudeModel(
-            descriptor,
-            cwd=target.cwd,
-            ctx=ctx,
-            executable=executable.path,
-            mcp_config=config,
-            resume_id=target.resume.id if target.resume else None,
-            shell_prefix=prefix,
-        )
+            data = json.dumps(mcp_config(descriptor.mcp_servers, ctx.env)).encode()
+            config = str(private_file(private / "mcp.json", data))
+        prefix = write_shell_prefix(private) if descriptor.api_key_env is not None else None
+        return Prepared(executable.path, config, prefix, private)
 
-    def demo_plan(self, server: Any) -> DemoPlan:
+    def launch_turn(
+        self, turn: TurnSpec[ClaudeDescriptor], ctx: HarnessContext, state: Prepared
+    ) -> TurnLaunch:
+        return launch(turn, state)
+
+    def decoder(self, turn: TurnSpec[ClaudeDescriptor]) -> ClaudeDecoder:
+        return ClaudeDecoder(partial=turn.partial, options=turn.options)
+
+    def demo_plan(self, server: ModelServer) -> DemoPlan:
         """``jigs demo``: the real CLI against ``server``; the agent writes the file with its
         own Bash tool, then resumes and answers from its history."""
         import shlex
@@ -122,18 +132,3 @@ class ClaudeHarness(Harness):
             host_env={key: "sk-demo", **({"IS_SANDBOX": "1"} if root else {})},
             agents_env=("IS_SANDBOX",) if root else (),
         )
-
-
-def _private_dir(ctx: HarnessContext) -> Path:
-    """A fresh 0700 dir that is removed when the runner closes."""
-    private = Path(tempfile.mkdtemp(prefix="jigs-claude-"))
-    ctx.callback(shutil.rmtree, private, True)
-    return private
-
-
-def _write_json(path: Path, data: object) -> Path:
-    """Write ``data`` as JSON to a new 0600 file."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh)
-    return path

@@ -6,37 +6,41 @@ Policy that every launch carries, whatever the descriptor says:
 - ``--strict-mcp-config --mcp-config <the step's servers>``: the step's list is the whole MCP
   universe (nothing from ``~/.claude.json``, plugins or the worktree's ``.mcp.json``);
 - ``--setting-sources project``: the worktree's ``.claude/settings.json`` only, never the user's;
-- ``-p ... --output-format stream-json --verbose`` with stdin closed (or, for a prompt too long for
-  one argument, the prompt written to stdin and stdin closed);
+- ``-p ... --output-format stream-json --verbose``; the prompt after ``--`` (or, when too long for
+  one argument, on stdin; or, with a tool-approval callback, as a stream-json user message);
+- a fresh turn names its session (``--session-id <uuid>``), a later one continues it
+  (``--resume=<id>``);
 - the environment is exactly the core-built one plus ``CLAUDE_CODE_ENTRYPOINT``,
   ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` (no telemetry, update checks or other calls
-  home), a bounded ``CLAUDE_CODE_MAX_RETRIES``, and for a descriptor endpoint
-  ``ANTHROPIC_BASE_URL``, the key copied from the variable the descriptor names, and
-  ``CLAUDE_CODE_SHELL_PREFIX`` naming the script that removes the key from the environment of the
-  agent's commands and MCP servers (see :mod:`._shell`).
+  home), a bounded ``CLAUDE_CODE_MAX_RETRIES``, and for a descriptor key ``ANTHROPIC_BASE_URL``,
+  the key copied from the variable the descriptor names, and ``CLAUDE_CODE_SHELL_PREFIX`` naming
+  the script that removes the key from the environment of the agent's commands and MCP servers
+  (see :mod:`._shell`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from jigs.errors import JigsError
+from jigs.errors import DescriptorError, InvalidInputError
+from jigs.plugin import TurnLaunch, TurnSpec, private_file
 
+from jigs_harness_claude._approval import ApprovalDriver, approve_tool
 from jigs_harness_claude._descriptor import ClaudeDescriptor
 from jigs_harness_claude._mcp import disallowed_mcp_tools
 from jigs_harness_claude._shell import PREFIX_VAR
 
-__all__ = ["ENTRYPOINT", "MAX_PROMPT_ARG", "SETS_ENV", "Launch", "build_argv", "build_env"]
+__all__ = ["ENTRYPOINT", "MAX_ARG", "SETS_ENV", "Prepared", "build_env", "launch"]
 
 #: What Claude Code is told about its host (the value the Python Agent SDK uses).
 ENTRYPOINT = "sdk-py"
-#: Prompts longer than this (bytes) go through stdin: Linux caps one argument at 128 KiB.
-MAX_PROMPT_ARG = 100_000
+#: Texts longer than this (bytes) leave the command line: Linux caps one argument at 128 KiB.
+MAX_ARG = 100_000
 
 #: Every variable a launch sets itself (refused in ``agents.env``).
 SETS_ENV = frozenset(
@@ -54,121 +58,147 @@ SETS_ENV = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
-class Launch:
-    """One turn's argv, and the prompt bytes to write to stdin (None: stdin closed)."""
+class Prepared:
+    """What :meth:`ClaudeHarness.prepare` made once per step: the CLI, the MCP config (a JSON
+    string or a 0600 file), the shell prefix (with a descriptor key) and the private dir (0700,
+    removed when the step closes) for texts too long for the command line."""
 
-    argv: list[str]
-    stdin_prompt: bytes | None
+    executable: Path
+    mcp_config: str
+    shell_prefix: Path | None
+    private: Path
 
 
 def build_env(
     descriptor: ClaudeDescriptor,
-    agent_env: Mapping[str, str],
     *,
     host_env: Mapping[str, str] | None = None,
     max_output_tokens: int | None = None,
     shell_prefix: Path | None = None,
 ) -> dict[str, str]:
-    """The CLI's environment: ``agent_env`` (built by the core from empty) plus what jigs sets.
+    """The variables jigs adds to the agent's environment (built by the core from empty).
 
     The endpoint key is read from ``host_env`` (default ``os.environ``) by the name the
     descriptor gives, at launch; it is never stored. ``shell_prefix`` (the script from
-    :func:`~._shell.write_shell_prefix`) is required with a key, so the key never reaches the
-    agent's commands. Raises :class:`JigsError` when the key variable is not set, ValueError
-    when a key is named and no ``shell_prefix`` is given.
+    :func:`~._shell.write_shell_prefix`) must come with a key, so the key never reaches the
+    agent's commands. Raises :class:`DescriptorError` when the key variable is not set.
     """
     host = os.environ if host_env is None else host_env
-    env = dict(agent_env)
-    env["CLAUDE_CODE_ENTRYPOINT"] = ENTRYPOINT
-    env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
-    env["CLAUDE_CODE_MAX_RETRIES"] = str(descriptor.max_retries)
+    env = {
+        "CLAUDE_CODE_ENTRYPOINT": ENTRYPOINT,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_MAX_RETRIES": str(descriptor.max_retries),
+    }
     if max_output_tokens is not None:
         env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(max_output_tokens)
-    if descriptor.api_key_env is not None:
-        key = host.get(descriptor.api_key_env)
-        if not key:
-            raise JigsError(
-                f"the claude descriptor names {descriptor.api_key_env} for its model key, but "
-                f"it is not set in the step's environment; set it where the service runs"
+    name = descriptor.api_key_env
+    if name is not None:
+        key = host.get(name)
+        if not key or shell_prefix is None:
+            raise DescriptorError(
+                f"the claude descriptor names {name} for its model key, but it is not set in "
+                f"the step's environment; set it where the service runs",
+                kind="claude",
+                key="api_key_env",
             )
-        if shell_prefix is None:
-            raise ValueError("a descriptor with api_key_env needs a shell_prefix")
         env[PREFIX_VAR] = str(shell_prefix)
         if descriptor.base_url is not None:
             env["ANTHROPIC_BASE_URL"] = descriptor.base_url
-        if descriptor.api_key_header == "bearer":
-            env["ANTHROPIC_AUTH_TOKEN"] = key
-        else:
-            env["ANTHROPIC_API_KEY"] = key
+        env[
+            "ANTHROPIC_AUTH_TOKEN" if descriptor.api_key_header == "bearer" else "ANTHROPIC_API_KEY"
+        ] = key
     return env
 
 
-def build_argv(
-    executable: Path,
-    descriptor: ClaudeDescriptor,
+def launch(
+    turn: TurnSpec[ClaudeDescriptor],
+    prepared: Prepared,
     *,
-    prompt: str,
-    mcp_config: str,
-    session_id: str | None = None,
-    resume_id: str | None = None,
-    partial: bool = False,
-    output_schema: Mapping[str, Any] | None = None,
-    system: str | None = None,
-    stream_input: bool = False,
-) -> Launch:
-    """The command line of one turn. ``mcp_config`` is a JSON string or a file path; exactly one
-    of ``session_id`` (a fresh session with this id) and ``resume_id`` is given. With
-    ``stream_input`` the prompt is not on the command line: the caller speaks stream-json on
-    stdin (the tool-approval bridge)."""
-    if (session_id is None) == (resume_id is None):
-        raise ValueError("give exactly one of session_id and resume_id")
-    argv = [str(executable), "-p", "--output-format", "stream-json", "--verbose"]
-    if partial:
+    host_env: Mapping[str, str] | None = None,
+) -> TurnLaunch:
+    """One turn's :class:`TurnLaunch`. ``turn.options["approve_tool"]`` switches to stream-json
+    input with the approval driver (see :mod:`._approval`)."""
+    d = turn.descriptor
+    approve = approve_tool(turn.options)
+    argv = [str(prepared.executable), "-p", "--output-format", "stream-json", "--verbose"]
+    if turn.partial:
         argv.append("--include-partial-messages")
-    if stream_input:
+    if approve is not None:
         argv += ["--input-format", "stream-json"]
     argv += [
         "--permission-mode",
         "bypassPermissions",
         "--strict-mcp-config",
         "--mcp-config",
-        mcp_config,
+        prepared.mcp_config,
         "--setting-sources",
         "project",
     ]
-    argv += (
-        [f"--resume={resume_id}"] if resume_id is not None else ["--session-id", str(session_id)]
-    )
-    d = descriptor
-    if d.model:
-        argv += ["--model", d.model]
-    if d.fallback_model:
-        argv += ["--fallback-model", d.fallback_model]
-    if d.effort:
-        argv += ["--effort", d.effort]
-    if d.max_budget_usd is not None:
-        argv += ["--max-budget-usd", repr(d.max_budget_usd)]
-    if d.tools is not None:
-        argv += ["--tools", ",".join(d.tools)]
+    if turn.session_id is None:
+        argv += ["--session-id", str(uuid.uuid4())]
+    else:
+        argv.append(f"--resume={turn.session_id}")
+    _value(argv, "--model", d.model)
+    _value(argv, "--fallback-model", d.fallback_model)
+    _value(argv, "--effort", d.effort)
+    _value(argv, "--max-turns", d.max_turns)
+    _value(argv, "--max-budget-usd", None if d.max_budget_usd is None else repr(d.max_budget_usd))
+    _value(argv, "--autocompact", d.autocompact)
+    _value(argv, "--name", d.name)
+    _value(argv, "--system-prompt-snapshot", d.system_prompt_snapshot)
+    _value(argv, "--tools", None if d.tools is None else ",".join(d.tools))
     _variadic(argv, "--allowedTools", d.allowed_tools)
     _variadic(
         argv, "--disallowedTools", [*d.disallowed_tools, *disallowed_mcp_tools(d.mcp_servers)]
     )
     _variadic(argv, "--add-dir", d.additional_directories)
-    appended = "\n\n".join(p for p in (d.append_system_prompt, system) if p)
-    if appended:
-        argv += ["--append-system-prompt", appended]
-    if output_schema is not None:
-        argv += ["--json-schema", json.dumps(output_schema, separators=(",", ":"))]
-    if stream_input:
-        return Launch(argv, None)
-    encoded = prompt.encode("utf-8")
-    if len(encoded) > MAX_PROMPT_ARG:
-        return Launch(argv, encoded)
+    _variadic(argv, "--betas", d.betas)
+    if d.exclude_dynamic_system_prompt_sections:
+        argv.append("--exclude-dynamic-system-prompt-sections")
+    if d.disable_slash_commands:
+        argv.append("--disable-slash-commands")
+    _text(argv, "--system-prompt", d.system_prompt, prepared.private)
+    if turn.system and "\x00" in turn.system:
+        raise InvalidInputError(
+            "the call's system text holds a NUL byte, which no command line can carry; remove it",
+            argument="system",
+        )
+    appended = "\n\n".join(p for p in (d.append_system_prompt, turn.system) if p)
+    _text(argv, "--append-system-prompt", appended or None, prepared.private)
+    if turn.output_schema is not None:
+        _text(argv, "--json-schema", json.dumps(turn.output_schema, separators=(",", ":")), None)
+    env = build_env(
+        d,
+        host_env=host_env,
+        max_output_tokens=turn.max_output_tokens,
+        shell_prefix=prepared.shell_prefix,
+    )
+    if approve is not None:
+        return TurnLaunch(argv, env, driver=ApprovalDriver(approve, turn.prompt))
+    encoded = turn.prompt.encode("utf-8")
+    if len(encoded) > MAX_ARG:
+        return TurnLaunch(argv, env, stdin=encoded)
     # "--" ends the options, so a prompt that starts with "-" is never read as a flag
-    return Launch([*argv, "--", prompt], None)
+    return TurnLaunch([*argv, "--", turn.prompt], env)
+
+
+def _value(argv: list[str], flag: str, value: object) -> None:
+    # "--flag=value": a value that starts with "-" is never read as another flag
+    if value is not None:
+        argv.append(f"{flag}={value}")
 
 
 def _variadic(argv: list[str], flag: str, values: Sequence[str]) -> None:
     if values:
         argv += [flag, *values]
+
+
+def _text(argv: list[str], flag: str, text: str | None, private: Path | None) -> None:
+    """A text flag; a text too long for one argument goes through ``<flag>-file``."""
+    if text is None:
+        return
+    if private is None or len(text.encode("utf-8")) <= MAX_ARG:
+        _value(argv, flag, text)
+        return
+    path = private_file(private / f"{flag.strip('-')}-{uuid.uuid4().hex[:8]}.txt", text.encode())
+    _value(argv, f"{flag}-file", path)

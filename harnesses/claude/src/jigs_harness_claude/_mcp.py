@@ -2,8 +2,9 @@
 
 The result is the agent's whole MCP universe (jigs always adds ``--strict-mcp-config``): an empty
 descriptor list still yields ``{"mcpServers": {}}``. Credential values come from the agent's
-environment by the names the descriptor declares; a missing one raises :class:`JigsError` naming
-the variable (the MCP probe checks catch it earlier; this is the last line).
+environment by the names the descriptor declares; a missing one raises
+:class:`DescriptorError` naming the variable (the MCP probe checks catch it earlier; this is
+the last line).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from jigs.errors import JigsError
+from jigs.errors import DescriptorError
 from jigs.mcp import McpHttpServer, McpStdioServer
 
 __all__ = ["disallowed_mcp_tools", "mcp_config"]
@@ -20,9 +21,11 @@ __all__ = ["disallowed_mcp_tools", "mcp_config"]
 def _value(env: Mapping[str, str], name: str, server: str) -> str:
     value = env.get(name)
     if value is None:
-        raise JigsError(
+        raise DescriptorError(
             f"MCP server {server!r} needs {name}, which is not set in the step's environment; "
-            f"set it where the service runs"
+            f"set it where the service runs",
+            kind="claude",
+            key="mcp_servers",
         )
     return value
 
