@@ -93,7 +93,7 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
     ) -> Prepared:
         """Resolve the CLI and write the step's private files (MCP config, shell prefix)."""
         descriptor = target.descriptor
-        executable = resolve_executable(ctx.env)
+        executable = self.resolve_executable(ctx.env)  # the contract: the kit swaps it
         ctx.log.debug("claude.executable", path=str(executable.path), source=executable.source)
         private = ctx.private_dir("jigs-claude-")
         config = _EMPTY_MCP
