@@ -330,6 +330,13 @@ class TurnEngine:
         )
         self._busy = False
         self._turns = 0
+        #: The resumed session is forked by the first turn that reports a session of its own
+        #: (a transport forks when it opens).
+        self._fork_from: str | None = (
+            target.resume.id
+            if target.resume is not None and isinstance(transport, ProcessTransport)
+            else None
+        )
         #: The step's OpenTelemetry span: turns are its children (None: no tracing).
         self.span: Any = None
         self.step_log: StepLog | None = None
@@ -374,6 +381,7 @@ class TurnEngine:
             cwd=self.target.cwd,
             prompt=prompt,
             session_id=self.session_id,
+            fork=self._fork_from is not None and self.session_id == self._fork_from,
             output_schema=schema if native else None,
             system=request.system if "system" in honours else None,
             max_output_tokens=(
@@ -531,6 +539,8 @@ class TurnEngine:
                     await stream.abort()
             if record.session_id:
                 self.session_id = record.session_id
+                if record.session_id != self._fork_from:
+                    self._fork_from = None  # forked: later turns continue the fork
         if record.failed is not None:
             raise self._failure(record.failed, record, stream)
         assert record.completed is not None

@@ -167,15 +167,19 @@ class TurnSpec(Generic[D]):
     ``prompt`` is final (for a prompted kind it already asks for the JSON answer);
     ``output_schema`` is set only for kinds with ``structured_output = "native"``.
     ``session_id`` is the session to continue (None: start a fresh one; the kind reports the
-    id it used through :class:`jigs.events.SessionStarted`). ``partial`` asks for text deltas
-    as they arrive (a streamed call). ``options`` are the step's provider options for this kind
-    (functions such as ``approve_tool``; never persisted).
+    id it used through :class:`jigs.events.SessionStarted`). With ``fork`` the kind must not
+    write to ``session_id`` itself but continue a *copy* of it under a new id (Claude
+    ``--fork-session``, Pi ``--fork``): the first turn of a step that resumes forks, so a retried
+    step starts from exactly the state its input ref names, whatever a killed attempt wrote.
+    ``partial`` asks for text deltas as they arrive (a streamed call). ``options`` are the
+    step's provider options for this kind (functions such as ``approve_tool``; never persisted).
     """
 
     descriptor: D
     cwd: Path
     prompt: str
     session_id: str | None = None
+    fork: bool = False
     output_schema: dict[str, Any] | None = None
     system: str | None = None
     max_output_tokens: int | None = None
@@ -246,7 +250,9 @@ class SessionTransport(ABC):
     """A long-lived CLI that carries many turns of one session (Codex's app server).
 
     Returned by :meth:`Harness.open_transport`; everything it starts is registered on ``ctx``.
-    ``session_id`` is the session every turn continues.
+    ``session_id`` is the session every turn continues. A transport opened with
+    ``target.resume`` forks that session (Codex ``thread/fork``) and reports the fork's id here,
+    never writing to the resumed one.
     """
 
     session_id: str | None = None

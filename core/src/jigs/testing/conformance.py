@@ -173,7 +173,10 @@ async def check_harness(
                 f"{kind}: the agent's own tool did not write the file"
             )
 
-            # 6. the core's turn policy holds for this kind
+            # 6. resuming forks: a retried step sees exactly the history its ref names
+            await _check_fork_on_resume(kind, descriptor, plan, server, run=run, tmp_path=tmp_path)
+
+            # 7. the core's turn policy holds for this kind
             await _check_turn_policy(
                 kind, harness, descriptor, plan, server, run=run, tmp_path=tmp_path
             )
@@ -320,3 +323,51 @@ async def _check_turn_policy(
             f"{kind}: resuming the stopped session sent no earlier history"
         )
     assert resumed.session is not None, f"{kind}: the resumed turn has no session"
+
+
+async def _check_fork_on_resume(
+    kind: str,
+    descriptor: HarnessDescriptor,
+    plan: Any,
+    server: Any,
+    *,
+    run: Any,
+    tmp_path: Path,
+) -> None:
+    """Two steps resumed from the same ref (a retry after a killed attempt, say) start from the
+    same state: the second does not see what the first added, and each returns a new ref."""
+    from jigs.steps import run_agent
+
+    tree = _fresh_worktree(tmp_path, "fork")
+    first = await run_agent(
+        harness=descriptor,
+        cwd=tree,
+        prompt=plan.write_file(server, "fork.txt", "fork"),
+        run=run,
+        agents_env=plan.agents_env,
+    )
+    assert first.session is not None, f"{kind}: the first step returned no session"
+    server.script.skip_remaining()
+    answers: list[tuple[str, int | None]] = []
+    for _ in range(2):
+        before = len(server.model_requests)
+        again = await run_agent(
+            harness=descriptor,
+            cwd=tree,
+            prompt=plan.recall(server),
+            run=run,
+            resume=first.session,
+            agents_env=plan.agents_env,
+        )
+        requests = server.model_requests[before:]
+        count = requests[0].message_count if requests else None
+        answers.append((again.text, count))
+        assert again.session is not None, f"{kind}: a resumed step returned no session"
+        assert again.session.id != first.session.id, (
+            f"{kind}: a resumed step returned the ref it resumed; it must fork (a new id)"
+        )
+        server.script.skip_remaining()
+    assert answers[0] == answers[1], (
+        f"{kind}: two steps resumed from one ref saw different histories {answers}: the first "
+        f"step wrote into the resumed session instead of a fork"
+    )

@@ -174,7 +174,7 @@ def _print_report(report: KindReport) -> None:
     ):
         print(f"   turn {number} ({seconds:.2f}s): {answer.strip()[:200]}")
     if report.resumed_session_id:
-        print(f"   resumed session: {report.resumed_session_id}")
+        print(f"   resumed as a fork of {report.session_id}: {report.resumed_session_id}")
     if report.model_requests:
         print(f"   model requests served by the local server: {report.model_requests}")
     print(f"   result: {'ok' if report.ok else 'FAILED: ' + (report.error or '?')}")

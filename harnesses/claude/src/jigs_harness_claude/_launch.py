@@ -138,6 +138,9 @@ def launch(
         argv += ["--session-id", str(uuid.uuid4())]
     else:
         argv.append(f"--resume={turn.session_id}")
+        if turn.fork:
+            # a copy under a new id: the resumed transcript stays as its ref names it
+            argv.append("--fork-session")
     _value(argv, "--model", d.model)
     _value(argv, "--fallback-model", d.fallback_model)
     _value(argv, "--effort", d.effort)

@@ -193,8 +193,9 @@ async def open_transport(
     params = {key: value for key, value in params.items() if value is not None}
     try:
         if target.resume is not None:
+            # a fork: the resumed thread stays as its ref names it, whatever this step does
             params.update(threadId=target.resume.id, excludeTurns=True)
-            method = "thread/resume"
+            method = "thread/fork"
         else:
             method = "thread/start"
         result = await server.request(

@@ -255,8 +255,13 @@ class PiHarness(Harness[PiDescriptor]):
             resume_file = _session_file(prepared.sessions, turn.session_id)
             if resume_file is None:  # removed since verify_resume
                 raise _missing(turn.session_id, prepared.sessions)
-            expected = turn.session_id
-            argv += ["--session", str(resume_file)]
+            if turn.fork:
+                # a copy under Pi's new id: the resumed file stays as its ref names it
+                expected = None
+                argv += ["--fork", str(resume_file)]
+            else:
+                expected = turn.session_id
+                argv += ["--session", str(resume_file)]
         else:
             expected = str(uuid.uuid4())
             argv += ["--session-id", expected]

@@ -34,15 +34,19 @@ def main() -> int:
     parser.add_argument("--resume")
     parser.add_argument("--prefix", default="")
     parser.add_argument("--prompt-stdin", action="store_true")
+    parser.add_argument("--fork", action="store_true")
     parser.add_argument("prompt", nargs="?", default="")
     args = parser.parse_args()
     if args.prompt_stdin:
         args.prompt = sys.stdin.read()
     sessions = Path(args.sessions)
     sessions.mkdir(parents=True, exist_ok=True)
-    session_id = args.resume or str(uuid.uuid4())
+    history: list[str] = (
+        json.loads((sessions / f"{args.resume}.json").read_text()) if args.resume else []
+    )
+    # --fork: continue a copy of the resumed session under a new id
+    session_id = args.resume if args.resume and not args.fork else str(uuid.uuid4())
     path = sessions / f"{session_id}.json"
-    history: list[str] = json.loads(path.read_text()) if args.resume else []
     emit({"type": "start", "session_id": session_id, "pid": os.getpid()})
     emit({"type": "model", "n": 0})
     answer = f"{args.prefix}echo: {args.prompt} (turn {len(history) + 1})"

@@ -144,7 +144,7 @@ class EchoHarness(Harness[EchoDescriptor]):
             turn.descriptor.prefix,
         ]
         if turn.session_id:
-            argv += ["--resume", turn.session_id]
+            argv += ["--resume", turn.session_id, *(["--fork"] if turn.fork else [])]
         if len(turn.prompt.encode()) > _MAX_PROMPT_ARG:
             return TurnLaunch([*argv, "--prompt-stdin"], stdin=turn.prompt.encode())
         return TurnLaunch([*argv, "--", turn.prompt])
