@@ -99,7 +99,7 @@ async def test_max_turns_stops_the_turn_and_the_session_continues(
     )
     assert result.text == "CONTINUED"
     assert result.session is not None
-    assert result.session.id == error.session_id
+    assert result.session.id != error.session_id  # resuming forks: a new id, same history
     history = server.model_requests[-1].text()
     assert "LIMIT-FIRST-PROMPT" in history
     assert "LOOP-1" in history

@@ -99,7 +99,7 @@ async def test_two_turns_with_resume_carry_history(
     )
     assert second.text == "second answer"
     assert second.session is not None
-    assert second.session.id == first.session.id
+    assert second.session.id != first.session.id  # resuming forks: a new id, same history
     one, two = server.model_requests
     assert two.message_count > one.message_count
     history = two.text()

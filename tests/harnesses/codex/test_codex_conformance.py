@@ -21,5 +21,5 @@ async def test_jigs_demo_shows_codex_end_to_end(codex_cli):
     assert report.ok
     assert report.file_content == "written by the codex agent"
     assert report.session_id is not None
-    assert report.resumed_session_id == report.session_id
+    assert report.resumed_session_id not in (None, report.session_id)  # a fork of it
     assert report.lock_released

@@ -108,7 +108,7 @@ async def test_max_turns_stops_a_tool_loop_and_the_session_resumes(
     )
     assert result.text == "resumed answer"
     assert result.session is not None
-    assert result.session.id == error.session_id
+    assert result.session.id != error.session_id  # resuming forks: a new id, same history
     carried = model_server.model_requests[-1].text()
     assert "LOOP-PROMPT-5e1" in carried  # the model sees the earlier history
     assert "first-tool-ran" in carried

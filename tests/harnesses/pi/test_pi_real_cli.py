@@ -43,7 +43,7 @@ async def test_two_turns_with_resume_carry_history(
             resume=first.session,
         )
         assert second.session is not None
-        assert second.session.id == first.session.id
+        assert second.session.id != first.session.id  # resuming forks: a new id
         requests = s.model_requests
     assert len(requests) == 2
     assert "PINEAPPLE-17" not in requests[0].text().split("remember")[0]
@@ -328,7 +328,7 @@ async def test_max_turns_stops_a_tool_loop_and_agent_session_resumes_it(
         resumed = s.model_requests[before]
     assert before >= 2
     assert result.session is not None
-    assert result.session.id == error.session_id
+    assert result.session.id != error.session_id  # resuming forks: a new id
     assert result.text.startswith("resumed with")
     assert "LOOP-OUTPUT-7" in resumed.text()  # the earlier tool calls are in the history
     assert "loop forever" in resumed.text()
