@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["main"]
+__all__ = ["isolation_line", "main"]
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -136,11 +136,22 @@ async def _doctor(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -
     return 1 if failed else 0
 
 
+def isolation_line() -> str:
+    """What ``jigs doctor`` prints about process isolation: the mode in force, what it means,
+    and (for the fallback) the fix. Informational: the fallback does not fail the doctor."""
+    from jigs._isolation import isolation
+
+    found = isolation()
+    line = f"isolation: {found.mode} - {found.detail}"
+    return f"{line}\nfix: {found.fix}" if found.fix else line
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     import anyio
 
     from jigs._registry import default_registry
 
+    print(isolation_line())
     kinds = [args.harness] if args.harness else default_registry().enabled_kinds()
     return anyio.run(_doctor, kinds, args.cwd, _settings(args.settings))
 
