@@ -20,6 +20,7 @@ __all__ = [
     "kill_procs",
     "live",
     "namespace_members",
+    "outer_pid",
     "pid_namespace",
     "processes_under",
     "scan",
@@ -168,3 +169,19 @@ def processes_under(directory: str | os.PathLike[str]) -> list[Proc]:
             if info is not None:
                 found.append((pid, info[1]))
     return found
+
+
+def outer_pid(inner: int, under: str | os.PathLike[str]) -> int | None:
+    """This process's name for the process that calls itself ``inner`` in its own PID namespace
+    (the last ``NSpid`` entry) and works in ``under``: how a test turns a pid an agent reported
+    from inside its namespace into one it can watch. None when there is no such live process."""
+    for pid, _ in processes_under(under):
+        try:
+            with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as fh:
+                fields = dict(line.split(":", 1) for line in fh if ":" in line)
+        except OSError:
+            continue
+        nspids = fields.get("NSpid", "").split()
+        if nspids and nspids[-1] == str(inner):
+            return pid
+    return None

@@ -31,6 +31,7 @@ __all__ = [
     "RunnerClosedError",
     "StructuredOutputError",
     "WorktreeBusyError",
+    "WorktreeLockError",
 ]
 
 
@@ -233,3 +234,18 @@ class StructuredOutputError(JigsError, ValueError):
     def __init__(self, message: str, *, raw: str) -> None:
         super().__init__(message)
         self.raw = raw
+
+
+class WorktreeLockError(JigsError, OSError):
+    """The worktree directory could not be locked at all (it cannot be opened, or its
+    filesystem has no ``flock``): not a busy worktree, a setup problem."""
+
+    retryable: bool = False
+
+    def __init__(self, worktree: Path, reason: str) -> None:
+        self.worktree = worktree
+        self.reason = reason
+        super().__init__(
+            f"jigs could not lock the worktree {worktree} ({reason}); give the step a worktree "
+            f"directory this user can open, on a local filesystem that supports flock(2)"
+        )
