@@ -26,11 +26,11 @@ from pathlib import Path
 import anyio
 import pytest
 from jigs import _isolation
-from jigs._isolation import Isolation, isolation, reset_isolation_cache
+from jigs._isolation import PLAIN, isolation, reset_isolation_cache
 from jigs._lock import WorktreeLock, worktree_locked
 from jigs._proctree import stat
 from jigs.errors import WorktreeBusyError
-from jigs.processes import launch, live_groups
+from jigs.processes import _on_sigterm, launch, live_groups, sigterm_handling, stop_all
 
 SH = "/bin/sh"
 
@@ -226,8 +226,8 @@ async def test_stop_kills_detached_descendants_in_both_modes(mode: str, tmp_path
     await anyio.sleep(0.1)  # one sampling interval for the fallback's tracker
     assert len(marked(marker)) >= (7 if mode == "namespace" else 5)
     started = time.monotonic()
-    await process.stop()
-    assert time.monotonic() - started < 1.0  # everything dies of TERM: no grace is waited
+    await process.stop(grace=3.0)
+    assert time.monotonic() - started < 1.5  # everything dies of TERM: the grace is not used up
     assert marked(marker) == []
     assert process.returncode == -signal.SIGTERM
     assert live_groups() == {}
@@ -304,9 +304,8 @@ async def test_control_the_fallback_does_let_the_agent_read_the_worker(
     # proves the test above can fail: without the namespace the canary is right there
     pid, canary = canary_holder
     script = f"cat /proc/{pid}/environ | tr '\\0' '\\n'"
-    tree = Isolation("tree", (), "control", "")
     async with await launch(
-        [SH, "-c", script], cwd=tmp_path, env={}, owner="t", isolation_override=tree
+        [SH, "-c", script], cwd=tmp_path, env={}, owner="t", isolation_override=PLAIN
     ) as process:
         lines = [line async for line in process.lines()]
     assert f"JIGS_TEST_HOST_CANARY={canary}".encode() in lines
@@ -408,3 +407,42 @@ def test_doctor_says_which_isolation_is_in_force(monkeypatch: pytest.MonkeyPatch
     assert "fix: " in line
     assert "user namespaces" in line
     reset_isolation_cache()
+
+
+@pytest.mark.anyio
+async def test_stop_all_stops_every_open_step_synchronously(tmp_path: Path) -> None:
+    marker = new_marker()
+    script = agent_script(marker)
+    steps = [
+        await launch([SH, "-c", script], cwd=tmp_path, env={}, owner=f"step {i}") for i in range(2)
+    ]
+    for step in steps:
+        assert await step.read_line() == b"ready"
+    assert len(marked(marker)) >= 14
+    started = time.monotonic()
+    stop_all(grace=3.0)  # what the SIGTERM handler runs
+    assert time.monotonic() - started < 1.5  # all died of TERM: the grace was not used up
+    assert marked(marker) == []
+    for step in steps:
+        await step.stop()  # the owners still close them: returns at once
+    assert live_groups() == {}
+
+
+@pytest.mark.anyio
+async def test_an_application_can_opt_out_of_the_sigterm_handler(tmp_path: Path) -> None:
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        sigterm_handling(False)
+        async with await launch([SH, "-c", "true"], cwd=tmp_path, env={}, owner="t"):
+            pass
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        sigterm_handling(True)
+        async with await launch([SH, "-c", "true"], cwd=tmp_path, env={}, owner="t"):
+            pass
+        assert signal.getsignal(signal.SIGTERM) is _on_sigterm
+        sigterm_handling(False)  # removes it again
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        sigterm_handling(True)
+        signal.signal(signal.SIGTERM, previous)

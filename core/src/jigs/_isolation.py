@@ -17,6 +17,12 @@
   TERM/INT/HUP to the CLI's group and exits with its status (a signal death ``N`` becomes exit
   ``128+N``, which :class:`~jigs.processes.ManagedProcess` turns back into ``-N``).
 
+Two limits of the death links: a parent-death signal follows the *thread* that forked, so
+``launch`` must run on the thread that runs the step's event loop (anyio always does); and a
+worker killed in the millisecond between its fork and ``setpriv``'s ``prctl`` leaves that one
+namespace running (it still holds the worktree lock's descriptors, so nobody else is let into the
+worktree while it lives).
+
 Why util-linux and coreutils rather than bubblewrap: both are essential packages on every Debian
 and Ubuntu image (nothing to install), ``--kill-child`` and ``--pdeathsig`` are the two death
 links the design needs, and the chain adds about 2.5 ms per launch.
@@ -38,7 +44,7 @@ import threading
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["ENV_VAR", "Isolation", "isolation", "reset_isolation_cache"]
+__all__ = ["ENV_VAR", "PLAIN", "Isolation", "isolation", "reset_isolation_cache"]
 
 #: ``auto`` (the default: namespace where possible) or ``tree`` (force the fallback).
 ENV_VAR = "JIGS_ISOLATION"
@@ -56,12 +62,13 @@ _FIX = (
 class Isolation:
     """The isolation in force for this process's launches.
 
-    ``mode`` is ``namespace`` or ``tree``; ``prefix`` is what goes before the CLI's argv;
+    ``mode`` is ``namespace`` or ``tree`` (``none``, a plain process group, is never probed: only
+    benchmarks and tests ask for it); ``prefix`` is what goes before the CLI's argv;
     ``detail`` says what is in force (and, for ``tree``, why); ``fix`` is empty for
     ``namespace`` and says how to get it otherwise.
     """
 
-    mode: Literal["namespace", "tree"]
+    mode: Literal["namespace", "tree", "none"]
     prefix: tuple[str, ...]
     detail: str
     fix: str
@@ -70,6 +77,9 @@ class Isolation:
     def namespaced(self) -> bool:
         return self.mode == "namespace"
 
+
+#: No isolation at all: the launch as it was before namespaces (for benchmarks and controls).
+PLAIN = Isolation("none", (), "a plain process group (no isolation)", "")
 
 _cache: dict[tuple[int, str], Isolation] = {}
 _cache_lock = threading.Lock()

@@ -257,7 +257,8 @@ class ManagedProcess:
         self._stop_lock = anyio.Lock()
         self._init: _proctree.Proc | None = None  # the namespace's first process, outer pid
         self._namespace: str | None = None
-        self._watch = Watch(self.pid) if isolation is not None and not self._namespaced else None
+        tracked = isolation is not None and isolation.mode == "tree"
+        self._watch = Watch(self.pid) if tracked else None
         _track(self)
 
     @property
@@ -407,8 +408,12 @@ class ManagedProcess:
 
     async def _wait_gone(self, seconds: float) -> None:
         with anyio.move_on_after(seconds):
+            if self._process.returncode is None:
+                # in a namespace: unshare exits only once its child, the namespace's first
+                # process, is reaped, which happens only once every other process in it is gone
+                await self._process.wait()
             while self._alive():
-                await anyio.sleep(0.02)
+                await anyio.sleep(0.01)
 
     async def _stop_step(self, grace: float) -> None:
         if self._alive():
