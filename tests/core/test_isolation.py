@@ -446,3 +446,26 @@ async def test_an_application_can_opt_out_of_the_sigterm_handler(tmp_path: Path)
     finally:
         sigterm_handling(True)
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_host_without_user_namespaces_falls_back_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an unshare that fails the way a hardened kernel makes it fail
+    fake = tmp_path / "bin" / "unshare"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv(_isolation.ENV_VAR, raising=False)
+    reset_isolation_cache()
+    try:
+        found = isolation()
+        assert found.mode == "tree"
+        assert "Operation not permitted" in found.detail
+        assert "user namespaces" in found.fix
+        assert found.prefix[1:] == ("--pdeathsig", "KILL", "--")  # the CLI still dies with us
+    finally:
+        reset_isolation_cache()
