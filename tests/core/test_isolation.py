@@ -28,7 +28,7 @@ import pytest
 from jigs import _isolation
 from jigs._isolation import PLAIN, isolation, reset_isolation_cache
 from jigs._lock import WorktreeLock, worktree_locked
-from jigs._proctree import stat
+from jigs._proctree import Proc, live, processes_under, stat
 from jigs.errors import WorktreeBusyError
 from jigs.processes import _on_sigterm, launch, live_groups, sigterm_handling, stop_all
 
@@ -68,6 +68,23 @@ def marked(marker: str) -> list[int]:
         if marker.encode() in cmdline and stat(int(entry)) is not None:
             found.append(int(entry))
     return found
+
+
+def step_processes(worktree: Path, marker: str) -> list[Proc]:
+    """Every process of a worker's step, named by pid and start time: those working in the
+    worktree (the whole launch chain) and those carrying the marker."""
+    found = set(processes_under(worktree))
+    found |= {(pid, info[1]) for pid in marked(marker) if (info := stat(pid)) is not None}
+    return sorted(found)
+
+
+def wait_gone(procs: list[Proc], seconds: float) -> list[Proc]:
+    """Wait until none of ``procs`` is alive; a process counts as alive until it is a zombie,
+    by which time it has closed its descriptors (the lock's included)."""
+    deadline = time.monotonic() + seconds
+    while (left := live(procs)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return left
 
 
 def wait_until_none(marker: str, seconds: float) -> list[int]:
@@ -170,11 +187,13 @@ def test_a_dying_worker_takes_every_process_of_its_step(
         # the foreground sleep and the escapees
         assert len(marked(marker)) >= (7 if wanted == "namespace" else 5)
         assert worktree_locked(worktree)
+        step = step_processes(worktree, marker)
         killed_at = time.monotonic()
         worker.send_signal(sig)
         worker.wait(timeout=10)
-        left = wait_until_none(marker, 2.0)
+        left = wait_gone(step, 2.0)
         assert left == [], f"{len(left)} processes of the step outlived the worker"
+        assert marked(marker) == []
         assert time.monotonic() - killed_at < 2.5
         assert_next_lock_succeeds(worktree)
     finally:
@@ -207,9 +226,10 @@ def test_the_fallback_keeps_the_worktree_locked_after_sigkill(
         worker.wait()
         assert worker.stdout is not None
         worker.stdout.close()
-        for pid in marked(marker):
+        survivors = step_processes(worktree, marker)
+        for pid, _ in survivors:
             os.kill(pid, signal.SIGKILL)
-    assert wait_until_none(marker, 2.0) == []
+    assert wait_gone(survivors, 2.0) == []
     assert_next_lock_succeeds(worktree)
 
 
