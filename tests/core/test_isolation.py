@@ -489,3 +489,22 @@ def test_a_host_without_user_namespaces_falls_back_and_says_why(
         assert found.prefix[1:] == ("--pdeathsig", "KILL", "--")  # the CLI still dies with us
     finally:
         reset_isolation_cache()
+
+
+@pytest.mark.anyio
+async def test_a_step_stopped_right_after_launch_leaves_nothing(mode: str, tmp_path: Path) -> None:
+    marker = new_marker()
+    # the fallback cannot see a setsid process orphaned within its sampling interval
+    detach = "setsid" if mode == "namespace" else ""
+    started = time.monotonic()
+    for _ in range(10):
+        process = await launch(
+            [SH, "-c", f"{detach} sleep {marker} & exec sleep {marker}"],
+            cwd=tmp_path,
+            env={},
+            owner="t",
+        )
+        await process.stop()
+    assert time.monotonic() - started < 5  # no stop waited out its grace
+    assert wait_until_none(marker, 1.0) == []
+    assert live_groups() == {}

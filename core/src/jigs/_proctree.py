@@ -10,10 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Iterable
 
 __all__ = [
     "Proc",
+    "catches",
     "children_of",
     "descendants",
     "group_members",
@@ -26,6 +28,7 @@ __all__ = [
     "scan",
     "signal_procs",
     "stat",
+    "wait_stopped",
 ]
 
 #: A process: (pid, start time in clock ticks).
@@ -44,6 +47,34 @@ def stat(pid: int) -> tuple[int, str, int, int] | None:
     if len(rest) < 20 or rest[0] in ("Z", "X"):
         return None
     return int(rest[1]), rest[19], int(rest[2]), int(rest[3])
+
+
+def catches(pid: int, sig: signal.Signals) -> bool:
+    """Whether a live process has a handler for ``sig`` (``SigCgt`` in its status)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def wait_stopped(pid: int, seconds: float) -> bool:
+    """Wait (busily, up to ``seconds``) until ``pid`` is stopped or gone; True if it is."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+                state = fh.read().rsplit(")", 1)[-1].split()[0]
+        except (OSError, IndexError):
+            return True
+        if state in ("T", "t", "Z", "X"):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.0005)
 
 
 def _pids() -> list[int]:

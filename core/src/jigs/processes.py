@@ -139,10 +139,11 @@ def stop_all(grace: float = DEFAULT_GRACE) -> None:
     ``grace + 1`` seconds). Safe to call from a signal handler; the :class:`ManagedProcess`
     objects are left for their owners to close (their ``stop`` then returns at once)."""
     processes = list(dict(_open).values())  # no lock: a signal handler may interrupt a holder
+    futile = [p for p in processes if p._term_is_futile()]
     for process in processes:
         if process._alive():
             process._signal(signal.SIGTERM)
-    _wait_gone(processes, grace)
+    _wait_gone([p for p in processes if p not in futile], grace)
     for process in processes:
         if process._alive():
             process._signal(signal.SIGKILL)
@@ -221,6 +222,11 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
+def _start(pid: int) -> str | None:
+    info = _proctree.stat(pid)
+    return info[1] if info is not None else None
+
+
 class ManagedProcess:
     """A harness CLI, isolated as :mod:`jigs._isolation` describes. Use as an async context
     manager, or call :meth:`stop` yourself; both are idempotent.
@@ -256,6 +262,7 @@ class ManagedProcess:
         self._stopped = False
         self._stop_lock = anyio.Lock()
         self._init: _proctree.Proc | None = None  # the namespace's first process, outer pid
+        self._cli_unborn = False
         self._namespace: str | None = None
         tracked = isolation is not None and isolation.mode == "tree"
         self._watch = Watch(self.pid) if tracked else None
@@ -389,15 +396,24 @@ class ManagedProcess:
 
     def _signal_namespace(self, sig: signal.Signals) -> None:
         self._find_init()
+        deadline = time.monotonic() + 0.1
+        while self._init is None and self._leader_running() and time.monotonic() < deadline:
+            time.sleep(0.001)  # stopped right after launch: unshare has not forked yet
+            self._find_init()
         if sig != signal.SIGKILL:
             if self._namespace is not None:
-                _proctree.signal_procs(_proctree.namespace_members(self._namespace), sig)
+                members = _proctree.namespace_members(self._namespace)
+                # only the first process: a TERM that reaches ``timeout`` before it has forked
+                # the CLI is lost, so the CLI, once forked, must get its own (_term_late_cli)
+                self._cli_unborn = [p for p, _ in members] == [self._init and self._init[0]]
+                _proctree.signal_procs(members, sig)
             return
         if self._process.returncode is None:
             # freeze unshare so it cannot be between fork() and its child's PR_SET_PDEATHSIG
             # while we look for that child
             with contextlib.suppress(OSError):
                 os.kill(self.pid, signal.SIGSTOP)
+            _proctree.wait_stopped(self.pid, 0.05)
             self._init = None
             self._find_init()
         if self._init is not None:
@@ -406,8 +422,20 @@ class ManagedProcess:
             with contextlib.suppress(OSError):
                 os.kill(self.pid, signal.SIGKILL)
 
+    async def _term_late_cli(self) -> None:
+        """After a TERM sent before ``timeout`` forked the CLI: TERM the CLI once it appears."""
+        while self._cli_unborn and self._process.returncode is None and self._init is not None:
+            children = _proctree.children_of(self._init[0])
+            if children:
+                self._cli_unborn = False
+                cli = [(c, s) for c in children if (s := _start(c)) is not None]
+                _proctree.signal_procs(cli, signal.SIGTERM)
+                return
+            await anyio.sleep(0.005)
+
     async def _wait_gone(self, seconds: float) -> None:
         with anyio.move_on_after(seconds):
+            await self._term_late_cli()
             if self._process.returncode is None:
                 # in a namespace: unshare exits only once its child, the namespace's first
                 # process, is reaped, which happens only once every other process in it is gone
@@ -415,16 +443,28 @@ class ManagedProcess:
             while self._alive():
                 await anyio.sleep(0.01)
 
+    def _term_is_futile(self) -> bool:
+        """Stopped right after launch, the namespace's first process may not yet be ``timeout``
+        with its handlers (an init ignores signals it does not catch), so no CLI is running
+        yet: nothing to wait for, go straight to SIGKILL."""
+        self._find_init()
+        return (
+            self._namespaced
+            and self._init is not None
+            and not _proctree.catches(self._init[0], signal.SIGTERM)
+        )
+
     async def _stop_step(self, grace: float) -> None:
         if self._alive():
+            futile = self._term_is_futile()  # before: timeout ignores TERM once it forwarded it
             self._signal(signal.SIGTERM)
-            await self._wait_gone(grace)
+            if not futile:
+                await self._wait_gone(grace)
         if self._alive():
             self._signal(signal.SIGKILL)
             await self._wait_gone(1.0)
-        if self._process.returncode is None or _proctree.stat(self.pid) is None:
-            with anyio.move_on_after(0.5):
-                await self._process.wait()  # reap the leader
+        with anyio.move_on_after(0.5):
+            await self._process.wait()  # reap the leader (at once when it is already reaped)
 
     async def _close_streams(self) -> None:
         for stream in (self._process.stdin, self._process.stdout):
@@ -433,6 +473,11 @@ class ManagedProcess:
                     OSError, anyio.BrokenResourceError, anyio.ClosedResourceError
                 ):
                     await stream.aclose()
+        if self._process.returncode is not None:
+            # also close the pipe transports: a descendant that inherited stdout may still
+            # hold its write end for a moment (the namespace's last processes dying)
+            with contextlib.suppress(OSError, anyio.BrokenResourceError):
+                await self._process.aclose()
         self._stderr.close()
 
     async def __aenter__(self) -> Self:
