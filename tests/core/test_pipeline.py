@@ -14,6 +14,7 @@ import jigs._registry
 import pytest
 from jigs import AgentSessionRef, RunMetadata, harnesses
 from jigs._lock import lock_path_for, worktree_locked
+from jigs._proctree import processes_under
 from jigs._registry import Registry
 from jigs.descriptors import HarnessDescriptor
 from jigs.errors import (
@@ -27,7 +28,7 @@ from jigs.errors import (
 )
 from jigs.models import TextDeltaPart, ToolCallPart, generate_text, stream_text
 from jigs.plugin import Harness
-from jigs.processes import group_alive, live_groups
+from jigs.processes import live_groups
 from jigs.steps import agent_session, create_agent_runner, run_agent
 from structlog.testing import capture_logs
 
@@ -222,13 +223,14 @@ async def test_cancelling_a_step_stops_the_whole_process_group_within_2s(
                         parts.append(part)
             started = time.perf_counter()
     assert not outer.cancelled_caught
-    leader = int(pidfile.read_text())
+    assert pidfile.read_text()
+    # the agent runs in a PID namespace: its own pid means nothing here; its cwd does
     deadline = time.perf_counter() + 2
-    while group_alive(leader) and time.perf_counter() < deadline:
+    while processes_under(worktree) and time.perf_counter() < deadline:
         await anyio.sleep(0.05)
-    assert not group_alive(leader)
+    assert not processes_under(worktree)
     assert time.perf_counter() - started < 2
-    assert leader not in live_groups()
+    assert not live_groups()
     assert not worktree_locked(worktree)
 
 
@@ -502,16 +504,17 @@ def test_sigterm_to_the_worker_stops_its_agents(worktree, tmp_path):
     )
     try:
         deadline = time.monotonic() + 20
-        while not pidfile.exists() and time.monotonic() < deadline:
+        while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
             time.sleep(0.05)
-        leader = int(pidfile.read_text())
         time.sleep(0.3)  # the grandchild is started
+        assert len(processes_under(worktree)) >= 2
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=10) == -signal.SIGTERM
         deadline = time.monotonic() + 2
-        while group_alive(leader) and time.monotonic() < deadline:
+        while processes_under(worktree) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not group_alive(leader)
+        assert not processes_under(worktree)
+        assert not worktree_locked(worktree)
     finally:
         worker.kill()
         worker.wait()

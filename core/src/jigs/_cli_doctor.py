@@ -131,12 +131,24 @@ def _result(row: DoctorRow) -> str:
     return "skipped" if row.skipped else ("ok" if row.ok else "FAIL")
 
 
+def isolation_line() -> str:
+    """What ``jigs doctor`` prints about process isolation: the mode in force, what it means,
+    and (for the fallback) the fix. Informational: the fallback does not fail the doctor."""
+    from jigs._isolation import isolation
+
+    found = isolation()
+    line = f"isolation: {found.mode} - {found.detail}"
+    return f"{line}\nfix: {found.fix}" if found.fix else line
+
+
 def doctor(kinds: list[str], cwd: str | None, settings: dict[str, Any], *, as_json: bool) -> int:
     """Print the outcome of :func:`collect` and return the exit code."""
     import anyio
 
     from jigs._cli_output import table, wrap
+    from jigs._isolation import isolation
 
+    found = isolation()
     rows = anyio.run(collect, kinds, cwd, settings)
     failed = sum(1 for r in rows if not r.ok)
     skipped = sum(1 for r in rows if r.skipped)
@@ -148,10 +160,14 @@ def doctor(kinds: list[str], cwd: str | None, settings: dict[str, Any], *, as_js
             "passed": passed,
             "failed": failed,
             "skipped": skipped,
+            "isolation": {"mode": found.mode, "detail": found.detail, "fix": found.fix},
             "checks": [asdict(r) for r in rows],
         }
         print(json.dumps(document, indent=2))
         return code
+    # informational: the fallback does not fail the doctor
+    for line in isolation_line().splitlines():
+        print(wrap(line, stream=sys.stdout))
     if rows:
         cells = [[r.kind, r.check, _result(r), r.detail if r.ok else r.reason] for r in rows]
         print(table(cells, ["kind", "check", "result", "detail"], stream=sys.stdout))

@@ -42,6 +42,7 @@ __all__ = [
     "RunnerClosedError",
     "StructuredOutputError",
     "WorktreeBusyError",
+    "WorktreeLockError",
 ]
 
 
@@ -376,3 +377,18 @@ class CredentialProxyError(JigsError, ValueError):
     def __init__(self, message: str, *, upstream: str | None = None) -> None:
         super().__init__(message)
         self.upstream = upstream
+
+
+class WorktreeLockError(JigsError, OSError):
+    """The worktree directory could not be locked at all (it cannot be opened, or its
+    filesystem has no ``flock``): not a busy worktree, a setup problem."""
+
+    retryable: bool = False
+
+    def __init__(self, worktree: Path, reason: str) -> None:
+        self.worktree = worktree
+        self.reason = reason
+        super().__init__(
+            f"jigs could not lock the worktree {worktree} ({reason}); give the step a worktree "
+            f"directory this user can open, on a local filesystem that supports flock(2)"
+        )

@@ -127,8 +127,9 @@ class HarnessContext:
         stdin: Literal["closed", "pipe"] = "closed",
         owner: str | None = None,
     ) -> ManagedProcess:
-        """Launch a process with ``env`` (default: exactly ``self.env``) in its own group; it is
-        stopped (TERM, grace, KILL) when the step closes. Raises
+        """Launch a process with ``env`` (default: exactly ``self.env``) in the step's process
+        namespace (see :mod:`jigs.processes`), inheriting the worktree lock; it is stopped
+        (TERM, grace, KILL of the whole namespace) when the step closes. Raises
         :class:`~jigs.errors.RunnerClosedError` once the step is closed, and ``OSError`` when the
         executable cannot run (the engine turns that into :class:`~jigs.errors.CliNotFoundError`).
         """
@@ -141,6 +142,7 @@ class HarnessContext:
             stdin=stdin,
             kind=self.kind,
             owner=owner or f"{self.kind} for run {self.run.workflow_run_id}",
+            pass_fds=self.inherit_fds,
         )
         self.stack.push_async_callback(process.stop)
         return process

@@ -1,20 +1,38 @@
 """Launching and stopping harness CLIs: the one module every kind uses.
 
-A launched process gets exactly the environment it is given (nothing inherited), runs in its own
-process group, has stdin closed unless asked for a pipe, and writes stderr to an anonymous file
-whose tail is kept for error messages (no reader task is needed, so a process can outlive the task
-that started it). :meth:`ManagedProcess.stop` is shielded from cancellation and bounded in time:
-SIGTERM to the whole group, a grace period, then SIGKILL. Every live group is tracked, and an
-``atexit`` reaper (and, unless the application handles SIGTERM itself, a SIGTERM handler) kills
-what is left so no child outlives the Python process. SIGKILL of Python itself cannot be caught.
+A launched process gets exactly the environment it is given (nothing inherited), has stdin
+closed unless asked for a pipe, and writes stderr to an anonymous file whose tail is kept for
+error messages (no reader task is needed, so a process can outlive the task that started it).
+
+**Isolation** (see :mod:`jigs._isolation`; :func:`jigs._isolation.isolation` says which is in
+force): where the kernel allows it, the CLI runs in a process namespace of its own (PID + mount,
+plus a user namespace for a non-root worker, with a fresh ``/proc``): the agent sees only its
+own step's processes, stopping the step kills everything in the namespace (``setsid``,
+``nohup`` and double-forked descendants included), and a worker that dies, SIGKILL included,
+takes the namespace with it (parent-death signal). Elsewhere every descendant is tracked and
+killed at stop time. File descriptors given in ``pass_fds`` (the worktree lock's) are inherited
+by the step's processes, so what they hold lives exactly as long as the step's last process.
+
+:meth:`ManagedProcess.stop` is shielded from cancellation and bounded in time: SIGTERM to every
+process of the step, a grace period, then SIGKILL of the whole step. Every open step is tracked;
+an ``atexit`` reaper SIGKILLs what is left.
+
+**SIGTERM** (how containers and service managers stop workers) skips ``atexit``. At the first
+launch, when SIGTERM still has its default disposition, jigs installs a handler that stops every
+open step the way :meth:`ManagedProcess.stop` does (TERM, grace, KILL), then lets the process die
+of SIGTERM as before. An application opts out by installing its own SIGTERM handler before the
+first launch or by calling :func:`sigterm_handling` with ``False``; its own handler can call
+:func:`stop_all` to stop the steps the same way. SIGINT is left alone (cancellation stops steps).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -31,7 +49,10 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from jigs import _proctree
+from jigs._isolation import Isolation, isolation
 from jigs._redact import redact, secret_values
+from jigs._tracker import Watch
 from jigs.errors import AgentOutputError
 
 __all__ = [
@@ -43,6 +64,8 @@ __all__ = [
     "launch",
     "live_groups",
     "observe_launches",
+    "sigterm_handling",
+    "stop_all",
     "value_digest",
 ]
 
@@ -52,15 +75,11 @@ DEFAULT_GRACE = 1.0
 MAX_LINE_BYTES = 64 * 1024 * 1024
 _STDERR_TAIL = 4000
 
-_groups_lock = threading.Lock()
-_groups: dict[int, str] = {}
-_observers: list[list[Launch]] = []
-
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """What jigs launched: argv, the environment's names and value digests (never values), cwd
-    and pgid."""
+    """What jigs launched: the CLI's argv (without the isolation prefix), the environment's names
+    and value digests (never values), cwd, pgid and the isolation mode."""
 
     argv: tuple[str, ...]
     env_names: frozenset[str]
@@ -68,6 +87,12 @@ class Launch:
     cwd: Path
     pgid: int
     owner: str
+    isolation: str = "namespace"
+
+
+_open_lock = threading.Lock()
+_open: dict[int, ManagedProcess] = {}
+_observers: list[list[Launch]] = []
 
 
 def value_digest(value: str) -> str:
@@ -87,70 +112,96 @@ def observe_launches() -> Iterator[list[Launch]]:
 
 
 def live_groups() -> dict[int, str]:
-    """Process groups jigs started and has not yet stopped: pgid -> owner label."""
-    with _groups_lock:
-        return dict(_groups)
+    """Steps jigs started and has not yet stopped: pgid of the launched process -> owner label."""
+    return {pgid: process.owner for pgid, process in dict(_open).items()}
 
 
-def _track(pgid: int, owner: str) -> None:
-    with _groups_lock:
-        _groups[pgid] = owner
+def _track(process: ManagedProcess) -> None:
+    with _open_lock:
+        _open[process.pgid] = process
 
 
-def _untrack(pgid: int) -> None:
-    with _groups_lock:
-        _groups.pop(pgid, None)
+def _untrack(process: ManagedProcess) -> None:
+    with _open_lock:
+        if _open.get(process.pgid) is process:
+            del _open[process.pgid]
+
+
+def _wait_gone(processes: Sequence[ManagedProcess], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while any(p._alive() for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def stop_all(grace: float = DEFAULT_GRACE) -> None:
+    """Stop every open step at once, synchronously: SIGTERM to each step's processes, up to
+    ``grace`` seconds for them to exit, then SIGKILL of what is left (bounded: about
+    ``grace + 1`` seconds). Safe to call from a signal handler; the :class:`ManagedProcess`
+    objects are left for their owners to close (their ``stop`` then returns at once)."""
+    processes = list(dict(_open).values())  # no lock: a signal handler may interrupt a holder
+    futile = [p for p in processes if p._term_is_futile()]
+    for process in processes:
+        if process._alive():
+            process._signal(signal.SIGTERM)
+    _wait_gone([p for p in processes if p not in futile], grace)
+    for process in processes:
+        if process._alive():
+            process._signal(signal.SIGKILL)
+    _wait_gone(processes, 1.0)
 
 
 def _reap_all() -> None:
-    """SIGKILL every group jigs started and has not stopped (skipping groups already gone)."""
-    for pgid in live_groups():
-        if group_alive(pgid):
-            with contextlib.suppress(OSError):
-                os.killpg(pgid, signal.SIGKILL)
-        _untrack(pgid)
+    """SIGKILL every step jigs started and has not stopped (at interpreter exit)."""
+    processes = list(dict(_open).values())
+    for process in processes:
+        if process._alive():
+            process._signal(signal.SIGKILL)
+    _wait_gone(processes, 1.0)
 
 
 atexit.register(_reap_all)
-_sigterm_installed = threading.Event()
+_sigterm = {"installed": False, "wanted": True}
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
-    _reap_all()
+    stop_all()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _install_sigterm_reaper() -> None:
-    """SIGTERM (how containers and service managers stop workers) skips ``atexit``: when the
-    application has not claimed SIGTERM itself, reap the groups first, then die as before."""
-    if _sigterm_installed.is_set() or threading.current_thread() is not threading.main_thread():
+def sigterm_handling(enabled: bool) -> None:
+    """Whether jigs handles SIGTERM (default: yes, when the application has not claimed it).
+
+    ``False`` opts out: the handler is not installed at the next launch, and removed if it is the
+    current one. An application that does so and still wants the steps stopped on its own
+    shutdown path calls :func:`stop_all` there. ``True`` re-enables it (installed at the next
+    launch, if SIGTERM then has its default disposition).
+    """
+    _sigterm["wanted"] = enabled
+    if enabled:
+        _sigterm["installed"] = False
         return
-    _sigterm_installed.set()
+    main = threading.current_thread() is threading.main_thread()
+    if main and signal.getsignal(signal.SIGTERM) is _on_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _install_sigterm_reaper() -> None:
+    """Install :func:`_on_sigterm` once, from the main thread, if SIGTERM is still SIG_DFL."""
+    if (
+        _sigterm["installed"]
+        or not _sigterm["wanted"]
+        or threading.current_thread() is not threading.main_thread()
+    ):
+        return
+    _sigterm["installed"] = True
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 def _group_members(pgid: int) -> list[int]:
     """Live (non-zombie) pids in the group, read from /proc; [] when /proc is unavailable."""
-    members: list[int] = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return members
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        # fields after the parenthesised command: state ppid pgrp ...
-        rest = stat.rsplit(")", 1)[-1].split()
-        if len(rest) >= 3 and rest[0] != "Z" and rest[2] == str(pgid):
-            members.append(int(entry))
-    return members
+    return [pid for pid, _ in _proctree.group_members(pgid)]
 
 
 def group_alive(pgid: int) -> bool:
@@ -171,9 +222,18 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
+def _start(pid: int) -> str | None:
+    info = _proctree.stat(pid)
+    return info[1] if info is not None else None
+
+
 class ManagedProcess:
-    """A harness CLI in its own process group. Use as an async context manager, or call
-    :meth:`stop` yourself; both are idempotent."""
+    """A harness CLI, isolated as :mod:`jigs._isolation` describes. Use as an async context
+    manager, or call :meth:`stop` yourself; both are idempotent.
+
+    ``pid`` and ``pgid`` are those of the process jigs started (in namespace mode the
+    ``unshare`` process outside the namespace, whose exit means the namespace is empty).
+    """
 
     def __init__(
         self,
@@ -185,6 +245,7 @@ class ManagedProcess:
         stderr_file: IO[bytes],
         max_line_bytes: int,
         secrets: Sequence[str] = (),
+        isolation: Isolation | None = None,
     ) -> None:
         self._process = process
         self.argv = tuple(argv)
@@ -192,17 +253,31 @@ class ManagedProcess:
         self.kind = kind
         self.pid = process.pid
         self.pgid = process.pid  # start_new_session: the child leads its own group
+        self.isolation = isolation
+        self._namespaced = isolation is not None and isolation.namespaced
         self._stderr = stderr_file
         self._secrets = secrets
         self._max_line = max_line_bytes
         self._reader: BufferedByteReceiveStream | None = None
         self._stopped = False
         self._stop_lock = anyio.Lock()
-        _track(self.pgid, owner)
+        self._init: _proctree.Proc | None = None  # the namespace's first process, outer pid
+        self._cli_unborn = False
+        self._namespace: str | None = None
+        tracked = isolation is not None and isolation.mode == "tree"
+        self._watch = Watch(self.pid) if tracked else None
+        _track(self)
 
     @property
     def returncode(self) -> int | None:
-        return self._process.returncode
+        """The exit code; a death by signal N is ``-N`` (in namespace mode too)."""
+        return self._translate(self._process.returncode)
+
+    def _translate(self, code: int | None) -> int | None:
+        # ``timeout``, the namespace's first process, reports a CLI killed by signal N as 128+N
+        if self._namespaced and code is not None and 128 < code < 128 + signal.NSIG:
+            return 128 - code
+        return code
 
     @property
     def stdin(self) -> anyio.abc.ByteSendStream | None:
@@ -251,43 +326,145 @@ class ManagedProcess:
         return _Lines(self)
 
     async def wait(self) -> int:
-        """Wait for the group leader to exit; returns its exit code (negative: a signal)."""
-        return await self._process.wait()
+        """Wait for the CLI to exit; returns its exit code (negative: a signal). In namespace
+        mode this returns once the whole namespace is gone."""
+        code = self._translate(await self._process.wait())
+        assert code is not None
+        return code
 
     async def stop(self, grace: float = DEFAULT_GRACE) -> None:
-        """Stop the whole group: SIGTERM, up to ``grace`` seconds, then SIGKILL.
+        """Stop every process of the step: SIGTERM, up to ``grace`` seconds, then SIGKILL.
 
         Shielded from cancellation and bounded (about ``grace + 1`` seconds). Idempotent.
+        Returns once no process of the step is left (namespace mode), or once the group and
+        every tracked descendant is gone (tree mode), or at the bound.
         """
         with anyio.CancelScope(shield=True):
             async with self._stop_lock:
                 if self._stopped:
                     return
                 try:
-                    await self._stop_group(grace)
+                    await self._stop_step(grace)
                 finally:
                     self._stopped = True
-                    _untrack(self.pgid)
+                    _untrack(self)
+                    if self._watch is not None:
+                        self._watch.close()
                     await self._close_streams()
+
+    # -- the step's processes, synchronously (also used from the SIGTERM handler) -------------
+
+    def _find_init(self) -> None:
+        """Remember the namespace's first process (the child of ``unshare``) and its namespace."""
+        if self._init is not None or not self._namespaced:
+            return
+        for child in _proctree.children_of(self.pid):
+            info = _proctree.stat(child)
+            namespace = _proctree.pid_namespace(child)
+            if info is not None and namespace is not None:
+                self._init, self._namespace = (child, info[1]), namespace
+                return
+
+    def _leader_running(self) -> bool:
+        return self._process.returncode is None and _proctree.stat(self.pid) is not None
+
+    def _alive(self) -> bool:
+        """Whether any process of the step may be left."""
+        if self._namespaced:
+            self._find_init()
+            init_alive = self._init is not None and bool(_proctree.live([self._init]))
+            return self._leader_running() or init_alive
+        if self._leader_running() or (self._group_is_ours() and group_alive(self.pgid)):
+            return True
+        return self._watch is not None and bool(self._watch.sample())
 
     def _group_is_ours(self) -> bool:
         """Whether signalling ``-pgid`` can only reach our group: the leader is not yet reaped
         (its pid cannot be reused), or members still hold the group id."""
         return self._process.returncode is None or group_alive(self.pgid)
 
-    async def _stop_group(self, grace: float) -> None:
+    def _signal(self, sig: signal.Signals) -> None:
+        """Send ``sig`` to every process of the step (namespace: SIGKILL goes to the namespace's
+        first process, which makes the kernel kill the rest)."""
+        if self._namespaced:
+            self._signal_namespace(sig)
+            return
+        known = self._watch.sample() if self._watch is not None else []
         if self._group_is_ours():
-            _signal_group(self.pgid, signal.SIGTERM)
-            with anyio.move_on_after(grace):
+            _signal_group(self.pgid, sig)
+        _proctree.signal_procs(known, sig)
+
+    def _signal_namespace(self, sig: signal.Signals) -> None:
+        self._find_init()
+        deadline = time.monotonic() + 0.1
+        while self._init is None and self._leader_running() and time.monotonic() < deadline:
+            time.sleep(0.001)  # stopped right after launch: unshare has not forked yet
+            self._find_init()
+        if sig != signal.SIGKILL:
+            if self._namespace is not None:
+                members = _proctree.namespace_members(self._namespace)
+                # only the first process: a TERM that reaches ``timeout`` before it has forked
+                # the CLI is lost, so the CLI, once forked, must get its own (_term_late_cli)
+                self._cli_unborn = [p for p, _ in members] == [self._init and self._init[0]]
+                _proctree.signal_procs(members, sig)
+            return
+        if self._process.returncode is None:
+            # freeze unshare so it cannot be between fork() and its child's PR_SET_PDEATHSIG
+            # while we look for that child
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGSTOP)
+            _proctree.wait_stopped(self.pid, 0.05)
+            self._init = None
+            self._find_init()
+        if self._init is not None:
+            _proctree.kill_procs([self._init])
+        if self._process.returncode is None:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+
+    async def _term_late_cli(self) -> None:
+        """After a TERM sent before ``timeout`` forked the CLI: TERM the CLI once it appears."""
+        while self._cli_unborn and self._process.returncode is None and self._init is not None:
+            children = _proctree.children_of(self._init[0])
+            if children:
+                self._cli_unborn = False
+                cli = [(c, s) for c in children if (s := _start(c)) is not None]
+                _proctree.signal_procs(cli, signal.SIGTERM)
+                return
+            await anyio.sleep(0.005)
+
+    async def _wait_gone(self, seconds: float) -> None:
+        with anyio.move_on_after(seconds):
+            await self._term_late_cli()
+            if self._process.returncode is None:
+                # in a namespace: unshare exits only once its child, the namespace's first
+                # process, is reaped, which happens only once every other process in it is gone
                 await self._process.wait()
-                while group_alive(self.pgid):
-                    await anyio.sleep(0.02)
-        if self._group_is_ours():
-            _signal_group(self.pgid, signal.SIGKILL)
-            with anyio.move_on_after(1.0):
-                await self._process.wait()
-                while group_alive(self.pgid):
-                    await anyio.sleep(0.02)
+            while self._alive():
+                await anyio.sleep(0.01)
+
+    def _term_is_futile(self) -> bool:
+        """Stopped right after launch, the namespace's first process may not yet be ``timeout``
+        with its handlers (an init ignores signals it does not catch), so no CLI is running
+        yet: nothing to wait for, go straight to SIGKILL."""
+        self._find_init()
+        return (
+            self._namespaced
+            and self._init is not None
+            and not _proctree.catches(self._init[0], signal.SIGTERM)
+        )
+
+    async def _stop_step(self, grace: float) -> None:
+        if self._alive():
+            futile = self._term_is_futile()  # before: timeout ignores TERM once it forwarded it
+            self._signal(signal.SIGTERM)
+            if not futile:
+                await self._wait_gone(grace)
+        if self._alive():
+            self._signal(signal.SIGKILL)
+            await self._wait_gone(1.0)
+        with anyio.move_on_after(0.5):
+            await self._process.wait()  # reap the leader (at once when it is already reaped)
 
     async def _close_streams(self) -> None:
         for stream in (self._process.stdin, self._process.stdout):
@@ -296,6 +473,11 @@ class ManagedProcess:
                     OSError, anyio.BrokenResourceError, anyio.ClosedResourceError
                 ):
                     await stream.aclose()
+        if self._process.returncode is not None:
+            # also close the pipe transports: a descendant that inherited stdout may still
+            # hold its write end for a moment (the namespace's last processes dying)
+            with contextlib.suppress(OSError, anyio.BrokenResourceError):
+                await self._process.aclose()
         self._stderr.close()
 
     async def __aenter__(self) -> Self:
@@ -324,6 +506,23 @@ class _Lines:
         return line
 
 
+def _resolve(executable: str, cwd: Path, env: Mapping[str, str]) -> str:
+    """The path ``subprocess`` would execute for ``executable``: raises FileNotFoundError or
+    PermissionError as it would (the isolation wrapper must not turn them into exit codes)."""
+    if os.sep in executable:
+        path = executable if os.path.isabs(executable) else os.path.join(cwd, executable)
+        if not os.path.exists(path):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), executable)
+    else:
+        found = shutil.which(executable, path=os.pathsep.join(os.get_exec_path(dict(env))))
+        if found is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), executable)
+        path = found
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), executable)
+    return os.path.abspath(path)
+
+
 async def launch(
     argv: Sequence[str],
     *,
@@ -334,24 +533,36 @@ async def launch(
     stdin: Literal["closed", "pipe"] = "closed",
     stdout: Literal["pipe", "discard"] = "pipe",
     max_line_bytes: int = MAX_LINE_BYTES,
+    pass_fds: Sequence[int] = (),
+    isolation_override: Isolation | None = None,
 ) -> ManagedProcess:
-    """Start ``argv`` in ``cwd`` with exactly ``env``, in a new process group.
+    """Start ``argv`` in ``cwd`` with exactly ``env``, isolated (see the module docstring).
+
+    ``pass_fds``: descriptors the step's processes inherit (e.g.
+    :attr:`jigs._lock.WorktreeLock.fds`, so the worktree stays locked until the step's last
+    process is gone, worker death included). ``isolation_override`` replaces the probed
+    :func:`~jigs._isolation.isolation` (benchmarks and tests).
 
     Raises :class:`FileNotFoundError` / :class:`PermissionError` when the executable cannot run;
     callers turn that into their kind's :class:`~jigs.errors.CliNotFoundError`.
     """
     _install_sigterm_reaper()
+    mode = isolation_override if isolation_override is not None else isolation()
+    command = list(argv)
+    if mode.prefix:
+        command = [*mode.prefix, _resolve(argv[0], Path(cwd), env), *argv[1:]]
     stderr_file = tempfile.TemporaryFile(prefix="jigs-stderr-")  # noqa: SIM115 - owned by the process
     started = time.perf_counter()
     try:
         process = await anyio.open_process(
-            list(argv),
+            command,
             stdin=subprocess.PIPE if stdin == "pipe" else subprocess.DEVNULL,
             stdout=subprocess.PIPE if stdout == "pipe" else subprocess.DEVNULL,
             stderr=stderr_file,
             cwd=cwd,
             env=dict(env),
             start_new_session=True,
+            pass_fds=tuple(pass_fds),
         )
     except BaseException:
         stderr_file.close()
@@ -364,11 +575,14 @@ async def launch(
         pid=process.pid,
         executable=argv[0],
         env_names=sorted(env),
+        isolation=mode.mode,
         seconds=round(time.perf_counter() - started, 4),
     )
     for seen in _observers:
         digests = frozenset(value_digest(v) for v in env.values())
-        seen.append(Launch(tuple(argv), frozenset(env), digests, Path(cwd), process.pid, owner))
+        seen.append(
+            Launch(tuple(argv), frozenset(env), digests, Path(cwd), process.pid, owner, mode.mode)
+        )
     return ManagedProcess(
         process,
         argv=argv,
@@ -377,4 +591,5 @@ async def launch(
         stderr_file=stderr_file,
         max_line_bytes=max_line_bytes,
         secrets=secret_values(env),
+        isolation=mode,
     )

@@ -311,6 +311,7 @@ async def test_commands_in_their_own_session_die_with_a_killed_app_server(
 ):
     import anyio
     from codex_helpers import alive, app_server_pid, kill_quietly
+    from jigs._proctree import outer_pid
 
     fake_codex("stubborn")
     pidfile = worktree / "child.pid"
@@ -330,7 +331,8 @@ async def test_commands_in_their_own_session_die_with_a_killed_app_server(
                 with anyio.fail_after(10):
                     while not pidfile.exists() or not pidfile.read_text():
                         await anyio.sleep(0.05)
-                child = int(pidfile.read_text())
+                child = outer_pid(int(pidfile.read_text()), worktree)  # it runs in a namespace
+                assert child is not None
                 assert alive(child)
                 tg.cancel_scope.cancel()
         assert not alive(app_pid)

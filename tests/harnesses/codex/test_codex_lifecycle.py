@@ -8,6 +8,7 @@ import anyio
 import pytest
 from codex_helpers import alive, app_server_pid, group_members, kill_quietly
 from jigs import AgentSessionRef
+from jigs._proctree import outer_pid
 from jigs.errors import JitCheckError
 from jigs.models import generate_text
 from jigs.processes import live_groups
@@ -52,7 +53,8 @@ async def test_cancel_mid_turn_kills_app_server_and_children_and_removes_home(
                 with anyio.fail_after(20):
                     while not pidfile.exists() or not pidfile.read_text().strip():
                         await anyio.sleep(0.05)
-                shell_pid = int(pidfile.read_text())
+                shell_pid = outer_pid(int(pidfile.read_text()), worktree)  # in a namespace
+                assert shell_pid is not None
                 assert alive(shell_pid)
                 cancelled_at = time.perf_counter()
                 tg.cancel_scope.cancel()

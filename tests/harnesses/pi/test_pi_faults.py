@@ -4,7 +4,6 @@ time, reaps the process group and releases the worktree lock; argv and env are w
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +12,8 @@ from typing import Any
 import anyio
 import pytest
 from jigs import RunMetadata
-from jigs._lock import lock_path_for
+from jigs._lock import worktree_locked
+from jigs._proctree import processes_under
 from jigs.errors import (
     AgentCrashedError,
     AgentLimitError,
@@ -35,11 +35,7 @@ URL = "http://127.0.0.1:9/v1"  # never contacted: the fake pi answers by itself
 
 
 def _assert_released(worktree: Path) -> None:
-    import filelock
-
-    lock = filelock.FileLock(lock_path_for(worktree.resolve()), timeout=0)
-    lock.acquire()  # raises Timeout if jigs still held it
-    lock.release()
+    assert not worktree_locked(worktree)
     assert not live_groups()
 
 
@@ -116,10 +112,9 @@ async def test_hang_is_stopped_by_cancellation(
     assert scope.cancelled_caught
     # run_agent returns only after the group is stopped: within 2 s of the cancellation
     assert time.monotonic() - scope.deadline < 2.0
-    pid = int(pidfile.read_text())
-    assert not group_alive(pid)
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    assert int(pidfile.read_text())  # pi was started
+    # pi runs in a PID namespace: its pid means nothing here; its cwd does
+    assert not processes_under(worktree)
     _assert_released(worktree)
 
 

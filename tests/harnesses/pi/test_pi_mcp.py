@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import pytest
 from jigs import RunMetadata
+from jigs._proctree import processes_under
 from jigs.steps import run_agent
 from jigs.testing import ModelServer, text, tool_call
 from mcp_configs import FIXTURE, records, step_server, stray_server
@@ -200,11 +201,12 @@ async def test_cancellation_stops_the_mcp_server(
                     await anyio.sleep(0.05)
                 tg.cancel_scope.cancel()
     assert marker.exists(), "Pi never started the step's server"
-    pid = json.loads(marker.read_text())["pid"]
+    assert json.loads(marker.read_text())["pid"]
+    # the server runs in the step's PID namespace: its pid means nothing here; its cwd does
     deadline = time.monotonic() + 5
-    while _alive(pid) and time.monotonic() < deadline:
+    while processes_under(worktree) and time.monotonic() < deadline:
         await anyio.sleep(0.05)
-    assert not _alive(pid), "the MCP server outlived the cancelled turn by 5 s"
+    assert not processes_under(worktree), "the MCP server outlived the cancelled turn by 5 s"
 
 
 def _alive(pid: int) -> bool:

@@ -1,0 +1,230 @@
+"""The worktree lock is keyed on the directory itself: every spelling of a held worktree, every
+directory inside it or containing it, from any data dir, HOME or process, is refused at once;
+siblings coexist; every race has exactly one winner; a dead holder frees it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from jigs._lock import WorktreeLock, worktree_locked
+from jigs.errors import WorktreeBusyError, WorktreeLockError
+
+
+@pytest.fixture
+def held(worktree: Path) -> Iterator[WorktreeLock]:
+    lock = WorktreeLock(worktree, "holder-run")
+    lock.acquire()
+    yield lock
+    lock.release()
+
+
+def refused(path: Path, run_id: str = "second-run") -> WorktreeBusyError:
+    started = time.perf_counter()
+    with pytest.raises(WorktreeBusyError) as info:
+        WorktreeLock(path, run_id).acquire()
+    assert time.perf_counter() - started < 0.1
+    return info.value
+
+
+def test_the_same_worktree_is_refused_fast_and_names_the_holder(
+    worktree: Path, held: WorktreeLock
+) -> None:
+    error = refused(worktree)
+    assert error.holder_run_id == "holder-run"
+    assert error.holder_pid == os.getpid()
+    assert "holder-run" in str(error)
+
+
+def test_a_subdirectory_and_a_containing_directory_are_refused(
+    worktree: Path, held: WorktreeLock
+) -> None:
+    sub = worktree / "src" / "deep"
+    sub.mkdir(parents=True)
+    assert refused(sub).holder_run_id == "holder-run"
+    assert refused(worktree.parent).holder_pid == os.getpid()  # named from /proc/locks
+
+
+def test_a_held_subdirectory_refuses_its_ancestor_and_siblings_coexist(worktree: Path) -> None:
+    a, b = worktree / "a", worktree / "b"
+    a.mkdir()
+    b.mkdir()
+    first, second = WorktreeLock(a, "run-a"), WorktreeLock(b, "run-b")
+    first.acquire()
+    second.acquire()  # a sibling: no overlap
+    try:
+        refused(worktree)
+        refused(worktree.parent)
+        refused(a / ".")
+    finally:
+        first.release()
+        second.release()
+    third = WorktreeLock(worktree, "run-c")
+    third.acquire()
+    third.release()
+
+
+def test_a_symlink_and_dotdot_spellings_are_refused(
+    worktree: Path, held: WorktreeLock, tmp_path: Path
+) -> None:
+    link = tmp_path / "link"
+    link.symlink_to(worktree)
+    assert refused(link).holder_run_id == "holder-run"
+    (worktree / "x").mkdir()
+    assert refused(worktree / "x" / "..").holder_run_id == "holder-run"
+    assert refused(link / "x").holder_run_id == "holder-run"
+
+
+CONTENDER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from jigs._lock import WorktreeLock
+    from jigs.errors import WorktreeBusyError
+    try:
+        WorktreeLock(Path(sys.argv[1]), "other-process").acquire()
+    except WorktreeBusyError as exc:
+        print("refused", exc.holder_pid)
+    else:
+        print("acquired")
+    """
+)
+
+
+def contend(path: Path, env: dict[str, str], prefix: tuple[str, ...] = ()) -> str:
+    done = subprocess.run(
+        [*prefix, sys.executable, "-c", CONTENDER, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_another_data_dir_and_home_are_refused(
+    worktree: Path, held: WorktreeLock, tmp_path: Path
+) -> None:
+    env = {
+        **os.environ,
+        "JIGS_DATA_DIR": str(tmp_path / "other-data"),
+        "HOME": str(tmp_path / "other-home"),
+    }
+    assert contend(worktree, env) == f"refused {os.getpid()}"
+    assert contend(worktree / ".git", env) == f"refused {os.getpid()}"
+
+
+def test_a_bind_mount_is_refused(worktree: Path, held: WorktreeLock, tmp_path: Path) -> None:
+    mount = tmp_path / "bind"
+    mount.mkdir()
+    if os.geteuid() == 0:
+        subprocess.run(["mount", "--bind", str(worktree), str(mount)], check=True)
+        try:
+            assert refused(mount).holder_run_id == "holder-run"
+            assert contend(mount / ".git", dict(os.environ)) == f"refused {os.getpid()}"
+        finally:
+            subprocess.run(["umount", str(mount)], check=True)
+    else:  # an ordinary user makes the bind mount in a mount namespace of its own
+        script = f'mount --bind {worktree} {mount} && exec "$@"'
+        prefix = ("unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, "sh")
+        assert contend(mount, dict(os.environ), prefix).startswith("refused")
+
+
+def test_twenty_racers_one_winner_twenty_times(tmp_path: Path) -> None:
+    """20 forked processes released at once on one worktree (half of them through a symlink,
+    a quarter on a subdirectory or the parent): exactly one wins each trial."""
+    for trial in range(20):
+        root = tmp_path / f"trial{trial}"
+        worktree = root / "worktree"
+        (worktree / "sub").mkdir(parents=True)
+        (root / "link").symlink_to(worktree)
+        spellings = [worktree, root / "link", worktree / "sub", root]
+        go_read, go_write = os.pipe()
+        done_read, done_write = os.pipe()
+        tried_read, tried_write = os.pipe()
+        children = []
+        for i in range(20):
+            lock = WorktreeLock(spellings[0 if i % 2 else (i // 2) % 4], f"racer-{i}")
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child
+                code = 2
+                try:
+                    os.close(go_write)
+                    os.close(done_write)
+                    os.close(tried_read)
+                    os.read(go_read, 1)  # every racer blocks here until the pipe closes
+                    try:
+                        lock.acquire()
+                        code = 0
+                    except WorktreeBusyError:
+                        code = 1
+                    os.write(tried_write, b"x")
+                    os.read(done_read, 1)  # hold until every racer has tried
+                finally:
+                    os._exit(code)
+            children.append(pid)
+        os.close(go_read)
+        os.close(done_read)
+        os.close(tried_write)
+        time.sleep(0.02)
+        os.close(go_write)  # go
+        tried = b""
+        while len(tried) < 20 and (chunk := os.read(tried_read, 20)):
+            tried += chunk
+        os.close(tried_read)
+        os.close(done_write)
+        codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
+        assert sorted(codes) == [0] + [1] * 19, f"trial {trial}: {codes}"
+    assert not worktree_locked(tmp_path / "trial0" / "worktree")
+
+
+def test_a_killed_holder_frees_the_worktree(worktree: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", CONTENDER + "\nimport time; time.sleep(60)", str(worktree)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "acquired"
+        assert refused(worktree).holder_run_id == "other-process"
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        lock = WorktreeLock(worktree, "next")
+        lock.acquire()
+        lock.release()
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+
+
+def test_release_is_idempotent_and_fds_follow_the_state(worktree: Path) -> None:
+    lock = WorktreeLock(worktree, "run")
+    assert lock.fds == ()
+    assert not lock.held
+    lock.acquire()
+    assert lock.held
+    assert len(lock.fds) == len(worktree.parents) + 1
+    for fd in lock.fds:
+        assert not os.get_inheritable(fd)  # only launch(pass_fds=...) hands them on
+    lock.acquire()  # no-op when held
+    lock.release()
+    lock.release()
+    assert lock.fds == ()
+    assert not worktree_locked(worktree)
+
+
+def test_a_missing_worktree_is_a_lock_error_not_busy(tmp_path: Path) -> None:
+    with pytest.raises(WorktreeLockError, match="could not lock the worktree"):
+        WorktreeLock(tmp_path / "missing", "run").acquire()
