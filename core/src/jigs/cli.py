@@ -95,7 +95,9 @@ async def _doctor(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -
             agents_config_for_worktree(worktree) if worktree else find_agents_config(Path.cwd())
         )
     except JigsError as exc:
-        print(f"FAIL agents.env: {exc}")
+        from jigs._secrets import redact_known
+
+        print(f"FAIL agents.env: {redact_known(str(exc))}")
         return 1
     for kind in kinds:
         try:
@@ -129,9 +131,13 @@ async def _doctor(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -
                 fixes.append(f"{kind} / {outcome.label}: {outcome.repair}")
         if not checks:
             rows.append([kind, "(no checks)", "ok", ""])
+    from jigs._secrets import redact_known
+
+    # every secret the checks' environments hold was registered by build_env; no line shows one
+    rows = [[redact_known(cell) for cell in row] for row in rows]
     print(_table(rows, ["kind", "check", "result", "detail"]) if rows else "no kinds to check")
     for fix in fixes:
-        print(f"fix: {fix}")
+        print(f"fix: {redact_known(fix)}")
     print(f"{len(rows) - failed} passed, {failed} failed")
     return 1 if failed else 0
 
