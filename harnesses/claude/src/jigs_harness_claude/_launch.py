@@ -5,7 +5,11 @@ Policy that every launch carries, whatever the descriptor says:
 - ``--permission-mode bypassPermissions``: unattended runs never prompt;
 - ``--strict-mcp-config --mcp-config <the step's servers>``: the step's list is the whole MCP
   universe (nothing from ``~/.claude.json``, plugins or the worktree's ``.mcp.json``);
-- ``--setting-sources project``: the worktree's ``.claude/settings.json`` only, never the user's;
+- ``--setting-sources ""``: no settings file is read, neither the user's nor the worktree's
+  (``.claude/settings*.json`` could run hooks and ``apiKeyHelper``, inject ``env``, redirect
+  ``ANTHROPIC_BASE_URL`` with the key, change ``permissions``); the worktree's ``CLAUDE.md``
+  (content, not policy) still loads through ``--add-dir .`` with
+  ``CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD=1``;
 - ``-p ... --output-format stream-json --verbose`` with stdin closed (or, for a prompt too long for
   one argument, the prompt written to stdin and stdin closed);
 - the environment is exactly the core-built one plus ``CLAUDE_CODE_ENTRYPOINT``,
@@ -29,7 +33,7 @@ from jigs.errors import JigsError
 
 from jigs_harness_claude._descriptor import ClaudeDescriptor
 from jigs_harness_claude._mcp import disallowed_mcp_tools
-from jigs_harness_claude._shell import PREFIX_VAR
+from jigs_harness_claude._shell import PREFIX_VAR, SHELL_VAR, shell_env
 
 __all__ = ["ENTRYPOINT", "MAX_PROMPT_ARG", "SETS_ENV", "Launch", "build_argv", "build_env"]
 
@@ -38,9 +42,14 @@ ENTRYPOINT = "sdk-py"
 #: Prompts longer than this (bytes) go through stdin: Linux caps one argument at 128 KiB.
 MAX_PROMPT_ARG = 100_000
 
+#: Loads ``CLAUDE.md`` from ``--add-dir`` directories (the worktree is one: ``--add-dir .``).
+CLAUDE_MD_VAR = "CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD"
+
 #: Every variable a launch sets itself (refused in ``agents.env``).
 SETS_ENV = frozenset(
     {
+        CLAUDE_MD_VAR,
+        SHELL_VAR,
         "CLAUDE_CODE_ENTRYPOINT",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
         "CLAUDE_CODE_MAX_RETRIES",
@@ -82,6 +91,7 @@ def build_env(
     env["CLAUDE_CODE_ENTRYPOINT"] = ENTRYPOINT
     env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
     env["CLAUDE_CODE_MAX_RETRIES"] = str(descriptor.max_retries)
+    env[CLAUDE_MD_VAR] = "1"
     if max_output_tokens is not None:
         env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(max_output_tokens)
     if descriptor.api_key_env is not None:
@@ -93,7 +103,7 @@ def build_env(
             )
         if shell_prefix is None:
             raise ValueError("a descriptor with api_key_env needs a shell_prefix")
-        env[PREFIX_VAR] = str(shell_prefix)
+        env.update(shell_env(shell_prefix))
         if descriptor.base_url is not None:
             env["ANTHROPIC_BASE_URL"] = descriptor.base_url
         if descriptor.api_key_header == "bearer":
@@ -133,8 +143,10 @@ def build_argv(
         "--strict-mcp-config",
         "--mcp-config",
         mcp_config,
+        # no settings file at all: the worktree's could redirect the endpoint (with the key),
+        # run hooks or apiKeyHelper, inject env or change permissions
         "--setting-sources",
-        "project",
+        "",
     ]
     argv += (
         [f"--resume={resume_id}"] if resume_id is not None else ["--session-id", str(session_id)]
@@ -154,7 +166,8 @@ def build_argv(
     _variadic(
         argv, "--disallowedTools", [*d.disallowed_tools, *disallowed_mcp_tools(d.mcp_servers)]
     )
-    _variadic(argv, "--add-dir", d.additional_directories)
+    # "." (the worktree) first: its CLAUDE.md loads through CLAUDE_MD_VAR, its settings never
+    _variadic(argv, "--add-dir", [".", *d.additional_directories])
     appended = "\n\n".join(p for p in (d.append_system_prompt, system) if p)
     if appended:
         argv += ["--append-system-prompt", appended]
