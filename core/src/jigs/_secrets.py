@@ -75,6 +75,7 @@ _PREFIXES = re.compile(
 _VALUE_WORDS = re.compile(r"pass|secret|token|key|cred|auth|pwd|priv", re.IGNORECASE)
 _TOKEN_CHARS = re.compile(r"^[A-Za-z0-9+/_=.~-]+$")
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_WORDISH = re.compile(r"^[A-Za-z0-9_.-]+$")
 _SHOWABLE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _HEX = re.compile(r"^[0-9a-fA-F]{32,}$")
 #: Query parameter names that carry credentials.
@@ -94,12 +95,13 @@ def _entropy(value: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in counts.values())
 
 
-def looks_like_secret(value: str) -> bool:
+def looks_like_secret(value: str, *, words: bool = True) -> bool:
     """True when ``value`` has the shape of a credential rather than a name or an address.
 
     Known token prefixes (``sk-``, ``ghp_``, ``AKIA``, ``xox?-``, JWTs, ``Bearer ...``, PEM),
     long hex strings, long token-character runs mixing character classes or with high entropy,
-    and lower-case identifiers that contain a word like ``password`` or ``token``.
+    and (with ``words``, where a variable name is expected) words that are not upper-case names
+    and contain ``password``, ``token``, ``key``... (``lower_case_password``).
     """
     if not isinstance(value, str) or not value:
         return False
@@ -109,7 +111,8 @@ def looks_like_secret(value: str) -> bool:
     if _HEX.fullmatch(stripped):
         return True
     if (
-        _ANY_CASE_NAME.fullmatch(stripped)
+        words
+        and _WORDISH.fullmatch(stripped)
         and stripped not in _LOWER_CASE_NAMES
         and not _NAME.fullmatch(stripped)
         and _VALUE_WORDS.search(stripped)
@@ -192,13 +195,13 @@ def check_url(value: str, where: str) -> str:
             f"the key instead (the URL is not shown)"
         )
     for name, param in parse_qsl(parts.query, keep_blank_values=True):
-        if _CREDENTIAL_PARAM.search(name) or looks_like_secret(unquote(param)):
+        if _CREDENTIAL_PARAM.search(name) or looks_like_secret(unquote(param), words=False):
             raise SecretRuleError(
                 f"{where} must not carry credentials in its query; name the variable that holds "
                 f"the key instead (the URL is not shown)"
             )
-    if looks_like_secret(unquote(parts.fragment)) or any(
-        looks_like_secret(seg) for seg in unquote(parts.path).split("/")
+    if looks_like_secret(unquote(parts.fragment), words=False) or any(
+        looks_like_secret(seg, words=False) for seg in unquote(parts.path).split("/")
     ):
         raise SecretRuleError(
             f"{where} contains a secret-shaped value; name the variable that holds the key "
@@ -271,7 +274,8 @@ _current: ContextVar[KnownSecrets | None] = ContextVar("jigs_known_secrets", def
 
 def current_secrets() -> KnownSecrets:
     """The registry of the current step (:func:`secret_scope`), or the process-wide one."""
-    return _current.get() or _process
+    scope = _current.get()
+    return scope if scope is not None else _process
 
 
 @contextmanager
