@@ -281,7 +281,8 @@ def current_secrets() -> KnownSecrets:
 @contextmanager
 def secret_scope() -> Iterator[KnownSecrets]:
     """Open a step's registry: values remembered inside the block (in this task and the tasks it
-    starts) go to it, and redaction everywhere consults it until the block ends."""
+    starts) go to it, and redaction everywhere consults it until the block ends. Use it as a
+    context manager or push it on the step's exit stack (``stack.enter_context``)."""
     scope = KnownSecrets()
     token = _current.set(scope)
     with _scopes_lock:
@@ -289,7 +290,10 @@ def secret_scope() -> Iterator[KnownSecrets]:
     try:
         yield scope
     finally:
-        _current.reset(token)
+        try:
+            _current.reset(token)
+        except ValueError:  # closed from another task (a runner closed elsewhere)
+            _current.set(None)
         with _scopes_lock:
             _open_scopes.remove(scope)
 
