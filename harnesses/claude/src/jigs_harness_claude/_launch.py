@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jigs._secrets import remember
 from jigs.errors import JigsError
 
 from jigs_harness_claude._descriptor import ClaudeDescriptor
@@ -103,6 +104,7 @@ def build_env(
             )
         if shell_prefix is None:
             raise ValueError("a descriptor with api_key_env needs a shell_prefix")
+        remember([key])  # read here, not through the core's build_env: register it for redaction
         env.update(shell_env(shell_prefix))
         if descriptor.base_url is not None:
             env["ANTHROPIC_BASE_URL"] = descriptor.base_url
