@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -147,9 +147,20 @@ def doctor(kinds: list[str], cwd: str | None, settings: dict[str, Any], *, as_js
 
     from jigs._cli_output import table, wrap
     from jigs._isolation import isolation
+    from jigs._secrets import redact_known
 
     found = isolation()
     rows = anyio.run(collect, kinds, cwd, settings)
+    # every line doctor prints goes through redaction by value (a stderr tail, an env value)
+    rows = [
+        replace(
+            r,
+            detail=redact_known(r.detail),
+            reason=redact_known(r.reason),
+            repair=redact_known(r.repair),
+        )
+        for r in rows
+    ]
     failed = sum(1 for r in rows if not r.ok)
     skipped = sum(1 for r in rows if r.skipped)
     passed = len(rows) - failed - skipped

@@ -3,7 +3,11 @@
 jigs never configures logging: the application does. Like any library, jigs is silent by default
 (stdlib logging shows nothing below WARNING without a handler); an application that configures
 structlog or stdlib logging sees every event. Events have dotted names and keyword fields and
-never carry a secret value: environments are logged by name only."""
+never carry a secret value: environments are logged by name only, and every event passes through
+:class:`RedactingLogger`, which replaces each value the step registered as secret
+(:mod:`jigs._secrets`) in the event name and its fields before the application's processors see
+them. :func:`redact_processor` does the same as a structlog processor, for applications that want
+it in their own chain (it also covers rendered tracebacks)."""
 
 from __future__ import annotations
 
@@ -15,11 +19,41 @@ from typing import Any
 
 import structlog
 
-__all__ = ["logger", "timed"]
+__all__ = ["RedactingLogger", "logger", "redact_processor", "timed"]
 
-logger: Any = structlog.wrap_logger(
-    logging.getLogger("jigs"), wrapper_class=structlog.stdlib.BoundLogger
-)
+
+def _scrub(value: Any, depth: int = 0) -> Any:
+    from jigs._secrets import redact_known
+
+    if isinstance(value, str):
+        return redact_known(value)
+    if depth > 4:
+        return value
+    if isinstance(value, dict):
+        return {_scrub(k, depth + 1): _scrub(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return type(value)(_scrub(v, depth + 1) for v in value)
+    return value
+
+
+def redact_processor(logger: Any, method_name: str, event_dict: Any) -> Any:
+    """A structlog processor: every known secret value in the event dict is replaced."""
+    return _scrub(event_dict)
+
+
+class RedactingLogger(structlog.stdlib.BoundLogger):
+    """jigs' bound logger: known secret values never reach the application's processors."""
+
+    def _process_event(
+        self, method_name: str, event: str | None, event_kw: dict[str, Any]
+    ) -> tuple[Any, Any]:
+        self._context = _scrub(self._context)
+        return super()._process_event(
+            method_name, _scrub(event), {k: _scrub(v) for k, v in event_kw.items()}
+        )
+
+
+logger: Any = structlog.wrap_logger(logging.getLogger("jigs"), wrapper_class=RedactingLogger)
 
 
 @contextmanager

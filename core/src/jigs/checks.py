@@ -3,7 +3,8 @@
 A :class:`Check` has an id, a label and an async ``run`` that returns :class:`CheckOk` or
 :class:`CheckFailure` (a reason and a repair). :func:`run_checks` runs checks concurrently, each
 under its own timeout; a check that raises or does not answer in time is reported as a failure of
-that check, never as an exception out of the engine.
+that check, never as an exception out of the engine. Every known secret value
+(:mod:`jigs._secrets`) is redacted from an outcome's detail, reason and repair.
 """
 
 from __future__ import annotations
@@ -74,7 +75,24 @@ class CheckOutcome:
 FailedCheck = CheckOutcome
 
 
+def _redacted(outcome: CheckOutcome) -> CheckOutcome:
+    from dataclasses import replace
+
+    from jigs._secrets import redact_known
+
+    return replace(
+        outcome,
+        detail=redact_known(outcome.detail),
+        reason=redact_known(outcome.reason),
+        repair=redact_known(outcome.repair),
+    )
+
+
 async def _run_one(check: Check, default_timeout: float) -> CheckOutcome:
+    return _redacted(await _run_check(check, default_timeout))
+
+
+async def _run_check(check: Check, default_timeout: float) -> CheckOutcome:
     timeout = check.timeout if check.timeout is not None else default_timeout
     started = time.perf_counter()
     try:

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from jigs._safe_model import safe_validation_message
 from jigs.errors import DescriptorError
 from jigs.mcp import McpServer
 
@@ -63,15 +64,9 @@ COMMON_POLICY_KEYS: Mapping[str, str] = {
 
 
 def validation_message(exc: ValidationError, kind: str) -> str:
-    """Render a pydantic error as one line per problem, naming the key."""
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(descriptor)"
-        if err["type"] == "extra_forbidden":
-            lines.append(f"{loc}: unknown key for a {kind} descriptor")
-        else:
-            lines.append(f"{loc}: {err['msg']}")
-    return "; ".join(lines)
+    """Render a pydantic error as one line per problem, naming the key, never an input value
+    (keys that look like secrets are hidden too)."""
+    return safe_validation_message(exc, kind)
 
 
 class HarnessDescriptor(BaseModel):
@@ -109,19 +104,35 @@ class HarnessDescriptor(BaseModel):
         return self
 
     def __init__(self, /, **data: Any) -> None:
-        kind = str(data.get("kind") or self._kind_default())
+        kind = self._kind_default()
         for key in data:
             why = self.policy_keys.get(key) or COMMON_POLICY_KEYS.get(key)
             if why is not None:
                 raise DescriptorError(
                     f"a {kind} descriptor may not set {key!r}: {why}", kind=kind, key=key
                 )
+        message = None
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise DescriptorError(
-                f"invalid {kind} descriptor: {validation_message(exc, kind)}", kind=kind
-            ) from None
+            # built outside the except block: the ValidationError (which holds the inputs) is
+            # not kept as __context__
+            message = validation_message(exc, kind)
+        if message is not None:
+            raise DescriptorError(f"invalid {kind} descriptor: {message}", kind=kind)
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        """Like pydantic's, but failures are :class:`DescriptorError` without input values."""
+        kind = cls._kind_default()
+        if isinstance(obj, Mapping):
+            return cls(**dict(obj))
+        message = None
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            message = validation_message(exc, kind)
+        raise DescriptorError(f"invalid {kind} descriptor: {message}", kind=kind)
 
     @classmethod
     def _kind_default(cls) -> str:

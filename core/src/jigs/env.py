@@ -9,12 +9,12 @@ never values. Reserved names (model credentials, names jigs sets itself) are ref
 from __future__ import annotations
 
 import os
-import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from jigs._secrets import SecretRuleError, check_env_name, remember_env
 from jigs.errors import EnvPolicyError
 
 __all__ = [
@@ -75,7 +75,6 @@ LOCALE_ENV: frozenset[str] = frozenset(
         "LC_IDENTIFICATION",
     }
 )
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 #: Names ``agents.env`` may not declare, with where they belong instead.
 RESERVED_AGENT_ENV: Mapping[str, str] = {
@@ -106,23 +105,17 @@ def validate_agents_env(
 ) -> tuple[str, ...]:
     """Check ``agents.env`` entries: names only, none reserved. Raises :class:`EnvPolicyError`."""
     result: list[str] = []
-    from jigs.mcp import looks_like_secret
-
     for name in names:
-        if isinstance(name, str) and looks_like_secret(name):
+        try:
+            check_env_name(name, "an entry")
+        except SecretRuleError as exc:
             raise EnvPolicyError(
-                f"agents.env in {source}: an entry looks like a secret value (not shown); "
-                f"agents.env lists variable names, never values",
-                source=source,
-            )
-        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
-            shown = name if isinstance(name, str) and len(name) <= 40 else "<not shown>"
-            raise EnvPolicyError(
-                f"agents.env in {source}: {shown!r} is not an environment variable name; "
-                f"agents.env lists names (like SSH_AUTH_SOCK), never values",
+                f"agents.env in {source}: {exc}; agents.env lists variable names (like "
+                f"SSH_AUTH_SOCK), never values",
                 name=None,
                 source=source,
-            )
+            ) from None
+        assert isinstance(name, str)
         why = reserved.get(name)
         if why is not None:
             raise EnvPolicyError(
@@ -192,9 +185,16 @@ def find_agents_config(start: Path) -> AgentsConfig:
 
 def build_env(names: Iterable[str], *, source: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for an agent: the base list, the locale categories, and ``names``, from
-    ``source`` (default ``os.environ``) when set. Nothing else passes."""
+    ``source`` (default ``os.environ``) when set. Nothing else passes.
+
+    Every secret value it hands over (the values of ``names`` — the model key, MCP credentials,
+    ``agents.env`` — except existing paths, secret-named or secret-shaped values, and proxy
+    passwords) is remembered in the current known-secrets registry
+    (:func:`jigs._secrets.current_secrets`), so redaction replaces it wherever it shows up."""
     host = os.environ if source is None else source
-    wanted: Sequence[str] = (*BASE_ENV, *names)
+    declared = list(names)
+    wanted: Sequence[str] = (*BASE_ENV, *declared)
     env = {name: host[name] for name in wanted if name in host}
     env.update({k: v for k, v in host.items() if k in LOCALE_ENV})
+    remember_env(env, declared)
     return env

@@ -124,11 +124,15 @@ async def cli_version(
             stdin=subprocess.DEVNULL,
             check=False,
         )
-    out = (result.stdout or b"").decode(errors="replace").strip()
+    from jigs._redact import redact_known, secret_values
+
+    # redacted before any cut, so no secret is shown in part (the env's secret values included)
+    secrets = secret_values(env)
+    out = redact_known((result.stdout or b"").decode(errors="replace"), secrets).strip()
+    err = redact_known((result.stderr or b"").decode(errors="replace"), secrets).strip()
     if result.returncode != 0:
-        err = (result.stderr or b"").decode(errors="replace").strip()
         raise RuntimeError(f"{path} {' '.join(args)} exited with {result.returncode}: {err[-300:]}")
-    return out or (result.stderr or b"").decode(errors="replace").strip()
+    return out or err
 
 
 def version_check(

@@ -51,7 +51,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from jigs import _proctree
 from jigs._isolation import Isolation, isolation
-from jigs._redact import redact, secret_values
+from jigs._redact import redact_known, secret_values
 from jigs._tracker import Watch
 from jigs.errors import AgentOutputError
 
@@ -74,6 +74,8 @@ DEFAULT_GRACE = 1.0
 #: Longest output line a reader accepts before raising :class:`AgentOutputError`.
 MAX_LINE_BYTES = 64 * 1024 * 1024
 _STDERR_TAIL = 4000
+#: Bytes read before the tail, so a secret straddling its start is still redacted whole.
+_TAIL_MARGIN = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,15 +286,18 @@ class ManagedProcess:
         return self._process.stdin
 
     def stderr_tail(self, limit: int = _STDERR_TAIL) -> str:
-        """The last ``limit`` characters the process wrote to stderr, with the values of
-        secret-looking variables of its environment redacted (it goes into error messages)."""
+        """The last ``limit`` characters the process wrote to stderr, with every secret value
+        redacted (it goes into error messages): the secret values of its environment, whatever
+        their names, and every value the step registered (:mod:`jigs._secrets`). More is read
+        than is kept, so a secret cut at the start of the tail is redacted too."""
         try:
             size = os.fstat(self._stderr.fileno()).st_size
-            self._stderr.seek(max(0, size - limit))
+            self._stderr.seek(max(0, size - limit - _TAIL_MARGIN))
             text = self._stderr.read().decode("utf-8", errors="replace")
         except (OSError, ValueError):
             return ""
-        return redact(text, self._secrets)
+        text = redact_known(text, self._secrets)
+        return text[-limit:] if len(text) > limit else text
 
     async def read_line(self) -> bytes | None:
         """The next stdout line without its newline, or None at end of stream.

@@ -56,7 +56,7 @@ async def test_worktree_and_user_servers_are_never_started(
         json.dumps({"mcpServers": {"repo-stray": _stray(markers["mcpjson"])}})
     )
     (worktree / ".claude").mkdir()
-    # project settings are honoured (--setting-sources project), so they try every way in:
+    # a worktree's settings file tries every way in (jigs reads none: --setting-sources ""):
     # approve the repo's .mcp.json servers and declare one of their own
     (worktree / ".claude" / "settings.json").write_text(
         json.dumps(

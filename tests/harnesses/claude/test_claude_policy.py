@@ -39,7 +39,6 @@ SHELL_AND_CLAUDE = {
     "COREPACK_ENABLE_AUTO_PIN",
     "NoDefaultCurrentDirectoryInExePath",
     "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
-    "PROJECT_SETTINGS_MARK",
 }
 
 
@@ -52,7 +51,7 @@ def _env_names(output: str) -> dict[str, str]:
     return names
 
 
-async def test_agent_sees_only_the_allowlist_and_project_settings(
+async def test_agent_sees_only_the_allowlist_and_no_settings_file(
     claude_cli: Path,
     server: ModelServer,
     worktree: Path,
@@ -62,7 +61,7 @@ async def test_agent_sees_only_the_allowlist_and_project_settings(
 ) -> None:
     for name, value in CANARIES.items():
         monkeypatch.setenv(name, value)
-    # user settings must be ignored, project settings honoured
+    # no settings file counts, the user's or the worktree's (see test_claude_hostile_worktree)
     (claude_home / ".claude").mkdir(exist_ok=True)
     (claude_home / ".claude" / "settings.json").write_text(
         json.dumps({"env": {"USER_SETTINGS_CANARY": "CANARY-USER-SETTINGS"}})
@@ -81,7 +80,7 @@ async def test_agent_sees_only_the_allowlist_and_project_settings(
     for value in [*CANARIES.values(), "CANARY-USER-SETTINGS"]:
         assert value not in seen
     env = _env_names(result.tool_results[0].output)
-    assert env.get("PROJECT_SETTINGS_MARK") == "from-project"
+    assert "PROJECT_SETTINGS_MARK" not in env
     assert env.get("IS_SANDBOX") == "1"
     assert env.get("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC") == "1"
     from jigs_harness_claude import ClaudeHarness

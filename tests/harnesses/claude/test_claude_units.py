@@ -113,7 +113,9 @@ def test_argv_carries_the_policy_whatever_the_descriptor(tmp_path: Path) -> None
         assert flag in argv
     assert argv[argv.index("--mcp-config") + 1] == '{"mcpServers":{}}'
     assert argv[argv.index("--permission-mode") + 1] == "bypassPermissions"
-    assert argv[argv.index("--setting-sources") + 1] == "project"
+    # no settings file is read (a worktree's could redirect the key); CLAUDE.md loads via --add-dir
+    assert argv[argv.index("--setting-sources") + 1] == ""
+    assert argv[argv.index("--add-dir") + 1] == "."
     assert argv[argv.index("--output-format") + 1] == "stream-json"
     assert "--tools=" in argv
     # a fresh turn names a new session (a UUID), each time another one
@@ -238,6 +240,7 @@ def test_env_adds_only_what_jigs_sets_and_reads_the_key_at_launch() -> None:
         "CLAUDE_CODE_ENTRYPOINT": "sdk-py",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "CLAUDE_CODE_MAX_RETRIES": "2",
+        "CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD": "1",
         "ANTHROPIC_BASE_URL": "http://gw.example",
         "ANTHROPIC_API_KEY": "secret-value",
         "CLAUDE_CODE_SHELL_PREFIX": "/private/shell-prefix",

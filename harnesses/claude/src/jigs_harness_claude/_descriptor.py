@@ -15,8 +15,8 @@ import math
 from collections.abc import Mapping
 from typing import ClassVar, Literal
 
+from jigs._secrets import check_env_name, check_url
 from jigs.descriptors import HarnessDescriptor
-from jigs.mcp import ENV_NAME_PATTERN, looks_like_secret
 from pydantic import Field, field_validator, model_validator
 
 __all__ = ["ClaudeDescriptor", "Effort"]
@@ -106,14 +106,13 @@ class ClaudeDescriptor(HarnessDescriptor):
     @field_validator("api_key_env")
     @classmethod
     def _key_is_a_name(cls, value: str | None) -> str | None:
-        if value is None or ENV_NAME_PATTERN.fullmatch(value):
-            return value
-        if looks_like_secret(value):
-            raise ValueError(
-                "api_key_env looks like a secret value; name the step-side environment variable "
-                "that holds the key instead (the value is not shown)"
-            )
-        raise ValueError(f"api_key_env must name an environment variable, got {value[:40]!r}")
+        # the shared rule: the secret-shape test first, the value never echoed
+        return None if value is None else check_env_name(value, "api_key_env")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url_without_credentials(cls, value: str | None) -> str | None:
+        return None if value is None else check_url(value, "base_url")
 
     @field_validator(
         "allowed_tools", "disallowed_tools", "tools", "additional_directories", "betas"

@@ -100,7 +100,8 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
         if descriptor.mcp_servers:
             data = json.dumps(mcp_config(descriptor.mcp_servers, ctx.env)).encode()
             config = str(private_file(private / "mcp.json", data))
-        prefix = write_shell_prefix(private) if descriptor.api_key_env is not None else None
+        # always: even on the login route Claude Code's shell must not read ~/.bashrc
+        prefix = write_shell_prefix(private, ctx.env)
         return Prepared(executable.path, config, prefix, private)
 
     def launch_turn(

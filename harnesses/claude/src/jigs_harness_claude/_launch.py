@@ -5,7 +5,11 @@ Policy that every launch carries, whatever the descriptor says:
 - ``--permission-mode bypassPermissions``: unattended runs never prompt;
 - ``--strict-mcp-config --mcp-config <the step's servers>``: the step's list is the whole MCP
   universe (nothing from ``~/.claude.json``, plugins or the worktree's ``.mcp.json``);
-- ``--setting-sources project``: the worktree's ``.claude/settings.json`` only, never the user's;
+- ``--setting-sources ""``: no settings file is read, neither the user's nor the worktree's
+  (``.claude/settings*.json`` could run hooks and ``apiKeyHelper``, inject ``env``, redirect
+  ``ANTHROPIC_BASE_URL`` with the key, change ``permissions``); the worktree's ``CLAUDE.md``
+  (content, not policy) still loads through ``--add-dir .`` with
+  ``CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD=1``;
 - ``-p ... --output-format stream-json --verbose``; the prompt after ``--`` (or, when too long for
   one argument, on stdin; or, with a tool-approval callback, as a stream-json user message);
 - a fresh turn names its session (``--session-id <uuid>``), a later one continues it
@@ -27,13 +31,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from jigs._secrets import remember
 from jigs.errors import DescriptorError, InvalidInputError
 from jigs.plugin import TurnLaunch, TurnSpec, private_file
 
 from jigs_harness_claude._approval import ApprovalDriver, approve_tool
 from jigs_harness_claude._descriptor import ClaudeDescriptor
 from jigs_harness_claude._mcp import disallowed_mcp_tools
-from jigs_harness_claude._shell import PREFIX_VAR
+from jigs_harness_claude._shell import PREFIX_VAR, SHELL_VAR, shell_env
 
 __all__ = ["ENTRYPOINT", "MAX_ARG", "SETS_ENV", "Prepared", "build_env", "launch"]
 
@@ -42,9 +47,14 @@ ENTRYPOINT = "sdk-py"
 #: Texts longer than this (bytes) leave the command line: Linux caps one argument at 128 KiB.
 MAX_ARG = 100_000
 
+#: Loads ``CLAUDE.md`` from ``--add-dir`` directories (the worktree is one: ``--add-dir .``).
+CLAUDE_MD_VAR = "CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD"
+
 #: Every variable a launch sets itself (refused in ``agents.env``).
 SETS_ENV = frozenset(
     {
+        CLAUDE_MD_VAR,
+        SHELL_VAR,
         "CLAUDE_CODE_ENTRYPOINT",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
         "CLAUDE_CODE_MAX_RETRIES",
@@ -88,9 +98,14 @@ def build_env(
         "CLAUDE_CODE_ENTRYPOINT": ENTRYPOINT,
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "CLAUDE_CODE_MAX_RETRIES": str(descriptor.max_retries),
+        CLAUDE_MD_VAR: "1",
     }
     if max_output_tokens is not None:
         env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(max_output_tokens)
+    if shell_prefix is not None:
+        # the agent's commands and MCP servers run through jigs' shell scripts: no rc or profile
+        # file is read, and a named key is removed from their environment
+        env.update(shell_env(shell_prefix))
     name = descriptor.api_key_env
     if name is not None:
         key = host.get(name)
@@ -101,7 +116,7 @@ def build_env(
                 kind="claude",
                 key="api_key_env",
             )
-        env[PREFIX_VAR] = str(shell_prefix)
+        remember([key])  # read here, not through the core's build_env: redact it by value
         if descriptor.base_url is not None:
             env["ANTHROPIC_BASE_URL"] = descriptor.base_url
         env[
@@ -131,8 +146,10 @@ def launch(
         "--strict-mcp-config",
         "--mcp-config",
         prepared.mcp_config,
+        # no settings file at all: the worktree's could redirect the endpoint (with the key),
+        # run hooks or apiKeyHelper, inject env or change permissions
         "--setting-sources",
-        "project",
+        "",
     ]
     if turn.session_id is None:
         argv += ["--session-id", str(uuid.uuid4())]
@@ -154,7 +171,8 @@ def launch(
     _variadic(
         argv, "--disallowedTools", [*d.disallowed_tools, *disallowed_mcp_tools(d.mcp_servers)]
     )
-    _variadic(argv, "--add-dir", d.additional_directories)
+    # "." (the worktree) first: its CLAUDE.md loads through CLAUDE_MD_VAR, its settings never
+    _variadic(argv, "--add-dir", [".", *d.additional_directories])
     _variadic(argv, "--betas", d.betas)
     if d.exclude_dynamic_system_prompt_sections:
         argv.append("--exclude-dynamic-system-prompt-sections")

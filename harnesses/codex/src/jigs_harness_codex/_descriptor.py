@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar, Literal
 
+from jigs._secrets import check_env_name, check_url
 from jigs.descriptors import HarnessDescriptor
-from jigs.mcp import ENV_NAME_PATTERN
 from pydantic import Field, field_validator, model_validator
 
 __all__ = ["DEFAULT_OPENAI_BASE_URL", "CodexDescriptor"]
@@ -81,11 +81,13 @@ class CodexDescriptor(HarnessDescriptor):
     @field_validator("api_key_env")
     @classmethod
     def _key_is_a_name(cls, value: str | None) -> str | None:
-        if value is not None and not ENV_NAME_PATTERN.fullmatch(value):
-            raise ValueError(
-                "must name the environment variable that holds the key (the value is not shown)"
-            )
-        return value
+        # the shared rule: the secret-shape test first, the value never echoed
+        return None if value is None else check_env_name(value, "api_key_env")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url_without_credentials(cls, value: str | None) -> str | None:
+        return None if value is None else check_url(value, "base_url")
 
     @model_validator(mode="after")
     def _endpoint_needs_model(self) -> CodexDescriptor:

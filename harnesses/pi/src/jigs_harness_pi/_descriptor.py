@@ -18,9 +18,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
+from jigs._safe_model import SafeModel
+from jigs._secrets import check_env_name, check_url, shown
 from jigs.descriptors import HarnessDescriptor
-from jigs.mcp import ENV_NAME_PATTERN, looks_like_secret
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 __all__ = [
     "AnthropicCompatible",
@@ -59,21 +60,13 @@ PathText = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_
 
 
 def _env_name(value: str, where: str) -> str:
-    if ENV_NAME_PATTERN.fullmatch(value):
-        return value
-    if looks_like_secret(value):
-        raise ValueError(
-            f"{where} looks like a secret value; name the step-side environment variable that "
-            f"holds it instead (the value is not shown)"
-        )
-    raise ValueError(f"{where} must name a step-side environment variable, got {value!r}")
+    # the shared rule: the secret-shape test first, the value never echoed
+    return check_env_name(value, where)
 
 
-class ModelPrice(BaseModel):
+class ModelPrice(SafeModel):
     """The model's price in USD per million tokens (Pi's ``models.json`` ``cost``), so Pi
     reports each turn's cost and ``max_budget_usd`` can stop a turn. Unset: cost 0."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     input: float = Field(default=0.0, ge=0)
     output: float = Field(default=0.0, ge=0)
@@ -81,8 +74,9 @@ class ModelPrice(BaseModel):
     cache_write: float = Field(default=0.0, ge=0)
 
 
-class _Source(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class _Source(SafeModel):
+    """Built directly (``OpenAICompatible(...)``) or inside a descriptor, a refused value is
+    never echoed: failures are :class:`~jigs.errors.DescriptorError` (see :class:`SafeModel`)."""
 
     #: The model id sent to the API.
     model: str = Field(min_length=1, max_length=200)
@@ -105,7 +99,7 @@ class _Endpoint(_Source):
     @classmethod
     def _provider_name(cls, value: str) -> str:
         if not _PROVIDER_NAME.fullmatch(value):
-            raise ValueError(f"provider name {value!r} must match {_PROVIDER_NAME.pattern}")
+            raise ValueError(f"provider name {shown(value)} must match {_PROVIDER_NAME.pattern}")
         if value in _BUILTIN_PROVIDERS:
             raise ValueError(
                 f"provider name {value!r} is one of Pi's built-in providers; choose another name"
@@ -120,9 +114,7 @@ class _Endpoint(_Source):
     @field_validator("base_url")
     @classmethod
     def _no_userinfo(cls, value: str) -> str:
-        if "@" in value.split("//", 1)[1].split("/", 1)[0]:
-            raise ValueError("base_url must not embed credentials; name them with api_key_env")
-        return value
+        return check_url(value, "base_url")
 
     def key_env(self) -> str | None:
         return self.api_key_env
@@ -221,7 +213,7 @@ class PiDescriptor(HarnessDescriptor):
     def _tool_names(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
         for name in value or ():
             if not _TOOL_NAME.fullmatch(name):
-                raise ValueError(f"tool name {name!r} is not a Pi tool name")
+                raise ValueError(f"tool name {shown(name)} is not a Pi tool name")
         return value
 
     def to_data(self) -> dict[str, Any]:

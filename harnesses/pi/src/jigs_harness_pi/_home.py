@@ -6,12 +6,17 @@ reference ``"$NAME"`` (the variable's name), which Pi resolves at request time, 
 credentials likewise as ``"${NAME}"``. ``settings.json``
 turns off packages and extension resources, install telemetry, and sets retries as the descriptor
 says (off by default, so a dead endpoint fails in well under a second). The shell tool gets a
-prefix that unsets the key variable, so a command the model runs cannot print the key.
+prefix that unsets the key variable, so a command the model runs cannot print the key, and runs
+through a jigs-written ``shellPath`` script that starts bash with ``--noprofile --norc`` (and
+without ``BASH_ENV``/``ENV``): Pi's plain ``bash -c`` would source ``~/.bashrc`` when its stdin is
+a socket, so a slow or hostile rc file would delay or change the agent's commands.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import shutil
 import tempfile
 from pathlib import Path
@@ -84,8 +89,21 @@ def models_json(descriptor: PiDescriptor) -> dict[str, Any]:
     return {"providers": {source.name: provider}}
 
 
-def settings_json(descriptor: PiDescriptor) -> dict[str, Any]:
-    """Pi's ``settings.json``: no packages or resources, retries as asked, key unset in tools."""
+_SHELL_NAME = "shell"
+
+
+def shell_script(bash: str) -> str:
+    """The ``shellPath`` script: bash without rc or profile files (Pi calls it with ``-c``)."""
+    return f"""#!/bin/sh
+# Written by jigs: Pi's shell (shellPath). No rc or profile file is read.
+unset BASH_ENV ENV
+exec {shlex.quote(bash)} --noprofile --norc "$@"
+"""
+
+
+def settings_json(descriptor: PiDescriptor, *, shell_path: str | None = None) -> dict[str, Any]:
+    """Pi's ``settings.json``: no packages or resources, retries as asked, key unset in tools,
+    and ``shellPath`` (when given) pointing at :func:`shell_script`."""
     retry: dict[str, Any] = (
         {"enabled": True, "maxRetries": descriptor.retries}
         if descriptor.retries
@@ -104,6 +122,8 @@ def settings_json(descriptor: PiDescriptor) -> dict[str, Any]:
     key = descriptor.model.key_env()
     if key:
         settings["shellCommandPrefix"] = f"unset {key}"
+    if shell_path is not None:
+        settings["shellPath"] = shell_path
     return settings
 
 
@@ -113,7 +133,18 @@ class PiHome:
     def __init__(self, descriptor: PiDescriptor) -> None:
         self.path = Path(tempfile.mkdtemp(prefix="jigs-pi-agent-"))
         try:
-            self._write("settings.json", settings_json(descriptor))
+            bash = shutil.which("bash") or (
+                "/bin/bash" if os.access("/bin/bash", os.X_OK) else None
+            )
+            shell = None
+            if bash is not None:
+                shell = self.path / _SHELL_NAME
+                shell.write_text(shell_script(bash), encoding="utf-8")
+                shell.chmod(0o700)
+            self._write(
+                "settings.json",
+                settings_json(descriptor, shell_path=str(shell) if shell is not None else None),
+            )
             self._write("models.json", models_json(descriptor))
             if descriptor.mcp_servers:
                 key = descriptor.model.key_env()
