@@ -168,7 +168,7 @@ BREADTH: list[tuple[dict[str, Any], list[str]]] = [
     ({"tools": ["Bash", "Read"]}, ["--tools=Bash,Read"]),
     ({"system_prompt": "You are terse."}, ["--system-prompt=You are terse."]),
     ({"append_system_prompt": "Be kind."}, ["--append-system-prompt=Be kind."]),
-    ({"additional_directories": ["/data", "/more"]}, ["--add-dir", "/data", "/more"]),
+    ({"additional_directories": ["/data", "/more"]}, ["--add-dir", ".", "/data", "/more"]),
     ({"betas": ["b-1", "b-2"]}, ["--betas", "b-1", "b-2"]),
     ({"autocompact": "auto"}, ["--autocompact=auto"]),
     ({"autocompact": 200_000}, ["--autocompact=200000"]),
