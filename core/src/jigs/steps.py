@@ -32,7 +32,10 @@ from jigs.models._protocol import LanguageModel
 from jigs.models._types import GenerateResult, Usage
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from jigs._registry import Registry
+    from jigs.stores import SessionStore
 
 __all__ = [
     "AgentResult",
@@ -79,8 +82,15 @@ class AgentRunner:
         session_id = self._harness.session_id(result)
         if session_id is None:
             return None
+        stored = self._step.snapshot_ref(session_id) if not self._step.closed else None
+        if stored is None:
+            stored = self._step.stored.get(session_id)
         return AgentSessionRef(
-            harness=self.kind, id=session_id, descriptor=self.descriptor.describe()
+            harness=self.kind,
+            id=session_id,
+            descriptor=self.descriptor.describe(),
+            store_key=stored[0] if stored else None,
+            digest=stored[1] if stored else None,
         )
 
     @property
@@ -113,8 +123,9 @@ async def _open_runner(
     resume: AgentSessionRef | None,
     agents_env: Sequence[str] | None,
     registry: Registry | None,
+    session_store: object = None,
 ) -> AgentRunner:
-    step = Step(registry)
+    step = Step(registry, session_store)
     try:
         await step.open(
             harness, cwd=cwd, run=run, resume=resume, agents_env=agents_env, need_model=True
@@ -159,6 +170,7 @@ def create_agent_runner(
     resume: AgentSessionRef | None = None,
     agents_env: Sequence[str] | None = None,
     registry: Registry | None = None,
+    session_store: SessionStore | str | Mapping[str, Any] | None = None,
 ) -> AgentRunnerOpening:
     """Open a harness under jigs' policy and hand back its live model.
 
@@ -172,6 +184,12 @@ def create_agent_runner(
     be resumed, :class:`~jigs.errors.CheckFailedError` / :class:`~jigs.errors.JitCheckError`
     when a check fails, :class:`~jigs.errors.WorktreeBusyError` when another agent holds the
     worktree. Every failure releases what was acquired.
+
+    ``session_store`` (a :class:`jigs.stores.SessionStore`, a URL or a table) overrides the
+    configured store (``JIGS_SESSION_STORE``, ``[tool.jigs.session_store]``, else the local
+    directory): at close the session's artifacts go there, and a resume of a ref that names a
+    stored copy fetches and verifies it first (:class:`~jigs.errors.SessionStoreError` when
+    the store cannot be reached).
     """
     return AgentRunnerOpening(
         harness=harness,
@@ -180,6 +198,7 @@ def create_agent_runner(
         resume=resume,
         agents_env=agents_env,
         registry=registry,
+        session_store=session_store,
     )
 
 
@@ -208,6 +227,7 @@ async def run_agent(
     provider_options: dict[str, dict[str, Any]] | None = None,
     on_event: EventCallback | None = None,
     registry: Registry | None = None,
+    session_store: SessionStore | str | Mapping[str, Any] | None = None,
 ) -> AgentResult[T]: ...
 
 
@@ -224,6 +244,7 @@ async def run_agent(
     provider_options: dict[str, dict[str, Any]] | None = None,
     on_event: EventCallback | None = None,
     registry: Registry | None = None,
+    session_store: SessionStore | str | Mapping[str, Any] | None = None,
 ) -> AgentResult[None]: ...
 
 
@@ -239,6 +260,7 @@ async def run_agent(
     provider_options: dict[str, dict[str, Any]] | None = None,
     on_event: EventCallback | None = None,
     registry: Registry | None = None,
+    session_store: SessionStore | str | Mapping[str, Any] | None = None,
 ) -> AgentResult[Any]:
     """Run one whole agent turn in ``cwd`` for any kind, with or without a model.
 
@@ -260,7 +282,7 @@ async def run_agent(
 
         raise InvalidInputError("output must be a pydantic model class", argument="output")
     schema = output.model_json_schema() if output is not None else None
-    step = Step(registry)
+    step = Step(registry, session_store)
     try:
         engine = await step.open(
             harness, cwd=cwd, run=run, resume=resume, agents_env=agents_env, need_model=False
@@ -302,8 +324,15 @@ async def run_agent(
         descriptor = engine.target.descriptor
     finally:
         await step.aclose()
+    stored = step.stored.get(record.session_id) if record.session_id else None
     session = (
-        AgentSessionRef(harness=kind, id=record.session_id, descriptor=descriptor.describe())
+        AgentSessionRef(
+            harness=kind,
+            id=record.session_id,
+            descriptor=descriptor.describe(),
+            store_key=stored[0] if stored else None,
+            digest=stored[1] if stored else None,
+        )
         if record.session_id
         else None
     )
@@ -348,6 +377,7 @@ async def agent_session(
     agents_env: Sequence[str] | None = None,
     on_event: EventCallback | None = None,
     registry: Registry | None = None,
+    session_store: SessionStore | str | Mapping[str, Any] | None = None,
 ) -> AgentResult[T]: ...
 
 
@@ -365,6 +395,7 @@ async def agent_session(
     agents_env: Sequence[str] | None = None,
     on_event: EventCallback | None = None,
     registry: Registry | None = None,
+    session_store: SessionStore | str | Mapping[str, Any] | None = None,
 ) -> AgentResult[None]: ...
 
 
@@ -381,6 +412,7 @@ async def agent_session(
     agents_env: Sequence[str] | None = None,
     on_event: EventCallback | None = None,
     registry: Registry | None = None,
+    session_store: SessionStore | str | Mapping[str, Any] | None = None,
 ) -> AgentResult[Any]:
     """Continue a held session when it still fits, else start fresh.
 
@@ -414,6 +446,7 @@ async def agent_session(
                     agents_env=agents_env,
                     on_event=on_event,
                     registry=registry,
+                    session_store=session_store,
                 )
             except AgentSessionError as exc:
                 log.info("agent_session.fresh", reason=str(exc), session_id=session.id)
@@ -426,4 +459,5 @@ async def agent_session(
         agents_env=agents_env,
         on_event=on_event,
         registry=registry,
+        session_store=session_store,
     )
