@@ -333,3 +333,32 @@ async def test_runner_session_from_names_a_stored_snapshot(
             session_store=pg_store_table,
         )
     assert "(turn 2)" in resumed.text
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "forge",
+    [
+        "{prefix}/manifests/../../../../etc/passwd",
+        "other-run/echo/{id}/manifests/x.json",
+        "{prefix}/files/x",
+    ],
+)
+async def test_a_forged_store_key_is_refused(
+    forge: str, tmp_path: Path, pg_store_table: dict[str, str]
+) -> None:
+    from jigs_harness_echo import EchoDescriptor
+
+    _a, b, (run, ref) = await _first_step(tmp_path, pg_store_table)
+    assert ref.store_key is not None
+    prefix = ref.store_key.rsplit("/manifests/", 1)[0]
+    forged = ref.model_copy(update={"store_key": forge.format(prefix=prefix, id=ref.id)})
+    with b.active(), _no_launch(), pytest.raises(AgentSessionError):
+        await run_agent(
+            harness=EchoDescriptor(),
+            cwd=b.worktree,
+            prompt="x",
+            run=run,
+            resume=forged,
+            session_store=pg_store_table,
+        )

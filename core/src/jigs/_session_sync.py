@@ -240,7 +240,13 @@ def _restore_sync(
 ) -> int:
     assert ref.store_key is not None
     assert ref.digest is not None
+    from jigs.stores import check_key
+
     prefix = session_prefix(ctx.run.workflow_run_id, harness.kind, ref.id)
+    try:
+        check_key(ref.store_key)
+    except SessionStoreError:
+        raise _refuse(ref, "its store key is not one jigs wrote") from None
     if not ref.store_key.startswith(f"{prefix}/manifests/"):
         raise _refuse(ref, "its store key belongs to another run, kind or session")
     manifest_bytes = store.get(ref.store_key)
