@@ -9,6 +9,7 @@ on by itself.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -72,6 +73,10 @@ class Machine:
         with patched_environ(self.env):
             yield
 
+    def leave(self) -> None:
+        """The machine is gone: its checkout, data dir and HOME (only the store remains)."""
+        shutil.rmtree(self.root)
+
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("kind", KINDS)
@@ -104,8 +109,9 @@ async def test_step_2_resumes_on_another_machine_through_postgres(
         assert first.session.digest is not None
         # the ref crosses the workflow boundary as JSON
         ref = AgentSessionRef.model_validate_json(first.session.model_dump_json())
-        # nothing of A is on B
+        # nothing of A is on B, and A is gone
         assert not any(b.data.rglob("*")), "B's data dir is not empty before the resume"
+        a.leave()
 
         before = len(server.model_requests)
         with b.active():
@@ -136,7 +142,9 @@ def _no_launch() -> Iterator[list[Any]]:
     assert not launches, f"something was launched: {launches[0].argv[:2]}"
 
 
-async def _first_step(tmp_path: Path, store: dict[str, str]) -> tuple[Machine, Machine, Any]:
+async def _first_step(
+    tmp_path: Path, store: dict[str, str], *, keep_a: bool = False
+) -> tuple[Machine, Machine, Any]:
     from jigs_harness_echo import EchoDescriptor
 
     a, b = Machine(tmp_path, "a", {}), Machine(tmp_path, "b", {})
@@ -151,6 +159,8 @@ async def _first_step(tmp_path: Path, store: dict[str, str]) -> tuple[Machine, M
         )
     assert first.session is not None
     assert first.session.store_key is not None
+    if not keep_a:
+        a.leave()
     return a, b, (run, first.session)
 
 
@@ -207,7 +217,7 @@ async def test_a_damaged_store_copy_is_refused_before_anything_starts(
             session_store=pg_store_table,
         )
     assert info.value.session_id == ref.id
-    assert "start without resume" in str(info.value)
+    assert "from the session store" in str(info.value)
     # nothing was placed on B
     assert not list(b.data.rglob(f"{ref.id}.json"))
 
@@ -218,7 +228,7 @@ async def test_a_ref_pointing_at_another_sessions_manifest_is_refused(
 ) -> None:
     from jigs_harness_echo import EchoDescriptor
 
-    a, b, (run, ref) = await _first_step(tmp_path, pg_store_table)
+    a, b, (run, ref) = await _first_step(tmp_path, pg_store_table, keep_a=True)
     with a.active():
         other = await run_agent(
             harness=EchoDescriptor(),
@@ -228,6 +238,7 @@ async def test_a_ref_pointing_at_another_sessions_manifest_is_refused(
             session_store=pg_store_table,
         )
     assert other.session is not None
+    a.leave()
     forged = ref.model_copy(
         update={"store_key": other.session.store_key, "digest": other.session.digest}
     )
@@ -250,7 +261,7 @@ async def test_a_local_copy_that_differs_is_replaced_by_the_snapshot_the_ref_nam
     even after a later attempt grew the local transcript."""
     from jigs_harness_echo import EchoDescriptor
 
-    a, _b, (run, ref) = await _first_step(tmp_path, pg_store_table)
+    a, _b, (run, ref) = await _first_step(tmp_path, pg_store_table, keep_a=True)
     with a.active():
         later = await run_agent(
             harness=EchoDescriptor(),
@@ -278,7 +289,7 @@ async def test_refs_without_store_fields_still_load_and_resume_locally(
 ) -> None:
     from jigs_harness_echo import EchoDescriptor
 
-    a, b, (run, ref) = await _first_step(tmp_path, pg_store_table)
+    a, b, (run, ref) = await _first_step(tmp_path, pg_store_table, keep_a=True)
     old = AgentSessionRef.model_validate(
         {"harness": "echo", "id": ref.id, "descriptor": ref.descriptor}
     )
@@ -323,6 +334,7 @@ async def test_runner_session_from_names_a_stored_snapshot(
             ref = runner.session_from(result)
     assert ref is not None
     assert ref.store_key is not None
+    a.leave()
     with b.active():
         resumed = await run_agent(
             harness=EchoDescriptor(),
@@ -362,3 +374,35 @@ async def test_a_forged_store_key_is_refused(
             resume=forged,
             session_store=pg_store_table,
         )
+
+
+@pytest.mark.anyio
+async def test_a_session_does_not_move_to_a_sibling_worktree_while_its_own_exists(
+    tmp_path: Path, pg_store_table: dict[str, str]
+) -> None:
+    """On the machine where its worktree still is, a session is not copied into another
+    worktree: the kind's own rules decide (here: echo's session is not in B's state)."""
+    from jigs_harness_echo import EchoDescriptor
+
+    a, b, (run, ref) = await _first_step(tmp_path, pg_store_table, keep_a=True)
+    with b.active(), _no_launch(), pytest.raises(AgentSessionError) as info:
+        await run_agent(
+            harness=EchoDescriptor(),
+            cwd=b.worktree,
+            prompt="x",
+            run=run,
+            resume=ref,
+            session_store=pg_store_table,
+        )
+    assert "from the session store" not in str(info.value)
+    a.leave()
+    with b.active():
+        moved = await run_agent(
+            harness=EchoDescriptor(),
+            cwd=b.worktree,
+            prompt="x",
+            run=run,
+            resume=ref,
+            session_store=pg_store_table,
+        )
+    assert "(turn 2)" in moved.text

@@ -16,6 +16,11 @@ Store layout (keys)::
 
 Snapshots are immutable: a retried step resumes from exactly the snapshot its ref names, even
 after a later attempt stored a longer transcript.
+
+A session follows the workflow to another machine, not to a sibling worktree: when the
+worktree it ran in (recorded in the manifest) still exists on this machine and the step runs in
+another one, nothing is fetched and the kind's own ``verify_resume`` decides (Claude refuses a
+transcript of another worktree).
 """
 
 from __future__ import annotations
@@ -121,6 +126,7 @@ def snapshot(
             "run_id": ctx.run.workflow_run_id,
             "kind": harness.kind,
             "session_id": session_id,
+            "cwd": str(cwd),
             "artifacts": artifacts,
         },
         sort_keys=True,
@@ -213,6 +219,13 @@ async def restore_session(
             operation="get",
             retryable=True,
         ) from None
+    if placed < 0:
+        log.info(
+            "store.session.not_moved",
+            key=ref.store_key,
+            reason="the session's worktree is on this machine; resume it there",
+        )
+        return
     log.info(
         "store.session.restored",
         store=_describe(store),
@@ -280,12 +293,23 @@ def _restore_sync(
         raise _refuse(ref, f"the {harness.kind} kind refuses an artifact name ({exc})") from None
     if set(paths) != set(artifacts):
         raise _refuse(ref, f"the {harness.kind} kind does not place every artifact it names")
-    to_write: list[tuple[Path, bytes]] = []
+    wanted: list[tuple[str, dict[str, Any]]] = []
     for name, info in sorted(artifacts.items()):
-        path = paths[name]
         with contextlib.suppress(OSError):
+            path = paths[name]
             if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == info["sha256"]:
                 continue
+        wanted.append((name, info))
+    if not wanted:
+        return 0
+    recorded = manifest.get("cwd")
+    if isinstance(recorded, str) and recorded != str(cwd) and Path(recorded).is_dir():
+        # the session's own worktree is on this machine: a session follows the workflow to
+        # another machine, never to a sibling worktree; the kind's own rules decide
+        return -1
+    to_write: list[tuple[Path, bytes]] = []
+    for name, info in wanted:
+        path = paths[name]
         data = store.get(f"{prefix}/files/{info['sha256']}")
         if data is None:
             raise _refuse(ref, f"its artifact {name} is missing from the store")
