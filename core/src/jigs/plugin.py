@@ -364,8 +364,10 @@ class Harness(ABC, Generic[D]):
         :func:`artifacts_under` implements both directions for "files matching a pattern under
         a directory", which covers most CLIs. The files must be durable (the run's
         ``ctx.state_dir`` or the CLI's own config dir, never a :meth:`HarnessContext.private_dir`):
-        they are read after the step's resources are released. The default (no artifacts)
-        keeps sessions on the machine that ran them. Must not start processes."""
+        they are read after the step's resources are released. Fetched files are placed byte
+        for byte (digest-checked) before :meth:`verify_resume` runs, so a kind whose files
+        record the worktree path can adjust them there. The default (no artifacts) keeps
+        sessions on the machine that ran them. Must not start processes."""
         return {}
 
     def session_id(self, result: GenerateResult) -> str | None:
