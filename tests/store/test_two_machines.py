@@ -406,3 +406,61 @@ async def test_a_session_does_not_move_to_a_sibling_worktree_while_its_own_exist
             session_store=pg_store_table,
         )
     assert "(turn 2)" in moved.text
+
+
+@pytest.mark.anyio
+async def test_two_machines_through_object_storage(tmp_path: Path) -> None:
+    """The same through obstore (its local file backend; no cloud is reachable here)."""
+    from jigs_harness_echo import EchoDescriptor
+
+    store = f"file://{tmp_path / 'bucket'}"
+    a, b = Machine(tmp_path, "a", {}), Machine(tmp_path, "b", {})
+    run = RunMetadata(workflow_run_id=f"object-{uuid.uuid4().hex[:8]}")
+    with a.active():
+        first = await run_agent(
+            harness=EchoDescriptor(), cwd=a.worktree, prompt="one", run=run, session_store=store
+        )
+    assert first.session is not None
+    assert first.session.store_key is not None
+    a.leave()
+    with b.active():
+        second = await run_agent(
+            harness=EchoDescriptor(),
+            cwd=b.worktree,
+            prompt="two",
+            run=run,
+            resume=first.session,
+            session_store=store,
+        )
+    assert "(turn 2)" in second.text
+
+
+@pytest.mark.anyio
+async def test_the_factory_configuration_picks_the_store(
+    tmp_path: Path, postgres_dsn: str, pg_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No session_store= argument: each machine's pyproject.toml (beside its checkout) names
+    the Postgres table, the DSN comes from the variable it names."""
+    from jigs_harness_echo import EchoDescriptor
+
+    monkeypatch.delenv("JIGS_SESSION_STORE", raising=False)
+    monkeypatch.setenv("TEST_STORE_DSN", postgres_dsn)
+    a, b = Machine(tmp_path, "a", {}), Machine(tmp_path, "b", {})
+    for machine in (a, b):
+        (machine.root / "pyproject.toml").write_text(
+            "[tool.jigs.session_store]\n"
+            f'type = "postgres"\ndsn_env = "TEST_STORE_DSN"\ntable = "{pg_table}"\n'
+        )
+    run = RunMetadata(workflow_run_id=f"configured-{uuid.uuid4().hex[:8]}")
+    with a.active():
+        first = await run_agent(harness=EchoDescriptor(), cwd=a.worktree, prompt="one", run=run)
+    assert first.session is not None
+    assert first.session.store_key is not None
+    a.leave()
+    with b.active():
+        second = await run_agent(
+            harness=EchoDescriptor(), cwd=b.worktree, prompt="two", run=run, resume=first.session
+        )
+    assert "(turn 2)" in second.text
+    rows = _sql(postgres_dsn, f"SELECT count(*) FROM {pg_table}")
+    assert rows[0][0] >= 3  # two manifests and at least one artifact
