@@ -251,3 +251,11 @@ def test_third_party_store_through_the_entry_point_group(
     assert isinstance(store, _PluginStore)
     store.put("a/b", b"1")
     assert (tmp_path / "p" / "a" / "b").read_bytes() == b"1"
+
+
+def test_object_store_description_drops_credentials() -> None:
+    store = ObjectStore("memory://")
+    assert store.describe() == "object:memory://"
+    shown = ObjectStore("https://user:hunter2@example.invalid/bucket?token=abc").describe()
+    assert "hunter2" not in shown
+    assert "abc" not in shown

@@ -10,6 +10,7 @@ store is used: ``pip install 'jigs-core[object-store]'``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -58,7 +59,8 @@ class ObjectStore:
                     operation="configure",
                 ) from None
         self._store = store
-        self._where = (url or type(store).__name__).split("?")[0]
+        # never keep credentials a URL may carry (user:password@host, ?token=...)
+        self._where = re.sub(r"//[^/@]*@", "//", (url or type(store).__name__).split("?")[0])
 
     def describe(self) -> str:
         return f"object:{self._where}"
