@@ -7,8 +7,12 @@
 4. lock the worktree (one attempt, never waits: :class:`WorktreeBusyError`; exactly one winner);
 5. the check stage: descriptor checks (:class:`CheckFailedError`), then just-in-time checks and
    MCP probes (:class:`JitCheckError`) -- :func:`check_stage`, shared with ``jigs doctor``;
-6. prove the session to resume exists (:class:`AgentSessionError`);
+6. prove the session to resume exists (:class:`AgentSessionError`), fetching it from the
+   session store first when the ref names a stored copy that is not here (digest-checked);
 7. open the turn engine (the kind's transport, or its private files).
+
+When the step closes, after everything is released, the session's artifacts go to the session
+store (:mod:`jigs._session_sync`), and their key and digest into the ref.
 
 Each stage logs a structlog event with the run id, the kind and its duration. Whatever was
 acquired is released, in reverse order, by :meth:`Step.aclose` (idempotent, shielded, bounded),
@@ -21,14 +25,16 @@ import time
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.to_thread
 
 from jigs._engine import TurnEngine
 from jigs._logging import logger, timed
 from jigs._paths import data_dir, run_state_dir
 from jigs._registry import Registry, default_registry
+from jigs._session_sync import Snapshot, record_run, restore_session, save_snapshot, snapshot
 from jigs._types import AgentSessionRef, RunMetadata
 from jigs.checks import Check, CheckOutcome, run_checks
 from jigs.descriptors import HarnessDescriptor
@@ -49,6 +55,9 @@ from jigs.errors import (
     PromptError,
 )
 from jigs.plugin import Harness, HarnessContext, HarnessTarget
+
+if TYPE_CHECKING:
+    from jigs.stores import SessionStore
 
 __all__ = [
     "CLOSE_TIMEOUT",
@@ -293,8 +302,15 @@ class Step:
     worktree lock is still released.
     """
 
-    def __init__(self, registry: Registry | None = None) -> None:
+    def __init__(self, registry: Registry | None = None, session_store: object = None) -> None:
         self.registry = registry
+        self._store_spec = session_store
+        self.store: SessionStore | None = None
+        self.harness: Harness[Any] | None = None
+        self.workdir: Path | None = None
+        self._snapshots: dict[str, Snapshot] = {}
+        #: After close: session id -> (store key, digest) of what was stored.
+        self.stored: dict[str, tuple[str, str]] = {}
         self.stack = AsyncExitStack()
         self.lock: Any = None
         self.ctx: HarnessContext | None = None
@@ -378,6 +394,10 @@ class Step:
             )
         workdir = _validate_cwd(cwd)
         names = _validate_agents_env(agents_env)
+        from jigs.stores import resolve_store
+
+        self.store = resolve_store(self._store_spec, cwd=workdir)
+        self.harness, self.workdir = harness, workdir
 
         with timed("runner.env.built", log, span=span) as fields:
             env, source = agent_env_for(harness, descriptor, workdir, names)
@@ -419,9 +439,13 @@ class Step:
             inherit_fds=tuple(getattr(lock, "fds", ())),
         )
         self.ctx = ctx
+        record_run(run_meta)
         if session is not None:
             with timed("runner.resume.verified", log, span=span, session_id=session.id):
                 try:
+                    await restore_session(
+                        self.store, harness, ref=session, ctx=ctx, cwd=workdir, log=log
+                    )
                     await harness.verify_resume(target, ctx)
                 except JigsError:
                     raise
@@ -470,11 +494,48 @@ class Step:
                     self.log.warning("runner.close.timeout", seconds=CLOSE_TIMEOUT)
                     if self.lock is not None:
                         self.lock.release()
+                await self._save_sessions()
                 if self.ctx is not None:
                     self.log.info("runner.closed", seconds=round(time.perf_counter() - started, 4))
                 from jigs import _otel
 
                 _otel.end(self.span, self.error)
+
+    def snapshot_ref(self, session_id: str) -> tuple[str, str] | None:
+        """``(store key, digest)`` the session will have in the store once the step closes
+        (the artifacts as they are now), or None when the kind declares none. For
+        ``AgentRunner.session_from``, called while the step is open."""
+        if self.ctx is None or self.harness is None or self.workdir is None:
+            return None
+        snap = snapshot(self.harness, self.ctx, self.workdir, session_id)
+        if snap is None:
+            return None
+        self._snapshots[snap.digest] = snap
+        return snap.key, snap.digest
+
+    async def _save_sessions(self) -> None:
+        """Store the engine's latest session and every snapshot handed out; never raises."""
+        store, ctx, harness = self.store, self.ctx, self.harness
+        try:
+            if store is None or ctx is None or harness is None or self.workdir is None:
+                return
+            session_id = self._engine.session_id if self._engine is not None else None
+            final = None
+            if session_id:
+                final = snapshot(harness, ctx, self.workdir, session_id)
+                if final is not None:
+                    self._snapshots.setdefault(final.digest, final)
+            for snap in self._snapshots.values():
+                saved = await save_snapshot(store, snap, ctx, self.log)
+                if saved and snap is final and session_id:
+                    self.stored[session_id] = (snap.key, snap.digest)
+        except Exception as exc:  # a kind's session_artifacts that raises must not fail close
+            self.log.error("store.session.save_failed", error=type(exc).__name__)
+        finally:
+            close = getattr(store, "close", None)
+            if isinstance(self._store_spec, str | Mapping | None) and callable(close):
+                with anyio.move_on_after(5):
+                    await anyio.to_thread.run_sync(close, abandon_on_cancel=True)
 
 
 def _resolve(registry: Registry, data: object) -> tuple[Harness[Any], HarnessDescriptor]:

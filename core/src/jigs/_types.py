@@ -51,9 +51,16 @@ class AgentSessionRef(_Data):
     """A durable agent session a later step may resume.
 
     ``descriptor`` is the canonical ``describe()`` string of the descriptor the session ran under;
-    :func:`jigs.steps.agent_session` resumes only when it matches the current one.
+    :func:`jigs.steps.agent_session` resumes only when it matches the current one. ``store_key``
+    and ``digest`` (optional; refs without them still load) let another machine fetch the
+    session from the session store and prove it is the one this step left.
     """
 
     harness: str
     id: str = Field(min_length=1)
     descriptor: str
+    #: The session store key of the session's manifest (None: the session lives only on the
+    #: machine that ran it, as refs recorded before session stores did).
+    store_key: str | None = Field(default=None, min_length=1, max_length=1024)
+    #: ``sha256:<hex>`` of that manifest: a resume refuses a store copy that does not match.
+    digest: str | None = Field(default=None, pattern=r"^sha256:[0-9a-f]{64}$")

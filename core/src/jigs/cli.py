@@ -1,12 +1,13 @@
 """The jigs command: list, check, install and run the harness kinds of jigs.
 
-Subcommands: ``harnesses``, ``doctor``, ``run``, ``install``, ``model-server`` and ``demo``
+Subcommands: ``harnesses``, ``doctor``, ``run``, ``install``, ``model-server``, ``demo`` and
+``runs``
 (``jigs COMMAND --help`` describes each); ``jigs --version`` prints the version of jigs-core and
 of each installed kind's distribution. Each subcommand imports what it needs only when it runs.
 Output is plain text when stdout is not a terminal; ``--json`` (``harnesses``, ``doctor``,
-``run``) prints one JSON document for scripts. Exit codes: 0 success, 1 a failure (a failed
-check, install, turn or demo, or no kind installed where one is needed), 2 a usage error, 130
-interrupted.
+``run``, ``runs``) prints one JSON document for scripts. Exit codes: 0 success, 1 a failure (a
+failed check, install, turn or demo, or no kind installed where one is needed), 2 a usage error,
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -332,6 +333,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="demo this kind only (repeatable; default: every kind)",
     )
     p.set_defaults(func=cmd_demo)
+
+    from jigs._cli_runs import add_parser as add_runs_parser
+
+    add_runs_parser(sub, _command)
     return parser
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "ModelNotAvailableError",
     "PromptError",
     "RunnerClosedError",
+    "SessionStoreError",
     "StructuredOutputError",
     "WorktreeBusyError",
     "WorktreeLockError",
@@ -392,3 +393,24 @@ class WorktreeLockError(JigsError, OSError):
             f"jigs could not lock the worktree {worktree} ({reason}); give the step a worktree "
             f"directory this user can open, on a local filesystem that supports flock(2)"
         )
+
+
+class SessionStoreError(JigsError, OSError):
+    """A session store failed (unreachable database, refused credentials, a damaged artifact)
+    or is misconfigured. ``store`` says which store (never with a secret), ``operation`` what it
+    was doing (``put``, ``get``, ``configure``, ...). ``retryable`` is True for a backend that
+    may answer later (a database or bucket that is down), False for a configuration error."""
+
+    retryable = False
+
+    def __init__(
+        self, message: str, *, store: str, operation: str, retryable: bool | None = None
+    ) -> None:
+        super().__init__(message)
+        self.store = store
+        self.operation = operation
+        if retryable is not None:
+            self.retryable = retryable
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

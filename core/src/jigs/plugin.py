@@ -67,6 +67,7 @@ __all__ = [
     "TurnLaunch",
     "TurnSpec",
     "TurnStream",
+    "artifacts_under",
     "hookimpl",
     "hookspec",
     "private_file",
@@ -357,6 +358,29 @@ class Harness(ABC, Generic[D]):
         model server (see :class:`jigs.testing.plan.DemoPlan`); None when it cannot."""
         return None
 
+    def session_artifacts(
+        self,
+        session_id: str,
+        ctx: HarnessContext,
+        cwd: Path,
+        *,
+        names: Collection[str] | None = None,
+    ) -> Mapping[str, Path]:
+        """The files that make up session ``session_id``: a logical name -> the local file.
+
+        With ``names=None`` (at close, to store the session): the files as they are now, only
+        those that exist. With ``names`` (the names stored at close, before a resume on this
+        machine): where each must be placed so the CLI finds it here -- the inverse; raise
+        ``ValueError`` for a name the kind would never produce. Names are relative POSIX paths;
+        :func:`artifacts_under` implements both directions for "files matching a pattern under
+        a directory", which covers most CLIs. The files must be durable (the run's
+        ``ctx.state_dir`` or the CLI's own config dir, never a :meth:`HarnessContext.private_dir`):
+        they are read after the step's resources are released. Fetched files are placed byte
+        for byte (digest-checked) before :meth:`verify_resume` runs, so a kind whose files
+        record the worktree path can adjust them there. The default (no artifacts) keeps
+        sessions on the machine that ran them. Must not start processes."""
+        return {}
+
     def session_id(self, result: GenerateResult) -> str | None:
         """The resumable session id in a result (``provider_metadata[kind]["session_id"]``).
         Never raises: a missing id must not fail the step the agent just finished."""
@@ -378,3 +402,40 @@ def private_file(path: Path, data: bytes) -> Path:
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     return path
+
+
+def artifacts_under(
+    root: Path, pattern: str, names: Collection[str] | None = None
+) -> dict[str, Path]:
+    """Both directions of :meth:`Harness.session_artifacts` for files under ``root``.
+
+    ``names=None``: every file under ``root`` (recursively) whose name matches the glob
+    ``pattern``, keyed by its path relative to ``root`` (POSIX). With ``names``: ``root / name``
+    for each, after refusing (``ValueError``) a name that is absolute, holds ``..``, a
+    backslash or a control character, or does not match ``pattern``: a name read from a store
+    can never place a file outside ``root``."""
+    import fnmatch
+    from pathlib import PurePosixPath
+
+    if names is None:
+        if not root.is_dir():
+            return {}
+        return {
+            p.relative_to(root).as_posix(): p
+            for p in sorted(root.rglob(pattern))
+            if p.is_file() and not p.is_symlink()
+        }
+    placed: dict[str, Path] = {}
+    for name in names:
+        pure = PurePosixPath(name)
+        if (
+            not name
+            or pure.is_absolute()
+            or "\\" in name
+            or not name.isprintable()
+            or any(part in {"", ".", ".."} for part in name.split("/"))
+            or not fnmatch.fnmatchcase(pure.name, pattern)
+        ):
+            raise ValueError(f"{name[:80]!r} is not a session artifact name under {root}")
+        placed[name] = root.joinpath(*pure.parts)
+    return placed

@@ -32,7 +32,10 @@ from jigs.models._protocol import LanguageModel
 from jigs.models._types import GenerateResult, Usage
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from jigs._registry import Registry
+    from jigs.stores import SessionStore
 
 __all__ = [
     "AgentResult",
@@ -81,8 +84,15 @@ class AgentRunner:
         session_id = self._harness.session_id(result)
         if session_id is None:
             return None
+        stored = self._step.snapshot_ref(session_id) if not self._step.closed else None
+        if stored is None:
+            stored = self._step.stored.get(session_id)
         return AgentSessionRef(
-            harness=self.kind, id=session_id, descriptor=self.descriptor.describe()
+            harness=self.kind,
+            id=session_id,
+            descriptor=self.descriptor.describe(),
+            store_key=stored[0] if stored else None,
+            digest=stored[1] if stored else None,
         )
 
     @property
@@ -115,8 +125,9 @@ async def _open_runner(
     resume: AgentSessionRef | None,
     agents_env: Sequence[str] | None,
     registry: Registry | None,
+    session_store: object = None,
 ) -> AgentRunner:
-    step = Step(registry)
+    step = Step(registry, session_store)
     try:
         await step.open(
             harness, cwd=cwd, run=run, resume=resume, agents_env=agents_env, need_model=True
@@ -161,6 +172,7 @@ def create_agent_runner(
     resume: AgentSessionRef | None = None,
     agents_env: Sequence[str] | None = None,
     registry: Registry | None = None,
+    session_store: SessionStore | str | Mapping[str, Any] | None = None,
 ) -> AgentRunnerOpening:
     """Open a harness under jigs' policy and hand back its live model.
 
@@ -174,6 +186,12 @@ def create_agent_runner(
     be resumed, :class:`~jigs.errors.CheckFailedError` / :class:`~jigs.errors.JitCheckError`
     when a check fails, :class:`~jigs.errors.WorktreeBusyError` when another agent holds the
     worktree. Every failure releases what was acquired.
+
+    ``session_store`` (a :class:`jigs.stores.SessionStore`, a URL or a table) overrides the
+    configured store (``JIGS_SESSION_STORE``, ``[tool.jigs.session_store]``, else the local
+    directory): at close the session's artifacts go there, and a resume of a ref that names a
+    stored copy fetches and verifies it first (:class:`~jigs.errors.SessionStoreError` when
+    the store cannot be reached).
     """
     return AgentRunnerOpening(
         harness=harness,
@@ -182,6 +200,7 @@ def create_agent_runner(
         resume=resume,
         agents_env=agents_env,
         registry=registry,
+        session_store=session_store,
     )
 
 
@@ -210,6 +229,7 @@ async def run_agent(
     provider_options: dict[str, dict[str, Any]] | None = None,
     on_event: EventCallback | None = None,
     registry: Registry | None = None,
+    session_store: SessionStore | str | Mapping[str, Any] | None = None,
 ) -> AgentResult[T]: ...
 
 
@@ -226,6 +246,7 @@ async def run_agent(
     provider_options: dict[str, dict[str, Any]] | None = None,
     on_event: EventCallback | None = None,
     registry: Registry | None = None,
+    session_store: SessionStore | str | Mapping[str, Any] | None = None,
 ) -> AgentResult[None]: ...
 
 
@@ -241,6 +262,7 @@ async def run_agent(
     provider_options: dict[str, dict[str, Any]] | None = None,
     on_event: EventCallback | None = None,
     registry: Registry | None = None,
+    session_store: SessionStore | str | Mapping[str, Any] | None = None,
 ) -> AgentResult[Any]:
     """Run one whole agent turn in ``cwd`` for any kind, with or without a model.
 
@@ -262,7 +284,7 @@ async def run_agent(
 
         raise InvalidInputError("output must be a pydantic model class", argument="output")
     schema = output.model_json_schema() if output is not None else None
-    step = Step(registry)
+    step = Step(registry, session_store)
     try:
         engine = await step.open(
             harness, cwd=cwd, run=run, resume=resume, agents_env=agents_env, need_model=False
@@ -304,8 +326,15 @@ async def run_agent(
         descriptor = engine.target.descriptor
     finally:
         await step.aclose()
+    stored = step.stored.get(record.session_id) if record.session_id else None
     session = (
-        AgentSessionRef(harness=kind, id=record.session_id, descriptor=descriptor.describe())
+        AgentSessionRef(
+            harness=kind,
+            id=record.session_id,
+            descriptor=descriptor.describe(),
+            store_key=stored[0] if stored else None,
+            digest=stored[1] if stored else None,
+        )
         if record.session_id
         else None
     )
@@ -445,6 +474,7 @@ async def agent_session(
     agents_env: Sequence[str] | None = None,
     on_event: EventCallback | None = None,
     registry: Registry | None = None,
+    session_store: SessionStore | str | Mapping[str, Any] | None = None,
 ) -> AgentResult[T]: ...
 
 
@@ -462,6 +492,7 @@ async def agent_session(
     agents_env: Sequence[str] | None = None,
     on_event: EventCallback | None = None,
     registry: Registry | None = None,
+    session_store: SessionStore | str | Mapping[str, Any] | None = None,
 ) -> AgentResult[None]: ...
 
 
@@ -478,6 +509,7 @@ async def agent_session(
     agents_env: Sequence[str] | None = None,
     on_event: EventCallback | None = None,
     registry: Registry | None = None,
+    session_store: SessionStore | str | Mapping[str, Any] | None = None,
 ) -> AgentResult[Any]:
     """Continue a held session when it still fits, else start fresh.
 
@@ -511,6 +543,7 @@ async def agent_session(
                     agents_env=agents_env,
                     on_event=on_event,
                     registry=registry,
+                    session_store=session_store,
                 )
             except AgentSessionError as exc:
                 log.info("agent_session.fresh", reason=str(exc), session_id=session.id)
@@ -523,4 +556,5 @@ async def agent_session(
         agents_env=agents_env,
         on_event=on_event,
         registry=registry,
+        session_store=session_store,
     )

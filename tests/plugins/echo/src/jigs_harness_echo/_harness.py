@@ -7,8 +7,9 @@ structured output, the model object) is the core's.
 
 from __future__ import annotations
 
+import glob
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import quote
@@ -29,7 +30,14 @@ from jigs.events import (
 )
 from jigs.executables import Resolved
 from jigs.models import Usage
-from jigs.plugin import Harness, HarnessContext, HarnessTarget, TurnLaunch, TurnSpec
+from jigs.plugin import (
+    Harness,
+    HarnessContext,
+    HarnessTarget,
+    TurnLaunch,
+    TurnSpec,
+    artifacts_under,
+)
 
 if TYPE_CHECKING:
     from jigs.testing import ModelServer
@@ -131,6 +139,21 @@ class EchoHarness(Harness[EchoDescriptor]):
                 session_id=target.resume.id,
             )
 
+    def session_artifacts(
+        self,
+        session_id: str,
+        ctx: HarnessContext,
+        cwd: Path,
+        *,
+        names: Collection[str] | None = None,
+    ) -> Mapping[str, Path]:
+        """One file: ``<state_dir>/sessions/<id>.json`` (the history of prompts)."""
+        return artifacts_under(ctx.state_dir / "sessions", f"{glob.escape(session_id)}.json", names)
+
+    async def prepare(self, target: HarnessTarget[EchoDescriptor], ctx: HarnessContext) -> Path:
+        """A private scratch dir, the CLI's ``TMPDIR`` (removed at close on every path)."""
+        return ctx.private_dir()
+
     def launch_turn(
         self, turn: TurnSpec[EchoDescriptor], ctx: HarnessContext, state: Any
     ) -> TurnLaunch:
@@ -145,9 +168,10 @@ class EchoHarness(Harness[EchoDescriptor]):
         ]
         if turn.session_id:
             argv += ["--resume", turn.session_id, *(["--fork"] if turn.fork else [])]
+        env = {"TMPDIR": str(state)} if isinstance(state, Path) else {}
         if len(turn.prompt.encode()) > _MAX_PROMPT_ARG:
-            return TurnLaunch([*argv, "--prompt-stdin"], stdin=turn.prompt.encode())
-        return TurnLaunch([*argv, "--", turn.prompt])
+            return TurnLaunch([*argv, "--prompt-stdin"], stdin=turn.prompt.encode(), env=env)
+        return TurnLaunch([*argv, "--", turn.prompt], env=env)
 
     def decoder(self, turn: TurnSpec[EchoDescriptor]) -> EchoDecoder:
         return EchoDecoder()

@@ -1,0 +1,351 @@
+"""Moving a step's session between the machine and the session store.
+
+At close (:func:`save_session`) the files the kind declares
+(:meth:`jigs.plugin.Harness.session_artifacts`) are stored content-addressed, then a manifest
+naming them; the manifest's key and sha256 go into the :class:`~jigs.AgentSessionRef`. Before a
+resume (:func:`restore_session`) the manifest is fetched and checked against the ref's digest,
+each artifact that is not already here byte for byte is fetched and checked against the
+manifest, and only when everything checks out are the files placed (atomically) where the CLI
+expects them. Anything missing, truncated or altered raises
+:class:`~jigs.errors.AgentSessionError` before any process starts.
+
+Store layout (keys)::
+
+    <run>/<kind>/<session>/manifests/<sha256 of the manifest>.json
+    <run>/<kind>/<session>/files/<sha256 of the artifact>
+
+Snapshots are immutable: a retried step resumes from exactly the snapshot its ref names, even
+after a later attempt stored a longer transcript.
+
+A session follows the workflow to another machine, not to a sibling worktree: when the
+worktree it ran in (recorded in the manifest) still exists on this machine and the step runs in
+another one, nothing is fetched and the kind's own ``verify_resume`` decides (Claude refuses a
+transcript of another worktree).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from jigs._paths import _safe, data_dir
+from jigs.errors import AgentSessionError, SessionStoreError
+
+if TYPE_CHECKING:
+    from jigs._types import AgentSessionRef, RunMetadata
+    from jigs.plugin import Harness, HarnessContext
+    from jigs.stores import SessionStore
+
+__all__ = [
+    "DIGEST",
+    "STORE_TIMEOUT",
+    "Snapshot",
+    "record_run",
+    "restore_session",
+    "save_snapshot",
+    "session_prefix",
+    "snapshot",
+]
+
+#: Seconds one store operation (a whole save or a whole restore) may take.
+STORE_TIMEOUT = 30.0
+#: The shape of ``AgentSessionRef.digest``.
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+#: Largest manifest jigs reads (a manifest lists names and digests only).
+_MAX_MANIFEST = 1024 * 1024
+#: A session's record in the run's state dir (what ``jigs runs`` reads without the store).
+STORED_DIR = "stored"
+RUN_FILE = "run.json"
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A session's artifacts at one moment: the manifest, its key and digest, and the bytes."""
+
+    key: str
+    digest: str
+    manifest: bytes
+    files: Mapping[str, bytes]  # sha256 hex -> bytes
+    size: int
+
+
+def session_prefix(run_id: str, kind: str, session_id: str) -> str:
+    """The store prefix of one session (no trailing ``/``)."""
+    return f"{_safe(run_id)}/{_safe(kind)}/{_safe(session_id)}"
+
+
+def record_run(run: RunMetadata) -> None:
+    """Note the run's real id in ``<data>/runs/<safe id>/run.json`` (once) for ``jigs runs``."""
+    path = data_dir() / "runs" / _safe(run.workflow_run_id) / RUN_FILE
+    if path.exists():
+        return
+    with contextlib.suppress(OSError):
+        _write_atomic(
+            path,
+            json.dumps({"run_id": run.workflow_run_id, "created": time.time()}).encode(),
+        )
+
+
+def snapshot(
+    harness: Harness[Any], ctx: HarnessContext, cwd: Path, session_id: str
+) -> Snapshot | None:
+    """The session's artifacts as they are now, or None when the kind declares none (or none
+    exists yet). Reads the files; never raises for a file that vanished meanwhile."""
+    paths = harness.session_artifacts(session_id, ctx, cwd)
+    if not paths:
+        return None
+    artifacts: dict[str, dict[str, Any]] = {}
+    files: dict[str, bytes] = {}
+    for name, path in sorted(paths.items()):
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        artifacts[name] = {"sha256": digest, "size": len(data)}
+        files[digest] = data
+    if not artifacts:
+        return None
+    manifest = json.dumps(
+        {
+            "version": 1,
+            "run_id": ctx.run.workflow_run_id,
+            "kind": harness.kind,
+            "session_id": session_id,
+            "cwd": str(cwd),
+            "artifacts": artifacts,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode()
+    digest = hashlib.sha256(manifest).hexdigest()
+    prefix = session_prefix(ctx.run.workflow_run_id, harness.kind, session_id)
+    return Snapshot(
+        key=f"{prefix}/manifests/{digest}.json",
+        digest=f"sha256:{digest}",
+        manifest=manifest,
+        files=files,
+        size=sum(len(b) for b in files.values()),
+    )
+
+
+def _save_sync(store: SessionStore, snap: Snapshot) -> None:
+    prefix = snap.key.rsplit("/manifests/", 1)[0]
+    for digest, data in snap.files.items():
+        key = f"{prefix}/files/{digest}"
+        if not store.exists(key):
+            store.put(key, data)
+    # the manifest last: a manifest never names an artifact that is not stored yet
+    store.put(snap.key, snap.manifest)
+
+
+async def save_snapshot(store: SessionStore, snap: Snapshot, ctx: HarnessContext, log: Any) -> bool:
+    """Store ``snap`` and record it in the run's state dir. Never raises: a store that fails
+    is logged (``store.session.save_failed``) and the session stays resumable here."""
+    started = time.perf_counter()
+    try:
+        with anyio.fail_after(STORE_TIMEOUT):
+            await _in_thread(lambda: _save_sync(store, snap))
+    except (SessionStoreError, OSError, TimeoutError) as exc:
+        log.error(
+            "store.session.save_failed",
+            store=_describe(store),
+            key=snap.key,
+            error=type(exc).__name__,
+            reason=str(exc)[:300],
+        )
+        return False
+    record = {
+        "session_id": snap.key.rsplit("/manifests/", 1)[0].rsplit("/", 1)[1],
+        "store_key": snap.key,
+        "digest": snap.digest,
+        "store": _describe(store),
+        "store_name": getattr(store, "name", type(store).__name__),
+        "size": snap.size,
+        "saved": time.time(),
+    }
+    name = snap.digest.removeprefix("sha256:")[:32]
+    with contextlib.suppress(OSError):
+        _write_atomic(ctx.state_dir / STORED_DIR / f"{name}.json", json.dumps(record).encode())
+    log.info(
+        "store.session.saved",
+        store=_describe(store),
+        key=snap.key,
+        bytes=snap.size,
+        seconds=round(time.perf_counter() - started, 4),
+    )
+    return True
+
+
+async def restore_session(
+    store: SessionStore,
+    harness: Harness[Any],
+    *,
+    ref: AgentSessionRef,
+    ctx: HarnessContext,
+    cwd: Path,
+    log: Any,
+) -> None:
+    """Make the session ``ref`` names present here, byte for byte, or raise
+    :class:`AgentSessionError` (missing, truncated, altered, foreign) before anything starts.
+    A ref without store fields (recorded before stores, or by a kind without artifacts) is left
+    to the kind's own ``verify_resume``. A store that cannot be reached raises
+    :class:`~jigs.errors.SessionStoreError` (retryable)."""
+    if ref.store_key is None or ref.digest is None:
+        return
+    started = time.perf_counter()
+    try:
+        with anyio.fail_after(STORE_TIMEOUT):
+            placed = await _in_thread(lambda: _restore_sync(store, harness, ref, ctx, cwd))
+    except TimeoutError:
+        raise SessionStoreError(
+            f"the session store ({_describe(store)}) did not answer within {STORE_TIMEOUT:g}s "
+            f"while fetching session {ref.id[:64]}; check the store, then retry the step",
+            store=_describe(store),
+            operation="get",
+            retryable=True,
+        ) from None
+    if placed < 0:
+        log.info(
+            "store.session.not_moved",
+            key=ref.store_key,
+            reason="the session's worktree is on this machine; resume it there",
+        )
+        return
+    log.info(
+        "store.session.restored",
+        store=_describe(store),
+        key=ref.store_key,
+        fetched=placed,
+        seconds=round(time.perf_counter() - started, 4),
+    )
+
+
+def _refuse(ref: AgentSessionRef, why: str) -> AgentSessionError:
+    return AgentSessionError(
+        f"the {ref.harness} session {ref.id[:64]} cannot be resumed from the session store: "
+        f"{why}; start without resume",
+        kind=ref.harness,
+        session_id=ref.id,
+    )
+
+
+def _restore_sync(
+    store: SessionStore,
+    harness: Harness[Any],
+    ref: AgentSessionRef,
+    ctx: HarnessContext,
+    cwd: Path,
+) -> int:
+    assert ref.store_key is not None
+    assert ref.digest is not None
+    from jigs.stores import check_key
+
+    prefix = session_prefix(ctx.run.workflow_run_id, harness.kind, ref.id)
+    try:
+        check_key(ref.store_key)
+    except SessionStoreError:
+        raise _refuse(ref, "its store key is not one jigs wrote") from None
+    if not ref.store_key.startswith(f"{prefix}/manifests/"):
+        raise _refuse(ref, "its store key belongs to another run, kind or session")
+    manifest_bytes = store.get(ref.store_key)
+    if manifest_bytes is None:
+        raise _refuse(ref, f"it is not in the store ({_describe(store)}; pruned?)")
+    if f"sha256:{hashlib.sha256(manifest_bytes).hexdigest()}" != ref.digest:
+        raise _refuse(ref, "its manifest in the store does not match the ref's digest (altered)")
+    try:
+        manifest = json.loads(manifest_bytes[:_MAX_MANIFEST])
+        artifacts = manifest["artifacts"]
+        ok = (
+            manifest.get("session_id") == ref.id
+            and manifest.get("kind") == harness.kind
+            and isinstance(artifacts, dict)
+            and artifacts
+            and all(
+                isinstance(v, dict)
+                and isinstance(v.get("sha256"), str)
+                and re.fullmatch(r"[0-9a-f]{64}", v["sha256"])
+                and isinstance(v.get("size"), int)
+                for v in artifacts.values()
+            )
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        ok = False
+    if not ok:
+        raise _refuse(ref, "its manifest is not one jigs wrote for this session")
+    try:
+        paths = harness.session_artifacts(ref.id, ctx, cwd, names=list(artifacts))
+    except ValueError as exc:
+        raise _refuse(ref, f"the {harness.kind} kind refuses an artifact name ({exc})") from None
+    if set(paths) != set(artifacts):
+        raise _refuse(ref, f"the {harness.kind} kind does not place every artifact it names")
+    wanted: list[tuple[str, dict[str, Any]]] = []
+    for name, info in sorted(artifacts.items()):
+        with contextlib.suppress(OSError):
+            path = paths[name]
+            if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == info["sha256"]:
+                continue
+        wanted.append((name, info))
+    if not wanted:
+        return 0
+    recorded = manifest.get("cwd")
+    if isinstance(recorded, str) and recorded != str(cwd) and Path(recorded).is_dir():
+        # the session's own worktree is on this machine: a session follows the workflow to
+        # another machine, never to a sibling worktree; the kind's own rules decide
+        return -1
+    to_write: list[tuple[Path, bytes]] = []
+    for name, info in wanted:
+        path = paths[name]
+        data = store.get(f"{prefix}/files/{info['sha256']}")
+        if data is None:
+            raise _refuse(ref, f"its artifact {name} is missing from the store")
+        if len(data) != info["size"]:
+            raise _refuse(
+                ref, f"its artifact {name} has {len(data)} bytes, not {info['size']} (truncated)"
+            )
+        if hashlib.sha256(data).hexdigest() != info["sha256"]:
+            raise _refuse(ref, f"its artifact {name} does not match its digest (altered)")
+        to_write.append((path, data))
+    for path, data in to_write:
+        _write_atomic(path, data)
+    return len(to_write)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.jigs-{secrets.token_hex(6)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        tmp.replace(path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def _describe(store: SessionStore) -> str:
+    try:
+        return str(store.describe())
+    except Exception:
+        return type(store).__name__
+
+
+async def _in_thread(fn: Callable[[], T]) -> T:
+    return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
