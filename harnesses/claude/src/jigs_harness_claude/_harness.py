@@ -15,9 +15,11 @@ shell prefix that keeps that key out of the agent's commands (:mod:`._shell`).
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from jigs.checks import Check
@@ -29,6 +31,7 @@ from jigs.plugin import (
     HarnessTarget,
     TurnLaunch,
     TurnSpec,
+    artifacts_under,
     private_file,
 )
 
@@ -38,7 +41,7 @@ from jigs_harness_claude._events import ClaudeDecoder
 from jigs_harness_claude._executable import FIX, resolve_executable
 from jigs_harness_claude._launch import SETS_ENV, Prepared, launch
 from jigs_harness_claude._mcp import mcp_config
-from jigs_harness_claude._sessions import verify_transcript
+from jigs_harness_claude._sessions import config_dir, project_dir_name, verify_transcript
 from jigs_harness_claude._shell import write_shell_prefix
 
 if TYPE_CHECKING:
@@ -80,6 +83,19 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
         if descriptor.api_key_env is not None:
             return [root_check(env), key_check(descriptor)]
         return [root_check(env), auth_check(env, fast=True)]
+
+    def session_artifacts(
+        self,
+        session_id: str,
+        ctx: HarnessContext,
+        cwd: Path,
+        *,
+        names: Collection[str] | None = None,
+    ) -> Mapping[str, Path]:
+        """The transcript, in the operator's Claude Code config dir:
+        ``projects/<cwd as a name>/<id>.jsonl``."""
+        root = config_dir(ctx.env) / "projects" / project_dir_name(cwd)
+        return artifacts_under(root, f"{glob.escape(session_id)}.jsonl", names)
 
     async def verify_resume(
         self, target: HarnessTarget[ClaudeDescriptor], ctx: HarnessContext

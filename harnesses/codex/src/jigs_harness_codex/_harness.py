@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import glob
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from jigs.checks import Check
 from jigs.descriptors import HarnessDescriptor
 from jigs.errors import AgentSessionError, CliNotFoundError
 from jigs.executables import Resolved
-from jigs.plugin import Harness, HarnessContext, HarnessTarget
+from jigs.plugin import Harness, HarnessContext, HarnessTarget, artifacts_under
 
 from jigs_harness_codex._checks import (
     auth_check,
@@ -69,6 +71,18 @@ class CodexHarness(Harness[CodexDescriptor]):
         self, target: HarnessTarget[CodexDescriptor], env: Mapping[str, str]
     ) -> Sequence[Check]:
         return [worktree_config_check(target.cwd), system_config_check()]
+
+    def session_artifacts(
+        self,
+        session_id: str,
+        ctx: HarnessContext,
+        cwd: Path,
+        *,
+        names: Collection[str] | None = None,
+    ) -> Mapping[str, Path]:
+        """The thread's rollout in the run's session store (``YYYY/MM/DD/rollout-*-<id>.jsonl``)."""
+        pattern = f"rollout-*-{glob.escape(session_id)}.jsonl"
+        return artifacts_under(sessions_dir(ctx.state_dir), pattern, names)
 
     async def verify_resume(
         self, target: HarnessTarget[CodexDescriptor], ctx: HarnessContext

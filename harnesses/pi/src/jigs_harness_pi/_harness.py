@@ -23,9 +23,11 @@ this module only says how Pi is launched:
 from __future__ import annotations
 
 import glob
+import json
+import os
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -41,6 +43,7 @@ from jigs.plugin import (
     HarnessTarget,
     TurnLaunch,
     TurnSpec,
+    artifacts_under,
     private_file,
 )
 
@@ -70,6 +73,24 @@ DEMO_KEY_ENV = "JIGS_DEMO_PI_KEY"
 SETTLE_GRACE = 3.0
 _SESSIONS = "sessions"
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def _rehome(path: Path, cwd: Path) -> None:
+    """Pi refuses a session whose recorded working directory is missing (a session fetched from
+    the store on another machine): point its header at this step's worktree (atomically)."""
+    lines = path.read_bytes().split(b"\n", 1)
+    try:
+        header = json.loads(lines[0])
+    except ValueError:
+        return
+    recorded = header.get("cwd") if isinstance(header, dict) else None
+    if not isinstance(recorded, str) or Path(recorded).is_dir():
+        return
+    header["cwd"] = str(cwd)
+    rest = lines[1] if len(lines) > 1 else b""
+    temporary = path.with_name(path.name + ".jigs-tmp")
+    temporary.write_bytes(json.dumps(header, separators=(",", ":")).encode() + b"\n" + rest)
+    os.replace(temporary, path)
 
 
 def _session_file(sessions: Path, session_id: str) -> Path | None:
@@ -178,11 +199,26 @@ class PiHarness(Harness[PiDescriptor]):
 
         return [Check("harness.pi-model-key", "Pi model key", run)]
 
+    def session_artifacts(
+        self,
+        session_id: str,
+        ctx: HarnessContext,
+        cwd: Path,
+        *,
+        names: Collection[str] | None = None,
+    ) -> Mapping[str, Path]:
+        """The session file in the run's state dir (``sessions/<timestamp>_<id>.jsonl``)."""
+        pattern = f"*_{glob.escape(session_id)}.jsonl"
+        return artifacts_under(ctx.state_dir / _SESSIONS, pattern, names)
+
     async def verify_resume(self, target: HarnessTarget[PiDescriptor], ctx: HarnessContext) -> None:
         resume = target.resume
         sessions = ctx.state_dir / _SESSIONS
-        if resume is not None and _session_file(sessions, resume.id) is None:
+        found = _session_file(sessions, resume.id) if resume is not None else None
+        if resume is not None and found is None:
             raise _missing(resume.id, sessions)
+        if found is not None:
+            _rehome(found, target.cwd)
 
     async def install(self, env: Mapping[str, str]) -> str:
         return await install_pi(env)
