@@ -6,7 +6,9 @@ whose tail is kept for error messages (no reader task is needed, so a process ca
 that started it). :meth:`ManagedProcess.stop` is shielded from cancellation and bounded in time:
 SIGTERM to the whole group, a grace period, then SIGKILL. Every live group is tracked, and an
 ``atexit`` reaper (and, unless the application handles SIGTERM itself, a SIGTERM handler) kills
-what is left so no child outlives the Python process. SIGKILL of Python itself cannot be caught.
+what is left so no child outlives the Python process. SIGKILL of Python itself cannot be caught,
+so on Linux the CLI is started through util-linux ``setpriv --pdeathsig KILL``: the kernel kills
+it when the thread that launched it dies (a SIGKILLed workflow worker takes its agents with it).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import hashlib
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -324,6 +327,23 @@ class _Lines:
         return line
 
 
+_SETPRIV = "/usr/bin/setpriv"
+
+
+def _with_parent_death(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """``argv`` behind ``setpriv --pdeathsig KILL`` (the signal survives the exec) when that
+    tool exists and ``argv[0]`` is an executable file; otherwise ``argv`` as is, so a missing
+    executable still raises :class:`FileNotFoundError` here."""
+    import shutil
+
+    if sys.platform != "linux" or not os.access(_SETPRIV, os.X_OK):
+        return list(argv)
+    exe = argv[0] if os.path.isabs(argv[0]) else shutil.which(argv[0], path=env.get("PATH", ""))
+    if exe is None or not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+        return list(argv)
+    return [_SETPRIV, "--pdeathsig", "KILL", "--", *argv]
+
+
 async def launch(
     argv: Sequence[str],
     *,
@@ -345,7 +365,7 @@ async def launch(
     started = time.perf_counter()
     try:
         process = await anyio.open_process(
-            list(argv),
+            _with_parent_death(argv, env),
             stdin=subprocess.PIPE if stdin == "pipe" else subprocess.DEVNULL,
             stdout=subprocess.PIPE if stdout == "pipe" else subprocess.DEVNULL,
             stderr=stderr_file,
