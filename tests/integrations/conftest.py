@@ -161,3 +161,74 @@ def wait_file(path: Path, timeout: float, worker: Worker | None = None) -> str:
         time.sleep(0.02)
     tail = worker.log.read_text()[-3000:] if worker is not None else ""
     raise AssertionError(f"{path} did not appear in {timeout}s\n{tail}")
+
+
+def processes_in(directory: Path) -> list[int]:
+    """Live processes whose working directory is ``directory`` or below (an agent's CLI and
+    anything it started run in the worktree)."""
+    found = []
+    target = str(directory.resolve())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if (cwd == target or cwd.startswith(target + "/")) and alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def wait_no_processes_in(directory: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while processes_in(directory):
+        assert time.monotonic() < deadline, f"processes still run in {directory}"
+        time.sleep(0.05)
+
+
+class RealCli:
+    """A real kind against the local model server: its descriptor (as JSON for a worker's
+    command line), the worker environment it needs, and worktrees whose parent's ``jigs.toml``
+    passes the kind's ``agents.env``. Step 2's model request is answered with the number of messages
+    it carried, so a retried turn can be compared with an uncrashed one."""
+
+    def __init__(self, kind: str, server: object, tmp_path: Path) -> None:
+        from jigs._registry import default_registry
+
+        plan = default_registry().get(kind).demo_plan(server)
+        self.server = server
+        self.descriptor = plan.descriptor
+        self.harness_json = json.dumps(plan.descriptor.to_data())
+        home = tmp_path / "home"
+        home.mkdir(exist_ok=True)
+        self.env = {"HOME": str(home), **plan.host_env}
+        self.agents_env = list(plan.agents_env)
+
+    def worktree(self, path: Path) -> Path:
+        make_worktree(path)
+        # agents.env is read from the worktree's parent upward, never from inside it
+        config = f"[agents]\nenv = {json.dumps(self.agents_env)}\n"
+        (path.parent / "jigs.toml").write_text(config)
+        return path
+
+    def script_clean(self) -> None:
+        from jigs.testing import reply, text
+
+        self.server.add(text("one"), reply(lambda r: text(f"count={r.message_count}")))  # type: ignore[attr-defined]
+
+    def script_crash(self) -> None:
+        """Step 2's first request hangs (the worker is killed meanwhile); its retry counts."""
+        from jigs.testing import reply, text
+
+        self.server.add(  # type: ignore[attr-defined]
+            text("one"),
+            text("too late", delay=120),
+            reply(lambda r: text(f"count={r.message_count}")),
+        )
+
+    def wait_requests(self, count: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.server.model_requests) < count:  # type: ignore[attr-defined]
+            assert time.monotonic() < deadline, "the agent made no model request"
+            time.sleep(0.05)

@@ -33,12 +33,15 @@ from pydantic import BaseModel
 
 from .conftest import (
     EXAMPLES,
+    RealCli,
     Worker,
     alive,
     make_worktree,
+    processes_in,
     processes_mentioning,
     wait_file,
     wait_gone,
+    wait_no_processes_in,
 )
 
 EXAMPLE = str(EXAMPLES / "dbos_workflow.py")
@@ -198,6 +201,7 @@ def test_sqlite_worker_killed_mid_turn_recovers_from_step_one(tmp_path: Path) ->
         pidfile.unlink()
         first_worker.kill()
         wait_gone(agent, 2.0)
+        wait_no_processes_in(worktree, 2.0)
         assert processes_mentioning(str(data_dir)) == []
     finally:
         first_worker.stop()
@@ -296,3 +300,68 @@ def test_postgres_two_workers_ten_workflows_five_worktrees(
         for (_, end), (start, _) in itertools.pairwise(spans):
             assert start >= end, f"two agents overlapped in {tree}"
     print(f"executors that ran workflows: {sorted(executors)}")
+
+
+@pytest.mark.real_cli("claude")
+@pytest.mark.real_cli("codex")
+@pytest.mark.parametrize("kind", ["claude", "codex"])
+def test_real_cli_killed_mid_turn_retry_carries_the_uncrashed_history(
+    kind: str, require_cli: Any, tmp_path: Path
+) -> None:
+    """With the real CLI against the local model server: a workflow without a crash, then the
+    same workflow with the worker SIGKILLed while step 2's model request hangs. The recovered
+    step 2's request carries exactly as many messages as the uncrashed one (fork-on-resume: the
+    killed attempt's partial turn never reaches the model), and nothing of the killed attempt
+    runs in the worktree."""
+    from jigs.testing import ModelServer
+
+    require_cli(kind)
+    data_dir = tmp_path / "jigs-data"
+    db = f"sqlite:///{tmp_path / 'dbos.sqlite'}"
+    with ModelServer.run_in_thread() as server:
+        cli = RealCli(kind, server, tmp_path)
+        env = {**_env(data_dir), **cli.env}
+        common = ["--db", db, "--harness", cli.harness_json, "--first", "Say one."]
+        clean_tree = cli.worktree(tmp_path / "clean")
+        cli.script_clean()
+        clean = Worker(
+            [
+                EXAMPLE,
+                *common,
+                "--worktree",
+                str(clean_tree),
+                "--second",
+                "Count.",
+                "--id",
+                "clean",
+            ],
+            env,
+            tmp_path / "clean.log",
+        )
+        try:
+            expected = clean.wait_line("texts", 180)["texts"][1]
+        finally:
+            clean.stop()
+        assert str(expected).startswith("count=")
+
+        tree = cli.worktree(tmp_path / "crash")
+        cli.script_crash()
+        before = len(server.model_requests)
+        first = Worker(
+            [EXAMPLE, *common, "--worktree", str(tree), "--second", "Count.", "--id", "crash"],
+            env,
+            tmp_path / "w1.log",
+        )
+        try:
+            cli.wait_requests(before + 2, 180)
+            assert processes_in(tree)
+            first.kill()
+            wait_no_processes_in(tree, 2.0)
+        finally:
+            first.stop()
+        second = Worker([EXAMPLE, "--db", db, "--recover", "crash"], env, tmp_path / "w2.log")
+        try:
+            texts = second.wait_line("texts", 180)["texts"]
+        finally:
+            second.stop()
+    assert texts[1] == expected

@@ -36,12 +36,15 @@ from pydantic import BaseModel
 
 from .conftest import (
     EXAMPLES,
+    RealCli,
     Worker,
     alive,
     make_worktree,
+    processes_in,
     processes_mentioning,
     wait_file,
     wait_gone,
+    wait_no_processes_in,
 )
 
 EXAMPLE = str(EXAMPLES / "temporal_workflow.py")
@@ -128,8 +131,11 @@ def _env(data_dir: Path, queue: str) -> dict[str, str]:
 
 
 class Engine:
-    def __init__(self, address: str, root: Path, workers: int) -> None:
+    def __init__(
+        self, address: str, root: Path, workers: int, env: dict[str, str] | None = None
+    ) -> None:
         self.address = address
+        self.extra_env = env or {}
         self.queue = f"q-{uuid.uuid4().hex[:8]}"
         self.data_dir = root / "jigs-data"
         self.data_dir.mkdir()
@@ -139,7 +145,7 @@ class Engine:
 
     def worker(self, log: Path) -> Worker:
         argv = [EXAMPLE, "--address", self.address, "--worker"]
-        return Worker(argv, _env(self.data_dir, self.queue), log)
+        return Worker(argv, {**_env(self.data_dir, self.queue), **self.extra_env}, log)
 
     async def start(self, harness: Any, worktree: Path, first: str, second: str) -> Any:
         from temporalio.client import Client
@@ -206,6 +212,7 @@ async def test_worker_killed_mid_turn_activity_retried_on_another_worker(
         pidfile.unlink()
         engine.workers[0].kill()
         wait_gone(agent, 2.0)
+        wait_no_processes_in(worktree, 2.0)
         assert processes_mentioning(str(engine.data_dir)) == []
         engine.workers.append(engine.worker(tmp_path / "worker-2.log"))
         texts = await asyncio.wait_for(handle.result(), 90)
@@ -306,3 +313,43 @@ async def test_two_workers_ten_workflows_five_worktrees(
         assert len(spans) == 4
         for (_, end), (start, _) in itertools.pairwise(spans):
             assert start >= end, f"two agents overlapped in {tree}"
+
+
+@pytest.mark.real_cli("claude")
+@pytest.mark.real_cli("codex")
+@pytest.mark.parametrize("kind", ["claude", "codex"])
+async def test_real_cli_killed_mid_turn_retry_carries_the_uncrashed_history(
+    kind: str, require_cli: Any, temporal_address: str, tmp_path: Path
+) -> None:
+    """The real CLI against the local model server: an uncrashed workflow, then one whose worker
+    is SIGKILLed while activity 2's model request hangs; the retried activity's request carries
+    exactly as many messages as the uncrashed one, and nothing of the killed attempt runs in
+    the worktree."""
+    from jigs.testing import ModelServer
+
+    require_cli(kind)
+    with ModelServer.run_in_thread() as server:
+        cli = RealCli(kind, server, tmp_path)
+        engine = Engine(temporal_address, tmp_path, workers=1, env=cli.env)
+        try:
+            cli.script_clean()
+            clean = await engine.start(
+                cli.descriptor, cli.worktree(tmp_path / "clean"), "Say one.", "Count."
+            )
+            expected = (await asyncio.wait_for(clean.result(), 180))[1]
+            assert expected.startswith("count=")
+
+            tree = cli.worktree(tmp_path / "crash")
+            cli.script_crash()
+            before = len(server.model_requests)
+            handle = await engine.start(cli.descriptor, tree, "Say one.", "Count.")
+            await asyncio.to_thread(cli.wait_requests, before + 2, 180)
+            assert processes_in(tree)
+            engine.workers[0].kill()
+            await asyncio.to_thread(wait_no_processes_in, tree, 2.0)
+            engine.workers.append(engine.worker(tmp_path / "worker-2.log"))
+            texts = await asyncio.wait_for(handle.result(), 180)
+        finally:
+            engine.close()
+    assert texts[1] == expected
+    assert (await _attempts(handle))["continue_session"] == 2
