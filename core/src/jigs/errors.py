@@ -28,6 +28,7 @@ __all__ = [
     "AgentTimeoutError",
     "AgentTurnError",
     "CheckFailedError",
+    "CheckpointError",
     "CliNotFoundError",
     "DescriptorError",
     "EnvPolicyError",
@@ -364,3 +365,14 @@ class StructuredOutputError(JigsError, ValueError):
     def __init__(self, message: str, *, raw: str) -> None:
         super().__init__(message)
         self.raw = raw
+
+
+class CheckpointError(JigsError, RuntimeError):
+    """A worktree checkpoint could not be saved or restored (not a git repository, unresolved
+    merge conflicts, git failed). Not retryable: the same worktree fails the same way."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, worktree: Path) -> None:
+        super().__init__(message)
+        self.worktree = worktree
