@@ -27,6 +27,34 @@ async def meta_workflow() -> RunMetadata:
     return await flaky_step()
 
 
+_seen: list[bool] = []
+
+
+async def _agent_writes_then_fails(worktree: str) -> bool:
+    """Attempt 1 leaves a file and fails (retryable); attempt 2 reports whether it is there."""
+    stray = Path(worktree) / "stray.txt"
+    _seen.append(stray.exists())
+    if len(_seen) % 2 == 1:
+        stray.write_text("left by the failed attempt")
+        raise AgentCrashedError("simulated", kind="echo", returncode=1, stderr_tail="")
+    return stray.exists()
+
+
+@jigs_dbos.step(max_attempts=2, interval_seconds=0.05, checkpoint="worktree")
+async def checkpointed(worktree: str) -> bool:
+    return await _agent_writes_then_fails(worktree)
+
+
+@jigs_dbos.step(max_attempts=2, interval_seconds=0.05)
+async def plain(worktree: str) -> bool:
+    return await _agent_writes_then_fails(worktree)
+
+
+@DBOS.workflow()
+async def checkpoint_workflow(worktree: str) -> list[bool]:
+    return [await checkpointed(worktree), await plain(worktree)]
+
+
 @pytest.fixture
 def dbos_app(tmp_path: Path):
     DBOS(
@@ -58,3 +86,26 @@ async def test_run_metadata_comes_from_the_running_step(dbos_app: None) -> None:
         step_name="flaky_step",
         attempt=2,
     )
+
+
+@pytest.mark.anyio
+async def test_checkpoint_restores_the_worktree_for_the_retry(
+    dbos_app: None, tmp_path: Path
+) -> None:
+    """With checkpoint= the retry starts without the failed attempt's file; without it (the
+    default) the file is still there."""
+    import subprocess
+
+    tree = tmp_path / "wt"
+    tree.mkdir()
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    handle = await DBOS.start_workflow_async(checkpoint_workflow, str(tree))
+    assert await handle.get_result() == [False, True]
+    assert _seen == [False, False, False, True]
+
+
+def test_checkpoint_must_name_a_parameter() -> None:
+    from jigs.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="names no parameter"):
+        jigs_dbos.step(checkpoint="tree")(plain)

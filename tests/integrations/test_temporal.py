@@ -121,6 +121,36 @@ async def test_run_metadata_from_the_activity() -> None:
         jigs_temporal.run_metadata()
 
 
+async def test_checkpoint_restores_the_worktree_for_the_next_attempt(tmp_path: Path) -> None:
+    import subprocess
+
+    import jigs_temporal
+    from temporalio.exceptions import ApplicationError
+    from temporalio.testing import ActivityEnvironment
+
+    tree = tmp_path / "wt"
+    tree.mkdir()
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    seen: list[bool] = []
+
+    @jigs_temporal.activity("edit", checkpoint="worktree")
+    async def edit(worktree: str) -> bool:
+        stray = Path(worktree) / "stray.txt"
+        seen.append(stray.exists())
+        if len(seen) == 1:
+            stray.write_text("left by the failed attempt")
+            raise AgentCrashedError("simulated", kind="echo", returncode=1, stderr_tail="")
+        return stray.exists()
+
+    env = ActivityEnvironment()
+    with pytest.raises(ApplicationError) as failure:
+        await env.run(edit, str(tree))
+    assert failure.value.non_retryable is False
+    env.info = dataclasses.replace(env.info, attempt=2)
+    assert await env.run(edit, str(tree)) is False
+    assert seen == [False, False]
+
+
 # --- the real server -------------------------------------------------------------------------
 
 

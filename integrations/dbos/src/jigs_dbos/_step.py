@@ -31,6 +31,7 @@ def step(
     interval_seconds: float = 1.0,
     backoff_rate: float = 2.0,
     preemptible: bool = True,
+    checkpoint: str | None = None,
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
     """Decorate an ``async`` function as a DBOS step that runs agents.
 
@@ -42,6 +43,11 @@ def step(
     agent is stopped and the worktree lock released. DBOS notices a cancellation within its 1 s
     poll. ``name`` defaults to the function's qualified name and is the ``step_name`` of
     :func:`jigs_dbos.run_metadata`.
+
+    ``checkpoint`` (off by default) names the function's parameter that holds the worktree: the
+    step then records the worktree's git state when it first starts and restores it when it
+    starts again (a DBOS retry, or a re-run after the worker died), before the agent runs
+    (:mod:`jigs.checkpoints`).
     """
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
@@ -50,12 +56,21 @@ def step(
         from dbos import DBOS
 
         step_name = name or func.__qualname__
+        from jigs.checkpoints import worktree_parameter
+
+        worktree_of = worktree_parameter(func, checkpoint)
 
         @functools.wraps(func)
         async def body(*args: P.args, **kwargs: P.kwargs) -> R:
             token = current_step_name.set(step_name)
             try:
-                return await func(*args, **kwargs)
+                if worktree_of is None:
+                    return await func(*args, **kwargs)
+                from jigs.checkpoints import step_checkpoint
+
+                key = f"dbos/{DBOS.workflow_id}/{DBOS.step_id}"
+                async with step_checkpoint(worktree_of(args, kwargs), key):
+                    return await func(*args, **kwargs)
             finally:
                 current_step_name.reset(token)
 

@@ -30,7 +30,7 @@ def application_error(error: JigsError) -> Exception:
 
 
 def activity(
-    name: str | None = None, *, heartbeat_every: float = 0.3
+    name: str | None = None, *, heartbeat_every: float = 0.3, checkpoint: str | None = None
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
     """Decorate an ``async`` function as a Temporal activity (``@activity.defn``) that runs
     agents.
@@ -42,18 +42,32 @@ def activity(
     worker a ``max_heartbeat_throttle_interval`` below a second for a prompt cancellation. A
     :class:`~jigs.errors.JigsError` leaves as :func:`application_error` (non-retryable unless
     ``retryable``); other exceptions are left to Temporal (retried by its policy).
+
+    ``checkpoint`` (off by default) names the function's parameter that holds the worktree: the
+    activity then records the worktree's git state on its first attempt and restores it on every
+    later attempt, before the agent runs (:mod:`jigs.checkpoints`).
     """
     if heartbeat_every <= 0:
         raise ValueError("heartbeat_every must be positive")
 
     def decorate(func: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+        from jigs.checkpoints import worktree_parameter
         from temporalio import activity as temporal_activity
+
+        worktree_of = worktree_parameter(func, checkpoint)
 
         @functools.wraps(func)
         async def body(*args: P.args, **kwargs: P.kwargs) -> R:
             beating = asyncio.create_task(_heartbeat(heartbeat_every))
             try:
-                return await func(*args, **kwargs)
+                if worktree_of is None:
+                    return await func(*args, **kwargs)
+                from jigs.checkpoints import step_checkpoint
+
+                info = temporal_activity.info()
+                key = f"temporal/{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"
+                async with step_checkpoint(worktree_of(args, kwargs), key):
+                    return await func(*args, **kwargs)
             except JigsError as exc:
                 raise application_error(exc) from exc
             finally:
