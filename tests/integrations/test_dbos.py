@@ -365,3 +365,23 @@ def test_real_cli_killed_mid_turn_retry_carries_the_uncrashed_history(
         finally:
             second.stop()
     assert texts[1] == expected
+
+
+def test_jigs_demo_workflow_dbos_shows_a_crash_and_a_recovery(tmp_path: Path) -> None:
+    """``jigs demo --workflow dbos``, offline with the echo kind: step 1, the worker killed
+    during step 2 with its agent, and the recovered step 2 resuming step 1's session."""
+    import subprocess
+    import sys
+
+    jigs_cli = Path(sys.executable).parent / "jigs"
+    result = subprocess.run(
+        [str(jigs_cli), "demo", "--workflow", "dbos", "--harness", "echo"],
+        capture_output=True, text=True, timeout=170, env={**os.environ, "HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "the agent wrote notes.txt: 'written in step 1'" in out
+    assert "SIGKILL to the worker" in out
+    assert "the agent died with it" in out
+    assert "(turn 2)" in out  # the recovered step 2 resumed step 1's one-turn session
+    assert "result: OK" in out
