@@ -7,8 +7,9 @@ that started it). :meth:`ManagedProcess.stop` is shielded from cancellation and 
 SIGTERM to the whole group, a grace period, then SIGKILL. Every live group is tracked, and an
 ``atexit`` reaper (and, unless the application handles SIGTERM itself, a SIGTERM handler) kills
 what is left so no child outlives the Python process. SIGKILL of Python itself cannot be caught,
-so on Linux the CLI is started through util-linux ``setpriv --pdeathsig KILL``: the kernel kills
-it when the thread that launched it dies (a SIGKILLed workflow worker takes its agents with it).
+so on Linux under asyncio the CLI is started through util-linux ``setpriv --pdeathsig KILL``: the
+kernel kills it when the thread that launched it (the event loop's) dies, so a SIGKILLed workflow
+worker takes its agents with it.
 """
 
 from __future__ import annotations
@@ -333,10 +334,19 @@ _SETPRIV = "/usr/bin/setpriv"
 def _with_parent_death(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
     """``argv`` behind ``setpriv --pdeathsig KILL`` (the signal survives the exec) when that
     tool exists and ``argv[0]`` is an executable file; otherwise ``argv`` as is, so a missing
-    executable still raises :class:`FileNotFoundError` here."""
+    executable still raises :class:`FileNotFoundError` here.
+
+    Only on asyncio, which forks from the event loop's thread (alive as long as the process is
+    used). Trio forks from a cached worker thread that exits when idle, which would kill the
+    CLI mid-turn, so under trio the atexit/SIGTERM reapers are the only guard."""
+    import asyncio
     import shutil
 
     if sys.platform != "linux" or not os.access(_SETPRIV, os.X_OK):
+        return list(argv)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # trio (or no loop at all)
         return list(argv)
     exe = argv[0] if os.path.isabs(argv[0]) else shutil.which(argv[0], path=env.get("PATH", ""))
     if exe is None or not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
