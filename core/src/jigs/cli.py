@@ -216,6 +216,16 @@ def cmd_model_server(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    if args.workflow == "dbos":
+        try:
+            from jigs_dbos._demo import main as workflow_demo
+        except ImportError:
+            print(
+                "jigs demo --workflow dbos needs jigs-dbos: pip install jigs-dbos", file=sys.stderr
+            )
+            return 1
+        result: int = workflow_demo(kinds=args.harness or None)
+        return result
     from jigs.testing.demo import main as demo_main
 
     return demo_main(kinds=args.harness or None)
@@ -331,6 +341,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KIND",
         action="append",
         help="demo this kind only (repeatable; default: every kind)",
+    )
+    p.add_argument(
+        "--workflow",
+        choices=["dbos"],
+        help="instead, a two-step workflow on DBOS (SQLite) whose worker is killed during step 2 "
+        "and recovered by a second worker (needs jigs-dbos; the first installed of the --harness "
+        "kinds, default claude, codex, pi)",
     )
     p.set_defaults(func=cmd_demo)
 

@@ -28,6 +28,7 @@ __all__ = [
     "AgentTimeoutError",
     "AgentTurnError",
     "CheckFailedError",
+    "CheckpointError",
     "CliNotFoundError",
     "CredentialProxyError",
     "DescriptorError",
@@ -414,3 +415,14 @@ class SessionStoreError(JigsError, OSError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class CheckpointError(JigsError, RuntimeError):
+    """A worktree checkpoint could not be saved or restored (not a git repository, unresolved
+    merge conflicts, git failed). Not retryable: the same worktree fails the same way."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, worktree: Path) -> None:
+        super().__init__(message)
+        self.worktree = worktree

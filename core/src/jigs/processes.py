@@ -528,6 +528,25 @@ def _resolve(executable: str, cwd: Path, env: Mapping[str, str]) -> str:
     return os.path.abspath(path)
 
 
+def _death_safe(prefix: Sequence[str]) -> Sequence[str]:
+    """``prefix`` without its parent-death signal where that signal would misfire.
+
+    A parent-death signal follows the *thread* that forked. asyncio forks on the event loop's
+    thread, which lives as long as the worker; trio forks in a worker thread it retires after
+    ~10 s idle, which would kill a healthy agent mid-turn. Under trio the namespace still dies
+    with its step (close, SIGTERM, atexit), but a SIGKILLed worker does not take it along (its
+    processes keep the worktree lock, so no second agent starts there)."""
+    if not prefix or os.path.basename(prefix[0]) != "setpriv":
+        return prefix
+    import sniffio
+
+    try:
+        library = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        library = None
+    return prefix if library == "asyncio" else prefix[4:]
+
+
 async def launch(
     argv: Sequence[str],
     *,
@@ -554,8 +573,9 @@ async def launch(
     _install_sigterm_reaper()
     mode = isolation_override if isolation_override is not None else isolation()
     command = list(argv)
-    if mode.prefix:
-        command = [*mode.prefix, _resolve(argv[0], Path(cwd), env), *argv[1:]]
+    prefix = _death_safe(mode.prefix)
+    if prefix:
+        command = [*prefix, _resolve(argv[0], Path(cwd), env), *argv[1:]]
     stderr_file = tempfile.TemporaryFile(prefix="jigs-stderr-")  # noqa: SIM115 - owned by the process
     started = time.perf_counter()
     try:

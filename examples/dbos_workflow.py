@@ -1,0 +1,134 @@
+"""A two-step agent workflow on DBOS: step 1 starts a session, step 2 resumes it.
+
+Run it (SQLite, nothing to start; the echo test kind needs no model)::
+
+    python examples/dbos_workflow.py --db sqlite:///jigs-dbos.sqlite --worktree /path/to/repo
+
+Kill it during step 2 and run the same command again with ``--recover WORKFLOW_ID``: DBOS
+recovers the workflow and re-runs step 2 from the session step 1 recorded. For Postgres, pass
+``--db postgresql://user@host:5432/db``; ``--serve`` makes this process a worker of the
+``jigs`` queue (run as many as you like, on as many machines). ``--enqueue`` puts one
+workflow on that queue (from any process that can reach the database).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import uuid
+from typing import Any
+
+import jigs_dbos
+from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions
+from jigs import AgentSessionRef, harnesses
+from jigs.descriptors import HarnessDescriptor
+from jigs.steps import AgentResult
+
+
+@jigs_dbos.step(max_attempts=12, interval_seconds=0.3, backoff_rate=1.3)
+async def start_session(
+    harness: HarnessDescriptor | dict[str, Any], worktree: str, prompt: str
+) -> AgentResult[None]:
+    """Step 1: a fresh session. Its result (text and session ref) is checkpointed by DBOS."""
+    return await jigs_dbos.run_agent(harness=harness, cwd=worktree, prompt=prompt)
+
+
+@jigs_dbos.step(max_attempts=12, interval_seconds=0.3, backoff_rate=1.3)
+async def continue_session(
+    harness: HarnessDescriptor | dict[str, Any],
+    worktree: str,
+    prompt: str,
+    session: AgentSessionRef | None,
+) -> AgentResult[None]:
+    """Step 2: resumes step 1's session. Every attempt (a DBOS retry, or a re-run after the
+    worker died) gets step 1's ref again, never one a failed attempt produced."""
+    return await jigs_dbos.run_agent(harness=harness, cwd=worktree, prompt=prompt, resume=session)
+
+
+@DBOS.workflow()
+async def two_steps(
+    harness: HarnessDescriptor | dict[str, Any], worktree: str, first: str, second: str
+) -> list[str]:
+    one = await start_session(harness, worktree, first)
+    two = await continue_session(harness, worktree, second, one.session)
+    return [one.text, two.text]
+
+
+def config(db: str) -> DBOSConfig:
+    return {
+        "name": "jigs-example",
+        "system_database_url": db,
+        "serializer": jigs_dbos.JigsSerializer(),
+        "executor_id": os.environ.get("JIGS_EXAMPLE_EXECUTOR", "local"),
+        "application_version": "jigs-example-1",
+        "notification_listener_polling_interval_sec": 0.1,
+        "log_level": os.environ.get("JIGS_EXAMPLE_LOG_LEVEL", "INFO"),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--db", required=True, help="sqlite:///FILE or postgresql://...")
+    parser.add_argument("--worktree", help="the git worktree the agent works in")
+    parser.add_argument("--harness", default='{"kind": "echo"}', help="descriptor JSON")
+    parser.add_argument("--first", default="Write a plan.")
+    parser.add_argument("--second", default="Now carry it out.")
+    parser.add_argument("--id", help="workflow id (default: a new one)")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--recover", metavar="ID", help="only recover and wait for ID")
+    what.add_argument("--serve", action="store_true", help="work the jigs queue until killed")
+    what.add_argument("--enqueue", action="store_true", help="enqueue one workflow and exit")
+    args = parser.parse_args()
+
+    if args.enqueue:
+        client = DBOSClient(system_database_url=args.db, serializer=jigs_dbos.JigsSerializer())
+        options: EnqueueOptions = {"queue_name": "jigs", "workflow_name": "two_steps"}
+        if args.id:
+            options["workflow_id"] = args.id
+        handle: Any = client.enqueue(
+            options, harnesses.load(json.loads(args.harness)), args.worktree, args.first,
+            args.second,
+        )  # fmt: skip
+        print(json.dumps({"workflow_id": handle.workflow_id}), flush=True)
+        client.destroy()
+        return 0
+
+    DBOS(config=config(args.db))
+    DBOS.launch()  # recovers this executor's unfinished workflows
+    try:
+        if args.serve:
+            DBOS.register_queue("jigs", worker_concurrency=4, polling_interval_sec=0.2)
+            print(json.dumps({"serving": True}), flush=True)
+            asyncio.run(asyncio.Event().wait())
+            return 0
+        if args.recover:
+            workflow_id = args.recover
+            handle = DBOS.retrieve_workflow(workflow_id)
+        else:
+            if not args.worktree:
+                parser.error("--worktree is required to start a workflow")
+            harness = harnesses.load(json.loads(args.harness))
+            workflow_id = args.id or f"jigs-example-{uuid.uuid4().hex[:8]}"
+            from dbos import SetWorkflowID
+
+            async def start() -> list[str]:
+                with SetWorkflowID(workflow_id):
+                    started = await DBOS.start_workflow_async(
+                        two_steps, harness, args.worktree, args.first, args.second
+                    )
+                print(json.dumps({"workflow_id": workflow_id}), flush=True)
+                return await started.get_result()
+
+            print(json.dumps({"texts": asyncio.run(start())}), flush=True)
+            return 0
+        print(json.dumps({"texts": handle.get_result()}), flush=True)
+        return 0
+    finally:
+        DBOS.destroy()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

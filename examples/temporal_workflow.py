@@ -1,0 +1,137 @@
+"""A two-step agent workflow on Temporal: activity 1 starts a session, activity 2 resumes it.
+
+Start a dev server (``temporal server start-dev``), then a worker and a workflow::
+
+    python examples/temporal_workflow.py --address 127.0.0.1:7233 --worker
+    python examples/temporal_workflow.py --address 127.0.0.1:7233 --worktree /path/to/repo
+
+Kill the worker during activity 2 and start another one: Temporal notices the missing heartbeats
+and retries activity 2 (attempt 2) on the new worker, from the session activity 1 returned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.client import Client
+from temporalio.common import RetryPolicy
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+with workflow.unsafe.imports_passed_through():
+    import jigs_temporal
+    from jigs import AgentSessionRef
+    from jigs.steps import AgentResult
+
+TASK_QUEUE = os.environ.get("JIGS_EXAMPLE_TASK_QUEUE", "jigs")
+
+
+@jigs_temporal.activity()
+async def start_session(
+    harness: jigs_temporal.Descriptor, worktree: str, prompt: str
+) -> AgentResult[None]:
+    return await jigs_temporal.run_agent(harness=harness, cwd=worktree, prompt=prompt)
+
+
+@jigs_temporal.activity()
+async def continue_session(
+    harness: jigs_temporal.Descriptor, worktree: str, prompt: str, session: AgentSessionRef | None
+) -> AgentResult[None]:
+    """Every attempt gets activity 1's ref again, never one a failed attempt produced."""
+    return await jigs_temporal.run_agent(
+        harness=harness, cwd=worktree, prompt=prompt, resume=session
+    )
+
+
+async def agent_step(activity: Callable[..., Awaitable[AgentResult[None]]], *args: Any) -> Any:
+    return await workflow.execute_activity(
+        activity,
+        args=list(args),
+        start_to_close_timeout=timedelta(hours=1),
+        # a dead worker's activity is retried this soon; the activity heartbeats every 0.3 s
+        heartbeat_timeout=timedelta(seconds=2),
+        retry_policy=RetryPolicy(
+            initial_interval=timedelta(seconds=0.3), backoff_coefficient=1.3, maximum_attempts=12
+        ),
+        # the workflow ends only once the agent is stopped
+        cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    )
+
+
+@workflow.defn
+class TwoSteps:
+    @workflow.run
+    async def run(
+        self, harness: jigs_temporal.Descriptor, worktree: str, first: str, second: str
+    ) -> list[str]:
+        one: AgentResult[None] = await agent_step(start_session, harness, worktree, first)
+        two: AgentResult[None] = await agent_step(
+            continue_session, harness, worktree, second, one.session
+        )
+        return [one.text, two.text]
+
+
+async def connect(address: str) -> Client:
+    return await Client.connect(address, data_converter=pydantic_data_converter)
+
+
+def worker(client: Client) -> Worker:
+    return Worker(
+        client,
+        task_queue=TASK_QUEUE,
+        workflows=[TwoSteps],
+        activities=[start_session, continue_session],
+        max_heartbeat_throttle_interval=timedelta(seconds=0.3),
+        default_heartbeat_throttle_interval=timedelta(seconds=0.3),
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
+        max_concurrent_activities=4,
+    )
+
+
+async def amain(args: argparse.Namespace) -> int:
+    from jigs import harnesses
+
+    client = await connect(args.address)
+    if args.worker:
+        async with worker(client):
+            print(json.dumps({"serving": True}), flush=True)
+            await asyncio.Event().wait()
+        return 0
+    if not args.worktree:
+        raise SystemExit("--worktree is required to start a workflow")
+    workflow_id = args.id or f"jigs-example-{uuid.uuid4().hex[:8]}"
+    harness = harnesses.load(json.loads(args.harness))
+    handle = await client.start_workflow(
+        TwoSteps.run,
+        args=[harness, args.worktree, args.first, args.second],
+        id=workflow_id,
+        task_queue=TASK_QUEUE,
+    )
+    print(json.dumps({"workflow_id": workflow_id}), flush=True)
+    print(json.dumps({"texts": await handle.result()}), flush=True)
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--address", required=True, help="host:port of the Temporal frontend")
+    parser.add_argument("--worker", action="store_true", help="run a worker until killed")
+    parser.add_argument("--worktree", help="the git worktree the agent works in")
+    parser.add_argument("--harness", default='{"kind": "echo"}', help="descriptor JSON")
+    parser.add_argument("--first", default="Write a plan.")
+    parser.add_argument("--second", default="Now carry it out.")
+    parser.add_argument("--id", help="workflow id (default: a new one)")
+    return asyncio.run(amain(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""jigs steps on DBOS: run metadata from the workflow, retries from ``JigsError.retryable``,
+workflow cancellation that stops the agent, and a JSON serializer for jigs' types.
+
+::
+
+    from dbos import DBOS
+    import jigs_dbos
+
+    @jigs_dbos.step()
+    async def review(worktree: str, session: AgentSessionRef) -> AgentResult[None]:
+        return await jigs_dbos.run_agent(harness=..., cwd=worktree, prompt=..., resume=session)
+"""
+
+from __future__ import annotations
+
+from jigs_dbos._context import run_metadata
+from jigs_dbos._retry import should_retry
+from jigs_dbos._serializer import JigsSerializer
+from jigs_dbos._step import create_agent_runner, run_agent, step
+
+__all__ = [
+    "JigsSerializer",
+    "create_agent_runner",
+    "run_agent",
+    "run_metadata",
+    "should_retry",
+    "step",
+]

@@ -1,0 +1,176 @@
+"""``jigs_dbos.step``: a DBOS step configured for jigs, and step calls that fill ``run``."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+
+from jigs import AgentSessionRef, RunMetadata
+from pydantic import BaseModel
+
+from jigs_dbos._context import current_step_name, run_metadata
+from jigs_dbos._retry import should_retry
+
+if TYPE_CHECKING:
+    from jigs.descriptors import HarnessDescriptor
+    from jigs.steps import AgentResult, AgentRunnerOpening
+
+__all__ = ["create_agent_runner", "run_agent", "step"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T", bound=BaseModel)
+
+
+def step(
+    name: str | None = None,
+    *,
+    max_attempts: int = 3,
+    interval_seconds: float = 1.0,
+    backoff_rate: float = 2.0,
+    preemptible: bool = True,
+    checkpoint: str | None = None,
+) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+    """Decorate an ``async`` function as a DBOS step that runs agents.
+
+    It is ``@DBOS.step`` with retries on (``max_attempts`` tries, ``interval_seconds`` apart,
+    times ``backoff_rate`` after each), :func:`jigs_dbos.should_retry` deciding each retry (a
+    non-retryable :class:`~jigs.errors.JigsError` fails the step at once, re-raised as is; retries
+    exhausted raise ``DBOSMaxStepRetriesExceeded``), and ``preemptible`` on: when the workflow is
+    cancelled (``DBOS.cancel_workflow``), DBOS cancels the step, which closes the runner: the
+    agent is stopped and the worktree lock released. DBOS notices a cancellation within its 1 s
+    poll. ``name`` defaults to the function's qualified name and is the ``step_name`` of
+    :func:`jigs_dbos.run_metadata`.
+
+    ``checkpoint`` (off by default) names the function's parameter that holds the worktree: the
+    step then records the worktree's git state when it first starts and restores it when it
+    starts again (a DBOS retry, or a re-run after the worker died), before the agent runs
+    (:mod:`jigs.checkpoints`).
+    """
+    if max_attempts < 1:
+        raise ValueError("max_attempts must be at least 1")
+
+    def decorate(func: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+        from dbos import DBOS
+
+        step_name = name or func.__qualname__
+        from jigs.checkpoints import worktree_parameter
+
+        worktree_of = worktree_parameter(func, checkpoint)
+
+        @functools.wraps(func)
+        async def body(*args: P.args, **kwargs: P.kwargs) -> R:
+            token = current_step_name.set(step_name)
+            try:
+                if worktree_of is None:
+                    return await func(*args, **kwargs)
+                from jigs.checkpoints import step_checkpoint
+
+                key = f"dbos/{DBOS.workflow_id}/{DBOS.step_id}"
+                async with step_checkpoint(worktree_of(args, kwargs), key):
+                    return await func(*args, **kwargs)
+            finally:
+                current_step_name.reset(token)
+
+        decorated: Callable[P, Awaitable[R]] = DBOS.step(
+            name=step_name,
+            retries_allowed=max_attempts > 1,
+            max_attempts=max_attempts,
+            interval_seconds=interval_seconds,
+            backoff_rate=backoff_rate,
+            should_retry=should_retry,
+            preemptible=preemptible,
+        )(body)
+        return decorated
+
+    return decorate
+
+
+def _resume(resume: AgentSessionRef | Mapping[str, Any] | None) -> AgentSessionRef | None:
+    # a ref that went through DBOS' portable JSON arrives as a plain mapping
+    if resume is None or isinstance(resume, AgentSessionRef):
+        return resume
+    return AgentSessionRef(**dict(resume))
+
+
+@overload
+async def run_agent(
+    *,
+    harness: HarnessDescriptor | Mapping[str, Any],
+    cwd: str | Path,
+    prompt: str,
+    run: RunMetadata | None = None,
+    resume: AgentSessionRef | Mapping[str, Any] | None = None,
+    output: type[T],
+    agents_env: Sequence[str] | None = None,
+    **options: Any,
+) -> AgentResult[T]: ...
+
+
+@overload
+async def run_agent(
+    *,
+    harness: HarnessDescriptor | Mapping[str, Any],
+    cwd: str | Path,
+    prompt: str,
+    run: RunMetadata | None = None,
+    resume: AgentSessionRef | Mapping[str, Any] | None = None,
+    output: None = None,
+    agents_env: Sequence[str] | None = None,
+    **options: Any,
+) -> AgentResult[None]: ...
+
+
+async def run_agent(
+    *,
+    harness: HarnessDescriptor | Mapping[str, Any],
+    cwd: str | Path,
+    prompt: str,
+    run: RunMetadata | None = None,
+    resume: AgentSessionRef | Mapping[str, Any] | None = None,
+    output: type[T] | None = None,
+    agents_env: Sequence[str] | None = None,
+    **options: Any,
+) -> AgentResult[Any]:
+    """:func:`jigs.steps.run_agent` with ``run`` filled from the DBOS step
+    (:func:`run_metadata`) unless given. ``resume`` may also be a ref's plain mapping (what
+    DBOS' portable JSON hands back). Every retry of the step passes the step's own input ref
+    again, never a session the failed attempt produced. ``options`` go to ``run_agent``
+    (``provider_options``, ``on_event``, ``registry``)."""
+    from jigs.steps import run_agent as _run_agent
+
+    result: AgentResult[Any] = await _run_agent(
+        harness=harness if not isinstance(harness, Mapping) else dict(harness),
+        cwd=cwd,
+        prompt=prompt,
+        run=run or run_metadata(),
+        resume=_resume(resume),
+        output=output,
+        agents_env=agents_env,
+        **options,
+    )
+    return result
+
+
+def create_agent_runner(
+    harness: HarnessDescriptor | Mapping[str, Any],
+    *,
+    cwd: str | Path,
+    run: RunMetadata | None = None,
+    resume: AgentSessionRef | Mapping[str, Any] | None = None,
+    agents_env: Sequence[str] | None = None,
+    **options: Any,
+) -> AgentRunnerOpening:
+    """:func:`jigs.steps.create_agent_runner` with ``run`` filled from the DBOS step."""
+    from jigs.steps import create_agent_runner as _create
+
+    return _create(
+        harness if not isinstance(harness, Mapping) else dict(harness),
+        cwd=cwd,
+        run=run or run_metadata(),
+        resume=_resume(resume),
+        agents_env=agents_env,
+        **options,
+    )

@@ -1,0 +1,28 @@
+"""jigs steps as Temporal activities: run metadata from the activity, errors mapped to
+``ApplicationError(non_retryable=...)``, heartbeats while the agent works (so cancelling the
+workflow stops it), and a descriptor type the pydantic data converter rebuilds for any kind.
+
+::
+
+    @jigs_temporal.activity()
+    async def review(harness: jigs_temporal.Descriptor, worktree: str) -> AgentResult[None]:
+        return await jigs_temporal.run_agent(harness=harness, cwd=worktree, prompt="...")
+
+Run the worker and the client with Temporal's pydantic data converter
+(``data_converter=temporalio.contrib.pydantic.pydantic_data_converter``).
+"""
+
+from __future__ import annotations
+
+from jigs_temporal._activity import activity, application_error
+from jigs_temporal._context import run_metadata
+from jigs_temporal._step import Descriptor, create_agent_runner, run_agent
+
+__all__ = [
+    "Descriptor",
+    "activity",
+    "application_error",
+    "create_agent_runner",
+    "run_agent",
+    "run_metadata",
+]

@@ -1,0 +1,91 @@
+"""``jigs_temporal.activity``: an activity that heartbeats while the agent works and maps jigs'
+errors to retry or give up."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Awaitable, Callable
+from typing import ParamSpec, TypeVar
+
+from jigs.errors import JigsError
+
+__all__ = ["activity", "application_error"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def application_error(error: JigsError) -> Exception:
+    """The Temporal ``ApplicationError`` for ``error``: ``type`` is the jigs class name,
+    ``non_retryable`` is ``not error.retryable``, and the details carry the turn's
+    ``session_id`` when there is one (continue the session from it)."""
+    from temporalio.exceptions import ApplicationError
+
+    details = {"session_id": getattr(error, "session_id", None)}
+    return ApplicationError(
+        str(error), details, type=type(error).__name__, non_retryable=not error.retryable
+    )
+
+
+def activity(
+    name: str | None = None, *, heartbeat_every: float = 0.3, checkpoint: str | None = None
+) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+    """Decorate an ``async`` function as a Temporal activity (``@activity.defn``) that runs
+    agents.
+
+    While it runs it heartbeats every ``heartbeat_every`` seconds, so Temporal can deliver a
+    cancellation (the workflow cancelled, or the activity's heartbeat timeout after the worker
+    died): the activity's task is cancelled, which closes the runner (agent stopped, lock
+    released). Give the activity a ``heartbeat_timeout`` (a few seconds) in the workflow, and the
+    worker a ``max_heartbeat_throttle_interval`` below a second for a prompt cancellation. A
+    :class:`~jigs.errors.JigsError` leaves as :func:`application_error` (non-retryable unless
+    ``retryable``); other exceptions are left to Temporal (retried by its policy).
+
+    ``checkpoint`` (off by default) names the function's parameter that holds the worktree: the
+    activity then records the worktree's git state on its first attempt and restores it on every
+    later attempt, before the agent runs (:mod:`jigs.checkpoints`).
+    """
+    if heartbeat_every <= 0:
+        raise ValueError("heartbeat_every must be positive")
+
+    def decorate(func: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+        from jigs.checkpoints import worktree_parameter
+        from temporalio import activity as temporal_activity
+
+        worktree_of = worktree_parameter(func, checkpoint)
+
+        @functools.wraps(func)
+        async def body(*args: P.args, **kwargs: P.kwargs) -> R:
+            beating = asyncio.create_task(_heartbeat(heartbeat_every))
+            try:
+                if worktree_of is None:
+                    return await func(*args, **kwargs)
+                from jigs.checkpoints import step_checkpoint
+
+                info = temporal_activity.info()
+                key = f"temporal/{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"
+                async with step_checkpoint(worktree_of(args, kwargs), key):
+                    return await func(*args, **kwargs)
+            except JigsError as exc:
+                raise application_error(exc) from exc
+            finally:
+                beating.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await beating
+
+        defined: Callable[P, Awaitable[R]] = (
+            temporal_activity.defn(name=name)(body) if name else temporal_activity.defn(body)
+        )
+        return defined
+
+    return decorate
+
+
+async def _heartbeat(every: float) -> None:
+    from temporalio import activity as temporal_activity
+
+    while True:
+        temporal_activity.heartbeat()
+        await asyncio.sleep(every)

@@ -1,0 +1,136 @@
+"""Step calls that fill ``run`` from the activity, and a descriptor type for the converter."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from jigs import AgentSessionRef, RunMetadata
+from jigs.descriptors import HarnessDescriptor
+from pydantic import BaseModel
+
+from jigs_temporal._context import run_metadata
+
+if TYPE_CHECKING:
+    from jigs.steps import AgentResult, AgentRunnerOpening
+
+__all__ = ["Descriptor", "create_agent_runner", "run_agent"]
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def _load(value: Any) -> HarnessDescriptor:
+    from temporalio import workflow
+
+    # inside a workflow's sandbox the kind's plugin must load as the real module (its registry
+    # holds locks); outside one this is a no-op
+    with workflow.unsafe.imports_passed_through():
+        from jigs import harnesses
+
+        return harnesses.load(value)
+
+
+def _dump(value: HarnessDescriptor) -> dict[str, Any]:
+    return value.to_data()
+
+
+if TYPE_CHECKING:
+    #: A harness descriptor of any installed kind, for activity and workflow signatures.
+    Descriptor = HarnessDescriptor
+else:
+
+    class Descriptor:
+        """A harness descriptor of any installed kind, for activity and workflow signatures:
+        Temporal's pydantic data converter stores its data and rebuilds the kind's own class
+        (``jigs.harnesses.load``), which a ``HarnessDescriptor`` annotation cannot (it would
+        refuse the kind's keys). Type checkers see :class:`~jigs.descriptors.HarnessDescriptor`.
+        """
+
+        @classmethod
+        def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+            from pydantic_core import core_schema
+
+            return core_schema.no_info_plain_validator_function(
+                _load,
+                serialization=core_schema.plain_serializer_function_ser_schema(_dump),
+            )
+
+
+@overload
+async def run_agent(
+    *,
+    harness: HarnessDescriptor | Mapping[str, Any],
+    cwd: str | Path,
+    prompt: str,
+    run: RunMetadata | None = None,
+    resume: AgentSessionRef | None = None,
+    output: type[T],
+    agents_env: Sequence[str] | None = None,
+    **options: Any,
+) -> AgentResult[T]: ...
+
+
+@overload
+async def run_agent(
+    *,
+    harness: HarnessDescriptor | Mapping[str, Any],
+    cwd: str | Path,
+    prompt: str,
+    run: RunMetadata | None = None,
+    resume: AgentSessionRef | None = None,
+    output: None = None,
+    agents_env: Sequence[str] | None = None,
+    **options: Any,
+) -> AgentResult[None]: ...
+
+
+async def run_agent(
+    *,
+    harness: HarnessDescriptor | Mapping[str, Any],
+    cwd: str | Path,
+    prompt: str,
+    run: RunMetadata | None = None,
+    resume: AgentSessionRef | None = None,
+    output: type[T] | None = None,
+    agents_env: Sequence[str] | None = None,
+    **options: Any,
+) -> AgentResult[Any]:
+    """:func:`jigs.steps.run_agent` with ``run`` filled from the activity
+    (:func:`run_metadata`). Every attempt of the activity gets the same arguments from
+    Temporal, so a retry resumes the step's input ref, never a session a failed attempt made."""
+    from jigs.steps import run_agent as _run_agent
+
+    result: AgentResult[Any] = await _run_agent(
+        harness=harness if not isinstance(harness, Mapping) else dict(harness),
+        cwd=cwd,
+        prompt=prompt,
+        run=run or run_metadata(),
+        resume=resume,
+        output=output,
+        agents_env=agents_env,
+        **options,
+    )
+    return result
+
+
+def create_agent_runner(
+    harness: HarnessDescriptor | Mapping[str, Any],
+    *,
+    cwd: str | Path,
+    run: RunMetadata | None = None,
+    resume: AgentSessionRef | None = None,
+    agents_env: Sequence[str] | None = None,
+    **options: Any,
+) -> AgentRunnerOpening:
+    """:func:`jigs.steps.create_agent_runner` with ``run`` filled from the activity."""
+    from jigs.steps import create_agent_runner as _create
+
+    return _create(
+        harness if not isinstance(harness, Mapping) else dict(harness),
+        cwd=cwd,
+        run=run or run_metadata(),
+        resume=resume,
+        agents_env=agents_env,
+        **options,
+    )
