@@ -236,3 +236,49 @@ def test_jigs_run_shows_tool_calls_as_they_happen(worktree: Path, tmp_path: Path
     )
     assert '> write {"path": "e.txt", "text": "hi"}' in out.stderr
     assert out.stdout.startswith("echo: write:e.txt:hi")
+
+
+def test_jigs_runs_show_events_reads_the_step_log(worktree: Path, tmp_path: Path):
+    import subprocess
+    import sys
+
+    jigs = Path(sys.executable).parent / "jigs"
+    env = {**os.environ, "JIGS_DATA_DIR": str(tmp_path / "data")}
+    subprocess.run(
+        [
+            str(jigs),
+            "run",
+            "--harness",
+            "echo",
+            "--cwd",
+            str(worktree),
+            "--run-id",
+            "r-ev",
+            "write:f.txt:hi",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    shown = subprocess.run(
+        [str(jigs), "runs", "show", "r-ev", "--events", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    (step,) = json.loads(shown.stdout)
+    assert step["kind"] == "echo"
+    types = [e["type"] for e in step["events"]]
+    assert types[0] == "session"
+    assert "tool-call-started" in types
+    assert types[-1] == "turn-completed"
+    plain = subprocess.run(
+        [str(jigs), "runs", "show", "r-ev", "--events"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert '> write {"path": "f.txt", "text": "hi"}' in plain.stdout

@@ -76,6 +76,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"jigs: no run {args.run!r} is kept (see `jigs runs list`)", file=sys.stderr)
         return 1
     data = found.as_dict()
+    if getattr(args, "events", False):
+        return _show_events(found.name, as_json=args.json)
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
@@ -94,6 +96,49 @@ def cmd_show(args: argparse.Namespace) -> int:
         shown = ", ".join(map(str, value)) if isinstance(value, list) else value
         print(f"{key}: {shown if shown not in ('', None) else '-'}")
     return 0
+
+
+def _show_events(name: str, *, as_json: bool) -> int:
+    """Every step's events of a run (the step logs, secret values already redacted)."""
+    from jigs._paths import data_dir
+    from jigs._steplog import read_events, step_logs
+
+    logs = step_logs(data_dir() / "runs" / name)
+    if as_json:
+        steps = [
+            {"kind": path.parent.parent.name, "log": path.name, "events": list(read_events(path))}
+            for path in logs
+        ]
+        print(json.dumps(steps, indent=2))
+        return 0
+    if not logs:
+        print("no step log is kept for this run on this machine")
+        return 0
+    for path in logs:
+        print(f"== {path.parent.parent.name} step {path.stem}")
+        for event in read_events(path):
+            print(f"  turn {event.get('turn')}: {_event_line(event)}")
+    return 0
+
+
+def _event_line(event: dict[str, Any]) -> str:
+    kind = event.get("type")
+    if kind == "tool-call-started":
+        shown = json.dumps(event.get("arguments"), default=str)
+        return f"> {event.get('name')} {shown[:100]}"
+    if kind == "tool-call-finished":
+        return f"  {event.get('name')} {'failed' if event.get('is_error') else 'done'}"
+    if kind == "text-delta":
+        return f"text {str(event.get('text'))[:100]!r}"
+    if kind == "usage":
+        usage = event.get("usage") or {}
+        tokens = f"{usage.get('input_tokens')} in, {usage.get('output_tokens')} out"
+        return f"usage {tokens}, cost {usage.get('cost_usd')}"
+    if kind == "session":
+        return f"session {event.get('session_id')}"
+    if kind in ("turn-completed", "turn-failed"):
+        return f"{kind} ({event.get('stop_reason') or event.get('reason')})"
+    return str(kind)
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -152,6 +197,9 @@ def add_parser(sub: Any, command: Callable[..., argparse.ArgumentParser]) -> Non
 
     p = inner.add_parser("show", help="one run in detail")
     p.add_argument("run", metavar="RUN", help="the run id")
+    p.add_argument(
+        "--events", action="store_true", help="print every step's events (the step logs)"
+    )
     p.add_argument("--json", action="store_true", help=json_help)
     p.add_argument("--store", metavar="URL", help=store_help)
     p.set_defaults(func=cmd_show)
