@@ -127,6 +127,15 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] not in {"Z", "X"}
 
 
+def outer_agent(inner: int, worktree: Path) -> int:
+    """The agent reports its pid from inside its step's PID namespace: find it from here."""
+    from jigs._proctree import outer_pid
+
+    found = outer_pid(inner, worktree)
+    assert found is not None, f"no process of the step works in {worktree}"
+    return found
+
+
 def wait_gone(pid: int, timeout: float) -> float:
     start = time.monotonic()
     while alive(pid):

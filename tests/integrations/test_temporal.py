@@ -40,6 +40,7 @@ from .conftest import (
     Worker,
     alive,
     make_worktree,
+    outer_agent,
     processes_in,
     processes_mentioning,
     wait_file,
@@ -238,7 +239,9 @@ async def test_worker_killed_mid_turn_activity_retried_on_another_worker(
     second = f"pidfile:{pidfile} sleep:3 second"
     try:
         handle = await engine.start(EchoDescriptor(), worktree, "first", second)
-        agent = int(await asyncio.to_thread(wait_file, pidfile, 60, engine.workers[0]))
+        agent = outer_agent(
+            int(await asyncio.to_thread(wait_file, pidfile, 60, engine.workers[0])), worktree
+        )
         pidfile.unlink()
         engine.workers[0].kill()
         wait_gone(agent, 2.0)
@@ -249,7 +252,7 @@ async def test_worker_killed_mid_turn_activity_retried_on_another_worker(
     finally:
         engine.close()
     assert texts == ["echo: first (turn 1)", f"echo: {second} (turn 2)"]
-    assert int(pidfile.read_text()) != agent
+    assert pidfile.exists()  # step 2 ran again (the file was removed after the kill)
     assert (await _attempts(handle))["continue_session"] == 2
     assert processes_mentioning(str(engine.data_dir)) == []
 
@@ -265,7 +268,7 @@ async def test_cancel_during_turn_stops_agent_and_frees_lock(
     handle = await engine.start(
         EchoDescriptor(), worktree, "first", f"pidfile:{pidfile} sleep:60 second"
     )
-    agent = int(await asyncio.to_thread(wait_file, pidfile, 60))
+    agent = outer_agent(int(await asyncio.to_thread(wait_file, pidfile, 60)), worktree)
     assert alive(agent)
     start = time.monotonic()
     await handle.cancel()
