@@ -315,9 +315,10 @@ async def test_wrong_or_missing_token_is_401_and_never_forwarded():
         good = proxy.base_url
         root = f"http://127.0.0.1:{proxy.port}"
         token = good.rsplit("/", 1)[1]
+        other = "y" if token.endswith("x") else "x"  # a token that differs in its last character
         async with httpx.AsyncClient() as client:
             wrong = [
-                f"{root}/{token[:-1]}x/v1/messages",
+                f"{root}/{token[:-1]}{other}/v1/messages",
                 f"{root}/{token}x/v1/messages",
                 f"{root}/{token[:-1]}/v1/messages",
                 f"{root}/v1/messages",
