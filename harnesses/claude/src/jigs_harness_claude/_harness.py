@@ -118,7 +118,8 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
     ) -> Prepared:
         """Resolve the CLI and write the step's private files (MCP config, shell prefix)."""
         descriptor = target.descriptor
-        executable = resolve_executable(ctx.env)
+        # what resolve_executable returns (the contract: the conformance kit swaps it)
+        executable = self.resolve_executable(ctx.env)
         ctx.log.debug("claude.executable", path=str(executable.path), source=executable.source)
         private = ctx.private_dir("jigs-claude-")
         config = _EMPTY_MCP
