@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,8 @@ from structlog.testing import capture_logs
 pytestmark = pytest.mark.anyio
 
 KEY_ENV = "JIGS_ISOLATION_MODEL_KEY"
-KEY = "sk-isolation-REAL-key-only-in-the-worker-5d2e8a"
+# unique per run: a process holding it can only have got it from this run
+KEY = f"sk-isolation-REAL-key-{uuid.uuid4().hex}"
 DONE = "isolation turn done"
 DUMP = "agent-scan.txt"
 # What a prompt-injected agent runs: its own env, its parent's, every process it can read.

@@ -72,7 +72,8 @@ class _ProxyThread:
                 cm.__exit__(None, None, None)
 
     async def astop(self) -> None:
-        await anyio.to_thread.run_sync(self.stop)
+        # abandonable: the step's bounded close may give up waiting (the thread still finishes)
+        await anyio.to_thread.run_sync(self.stop, abandon_on_cancel=True)
 
 
 def _hook(log: Any) -> Any:

@@ -97,6 +97,13 @@ async def check_harness(
             | {"TRACEPARENT"}  # set by the core when the step is traced
         )
 
+        # a named model key gets a value unique to this run, so a process holding it can only
+        # have got it from this run (never a dummy another test or service also uses)
+        route = harness.model_route(descriptor)
+        key_env = route.key_env if route is not None else ""
+        key = f"sk-jigs-conformance-{uuid.uuid4().hex}" if route is not None else None
+        model_key = {key_env: key} if key is not None else {}
+
         home = tmp_path / "home"
         home.mkdir(exist_ok=True)
         scratch = {
@@ -107,7 +114,7 @@ async def check_harness(
             "JIGS_CLI_DIR": str(installed_dir(kind).parent),
         }
         with (
-            patched_environ({**scratch, **CANARIES, **plan.host_env}),
+            patched_environ({**scratch, **CANARIES, **plan.host_env, **model_key}),
             observe_launches() as launches,
         ):
             # 2. a stale resume fails before any process starts
@@ -184,9 +191,6 @@ async def check_harness(
 
         # 4. environments: built from empty; no canary arrives; a named model key never does
         assert launches, f"{kind}: no process was launched through jigs.processes"
-        route = harness.model_route(descriptor)
-        key_env = route.key_env if route is not None else ""
-        key = plan.host_env.get(key_env) if route is not None else None
         for launch in launches:
             if key is not None:
                 assert value_digest(key) not in launch.value_digests, (
@@ -224,7 +228,11 @@ def _processes_holding(value: str) -> list[str]:
             except OSError:
                 continue
             if needle in data:
-                found.append(f"{entry}/{name}")
+                try:
+                    argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:160]
+                except OSError:
+                    argv = "?"
+                found.append(f"{entry}/{name} ({argv.strip()})")
     return found
 
 
@@ -306,7 +314,7 @@ async def _check_turn_policy(
     # usage on success; while the agent's tool runs, no process the worker can see holds the key
     route = harness.model_route(descriptor)
     key_env = route.key_env if route is not None else ""
-    key = plan.host_env.get(key_env) if route is not None else None
+    key = os.environ.get(key_env) if route is not None else None
     holders: list[str] = []
     scanned: list[int] = []
 
