@@ -182,12 +182,14 @@ def test_doctor_json_parses_back() -> None:
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["ok"] is True
-    assert (document["passed"], document["failed"], document["skipped"]) == (1, 0, 0)
-    (check,) = document["checks"]
+    assert (document["passed"], document["failed"], document["skipped"]) == (2, 0, 0)
+    check, route = document["checks"]
     assert check["kind"] == "echo"
     assert check["id"] == "harness.echo-cli"
     assert check["ok"] is True
     assert "jigs_harness_echo._cli" in check["detail"]
+    assert route["id"] == "model.route"
+    assert route["detail"].startswith("no key named")
 
 
 def test_doctor_json_reports_a_failure_with_its_fix(tmp_path: Path) -> None:
@@ -300,6 +302,34 @@ def test_doctor_checks_the_codex_login(
     )
     assert named.returncode == 0, named.stdout
     assert "sk-named" not in named.stdout
+    assert _route(named).startswith("proxied key: $JIGS_TEST_CODEX_KEY")
+    assert "http://127.0.0.1:9/v1 (bearer)" in _route(named)
+    assert _route(good).startswith("operator login:")
+    assert "auth.json" in _route(good)
+
+
+def _route(result: subprocess.CompletedProcess[str]) -> str:
+    checks = json.loads(result.stdout)["checks"]
+    (route,) = [c for c in checks if c["id"] == "model.route"]
+    return str(route["detail"])
+
+
+def test_doctor_says_which_route_each_descriptor_uses(require_cli: Callable[[str], Path]) -> None:
+    require_cli("claude")
+    require_cli("pi")
+    login = jigs("doctor", "--harness", "claude", "--json")
+    assert _route(login).startswith("operator login:")
+    assert "~/.claude" in _route(login)
+    assert "readable by the agent" in _route(login)
+    keyed = jigs(
+        "doctor", "--harness", "claude", "--settings", '{"api_key_env": "JIGS_K"}', "--json"
+    )
+    assert _route(keyed).startswith("proxied key: $JIGS_K")
+    assert "https://api.anthropic.com (x-api-key)" in _route(keyed)
+    router = {"model": {"type": "openrouter", "model": "m"}}
+    pi = jigs("doctor", "--harness", "pi", "--settings", json.dumps(router), "--json")
+    assert _route(pi).startswith("proxied key: $OPENROUTER_API_KEY")
+    assert "https://openrouter.ai/api/v1 (bearer)" in _route(pi)
 
 
 def test_doctor_detail_wraps_to_columns(tmp_path: Path) -> None:

@@ -4,7 +4,10 @@ For each kind: its installation checks; its descriptor checks for the descriptor
 ``--settings`` describes (``{}``: the kind's defaults), which is where a login or a named model
 key is checked (a check a kind lists in both groups runs once; a kind with no default
 descriptor, such as pi, gets a ``skipped`` row until ``--settings`` names one); and with
-``--cwd`` the just-in-time checks and MCP probes in that worktree. A kind that cannot be loaded,
+``--cwd`` the just-in-time checks and MCP probes in that worktree. A ``model route`` row per kind
+says how that descriptor reaches its model: a named key through the step's credential proxy (the
+agent never sees the key), or the operator's own login (which the agent can read), or no key at
+all. A kind that cannot be loaded,
 or settings that do not make a descriptor, give one failed row. Exit code 0 when every check
 passed, 1 when one failed or there was no kind to check.
 """
@@ -87,6 +90,7 @@ async def collect(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -
                 env, _ = agent_env_for(harness, descriptor, Path.cwd(), list(config.env))
             else:
                 env, _ = agent_env_for(harness, descriptor, worktree, None)
+            route_row = _route_row(harness, descriptor)
             seen = {c.id for c in checks}  # a kind may list a check in both groups
             checks += [c for c in harness.descriptor_checks(descriptor, env) if c.id not in seen]
             if worktree is not None:
@@ -105,7 +109,27 @@ async def collect(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -
             )
             continue
         rows += await _outcomes(kind, checks)
+        rows.append(route_row)
     return rows
+
+
+def _route_row(harness: Any, descriptor: Any) -> DoctorRow:
+    """Which route the descriptor's model traffic takes, and what the agent can read of it."""
+    route = harness.model_route(descriptor)
+    if route is not None:
+        detail = (
+            f"proxied key: ${route.key_env} stays in the worker; the CLI gets a per-step "
+            f"loopback URL and a placeholder, the proxy sends the key to {route.upstream} "
+            f"({route.scheme})"
+        )
+    else:
+        login = harness.login_route(descriptor)
+        detail = (
+            f"operator login: {login}"
+            if login
+            else "no key named: the CLI's endpoint gets no credential from jigs"
+        )
+    return DoctorRow(harness.kind, "model.route", "model route", True, detail=detail)
 
 
 async def _outcomes(kind: str, checks: list[Check]) -> list[DoctorRow]:

@@ -696,6 +696,8 @@ def _step_secrets(
     if isinstance(key, str):
         named.add(key)
     extra = [os.environ[n] for n in named if os.environ.get(n)]
+    if ctx.model_endpoint is not None:  # the proxy URL holds the step's token
+        extra.append(ctx.model_endpoint.base_url)
     return secret_values(ctx.env, extra)
 
 

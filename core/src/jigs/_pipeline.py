@@ -7,9 +7,12 @@
 4. lock the worktree (one attempt, never waits: :class:`WorktreeBusyError`; exactly one winner);
 5. the check stage: descriptor checks (:class:`CheckFailedError`), then just-in-time checks and
    MCP probes (:class:`JitCheckError`) -- :func:`check_stage`, shared with ``jigs doctor``;
-6. prove the session to resume exists (:class:`AgentSessionError`), fetching it from the
+6. when the kind declares a :class:`~jigs.plugin.ModelRoute` for the descriptor's key: start the
+   step's credential proxy (:mod:`jigs._model_proxy`), drop the key variable from the agent's
+   environment and hand the kind the proxied endpoint (``ctx.model_endpoint``);
+7. prove the session to resume exists (:class:`AgentSessionError`), fetching it from the
    session store first when the ref names a stored copy that is not here (digest-checked);
-7. open the turn engine (the kind's transport, or its private files).
+8. open the turn engine (the kind's transport, or its private files).
 
 When the step closes, after everything is released, the session's artifacts go to the session
 store (:mod:`jigs._session_sync`), and their key and digest into the ref.
@@ -429,6 +432,24 @@ class Step:
         if failed:
             raise JitCheckError(failed)
 
+        endpoint = None
+        route = harness.model_route(descriptor)
+        if route is not None:
+            from jigs._model_proxy import open_model_endpoint
+
+            with timed(
+                "runner.proxy.started",
+                log,
+                span=span,
+                upstream=route.upstream,
+                key_env=route.key_env,
+                scheme=route.scheme,
+            ):
+                endpoint = await open_model_endpoint(route, kind=kind, stack=self.stack, log=log)
+            # the key never reaches the agent: the kind gives its CLI the endpoint instead
+            env = {name: value for name, value in env.items() if name != route.key_env}
+            env = _bypass_proxy_for_loopback(env)
+
         ctx = HarnessContext(
             run=run_meta,
             env=env,
@@ -437,6 +458,7 @@ class Step:
             stack=self.stack,
             log=log,
             inherit_fds=tuple(getattr(lock, "fds", ())),
+            model_endpoint=endpoint,
         )
         self.ctx = ctx
         record_run(run_meta)
@@ -536,6 +558,31 @@ class Step:
             if isinstance(self._store_spec, str | Mapping | None) and callable(close):
                 with anyio.move_on_after(5):
                     await anyio.to_thread.run_sync(close, abandon_on_cancel=True)
+
+
+_HTTP_PROXY_NAMES = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+)
+
+
+def _bypass_proxy_for_loopback(env: dict[str, str]) -> dict[str, str]:
+    """With an HTTP proxy in the agent's environment, add ``127.0.0.1`` to its no-proxy list, so
+    the CLI reaches the step's loopback credential proxy directly (some CLIs send even loopback
+    requests through ``HTTPS_PROXY``). Each no-proxy variable already set is extended; when none
+    is, both spellings are set."""
+    if not any(env.get(name) for name in _HTTP_PROXY_NAMES):
+        return env
+    present = [name for name in ("NO_PROXY", "no_proxy") if name in env]
+    for name in present or ["NO_PROXY", "no_proxy"]:
+        entries = [e for e in env.get(name, "").split(",") if e.strip()]
+        if "127.0.0.1" not in (e.strip() for e in entries):
+            env[name] = ",".join([*entries, "127.0.0.1"])
+    return env
 
 
 def _resolve(registry: Registry, data: object) -> tuple[Harness[Any], HarnessDescriptor]:

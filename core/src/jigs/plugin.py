@@ -32,6 +32,13 @@ A kind whose CLI is a long-lived server carrying many turns (Codex's app server)
 :meth:`Harness.open_transport` instead and returns a :class:`SessionTransport`: the second shape of
 the same contract, read by the same engine.
 
+**The model key never reaches the CLI.** A kind declares, with :meth:`Harness.model_route`, where
+its CLI would send a key the descriptor names (the real endpoint, the host variable holding the
+key, how the key is sent). The core then runs a loopback credential proxy for the step
+(:mod:`jigs._proxy`), removes the key variable from the agent's environment and hands the kind
+:attr:`HarnessContext.model_endpoint`: the proxy's step URL and a placeholder key. The kind puts
+those where its CLI reads an endpoint and a key; the real key stays in the worker process.
+
 Resources a kind acquires go on ``ctx`` (:meth:`HarnessContext.launch`,
 :meth:`HarnessContext.private_dir`, :meth:`HarnessContext.callback`), so the core releases them,
 in reverse order, on every path.
@@ -61,6 +68,8 @@ __all__ = [
     "Harness",
     "HarnessContext",
     "HarnessTarget",
+    "ModelEndpoint",
+    "ModelRoute",
     "SessionTransport",
     "TurnDecoder",
     "TurnDriver",
@@ -98,6 +107,41 @@ class HarnessTarget(Generic[D]):
     resume: AgentSessionRef | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ModelRoute:
+    """Where a kind's CLI sends a model key the descriptor names (see :meth:`Harness.model_route`).
+
+    ``upstream`` is the real API base URL the CLI would use without jigs (the descriptor's
+    ``base_url``, or the provider's default endpoint such as ``https://api.anthropic.com``);
+    the CLI's request for ``<base url>/v1/messages`` goes to ``upstream + "/v1/messages"``.
+    ``key_env`` is the host variable holding the key (read by the core in the worker, never
+    passed to the agent). ``scheme`` is how the upstream wants it: ``"x-api-key"`` (Anthropic) or
+    ``"bearer"`` (``Authorization: Bearer``, OpenAI and most gateways). ``allow_paths``, if set,
+    are the only path prefixes (after the base URL) the proxy forwards.
+    """
+
+    upstream: str
+    key_env: str
+    scheme: Literal["x-api-key", "bearer"] = "bearer"
+    allow_paths: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEndpoint:
+    """What the CLI gets instead of the real endpoint and key (``ctx.model_endpoint``).
+
+    ``base_url`` is the step's proxy URL (``http://127.0.0.1:<port>/<step token>``): give it to
+    the CLI as its API base URL exactly where it would take ``route.upstream`` (the proxy forwards
+    ``base_url + X`` to ``upstream + X``). It holds the step's token: never log it. ``key`` is a
+    placeholder, worthless anywhere: put it where the CLI reads its key (the proxy replaces it).
+    Both stop working when the step closes.
+    """
+
+    base_url: str = field(repr=False)
+    key: str = field(repr=False)
+    route: ModelRoute
+
+
 @dataclass(slots=True)
 class HarnessContext:
     """Everything the core hands a kind while it opens or runs.
@@ -118,6 +162,9 @@ class HarnessContext:
     inherit_fds: tuple[int, ...] = ()
     #: Set when the step is being released; nothing new may start after that.
     closed: bool = False
+    #: The proxied model endpoint when :meth:`Harness.model_route` declared a route (the real
+    #: key's variable is then absent from ``env``); None on the operator-login routes.
+    model_endpoint: ModelEndpoint | None = None
 
     async def launch(
         self,
@@ -298,6 +345,21 @@ class Harness(ABC, Generic[D]):
         """Host variable names this descriptor needs beyond the base list (MCP credentials,
         a model key named on the descriptor, ...)."""
         return descriptor.env_names()
+
+    def model_route(self, descriptor: D) -> ModelRoute | None:
+        """Where the CLI would send the model key ``descriptor`` names, or None when it names
+        none (the operator's own login, or an endpoint without a key).
+
+        With a route the core runs the step's credential proxy and the kind must take the
+        endpoint from :attr:`HarnessContext.model_endpoint`: the proxy URL as the CLI's base URL,
+        the placeholder as its key, and never read the key variable itself. The default: None.
+        """
+        return None
+
+    def login_route(self, descriptor: D) -> str | None:
+        """When :meth:`model_route` is None: which credential the CLI uses instead and what of
+        it the agent can read (``jigs doctor`` shows it), or None when it uses none."""
+        return None
 
     def installation_checks(self, env: Mapping[str, str]) -> Sequence[Check]:
         """Checks every descriptor of the kind needs: CLI present and recent enough, a login."""

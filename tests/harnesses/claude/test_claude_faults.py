@@ -269,7 +269,9 @@ async def test_unreachable_endpoint_is_a_retryable_turn_error(
         )
     assert caught.value.reason == "api_error"
     assert caught.value.retryable
-    assert "Connection refused" in str(caught.value)
+    # Claude Code talks to the step's credential proxy, which names the real endpoint it could
+    # not reach
+    assert f"the upstream http://127.0.0.1:{port} is unreachable" in str(caught.value)
     assert "reachable" in str(caught.value)
     assert live_groups() == {}
 

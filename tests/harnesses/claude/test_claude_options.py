@@ -16,7 +16,7 @@ from jigs import RunMetadata, harnesses
 from jigs._pipeline import agent_env_for
 from jigs.checks import run_checks
 from jigs.models import generate_text
-from jigs.plugin import HarnessContext, HarnessTarget, TurnSpec
+from jigs.plugin import HarnessContext, HarnessTarget, ModelEndpoint, TurnSpec
 from jigs.steps import create_agent_runner, run_agent
 from jigs.testing import ModelServer, text
 from jigs_harness_claude import ClaudeDescriptor, ClaudeHarness, transcript_path
@@ -117,8 +117,17 @@ async def test_private_files_are_private_and_removed_at_close(
     env, _ = agent_env_for(harness, d, worktree, AGENTS_ENV)
     async with AsyncExitStack() as stack:
         log = structlog.get_logger()
+        route = harness.model_route(d)
+        assert route is not None
+        endpoint = ModelEndpoint(base_url="http://127.0.0.1:9/tok", key="placeholder", route=route)
         ctx = HarnessContext(
-            run=run_meta, env=env, state_dir=worktree, kind="claude", stack=stack, log=log
+            run=run_meta,
+            env=env,
+            state_dir=worktree,
+            kind="claude",
+            stack=stack,
+            log=log,
+            model_endpoint=endpoint,
         )
         prepared = await harness.prepare(HarnessTarget(descriptor=d, cwd=worktree), ctx)
         path = Path(prepared.mcp_config)
@@ -132,6 +141,8 @@ async def test_private_files_are_private_and_removed_at_close(
         assert list(launch.argv)[list(launch.argv).index("--mcp-config") + 1] == str(path)
         assert "tok-value" not in " ".join(launch.argv)
         assert launch.env["CLAUDE_CODE_SHELL_PREFIX"] == str(prepared.shell_prefix)
+        assert launch.env["ANTHROPIC_API_KEY"] == "placeholder"
+        assert launch.env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9/tok"
     assert not path.exists()
     assert not path.parent.exists()
 

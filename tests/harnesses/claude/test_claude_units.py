@@ -26,7 +26,7 @@ from jigs.events import (
     UsageUpdated,
 )
 from jigs.mcp import McpHttpServer, McpProbe, McpStdioServer
-from jigs.plugin import TurnLaunch, TurnSpec
+from jigs.plugin import ModelEndpoint, ModelRoute, TurnLaunch, TurnSpec
 from jigs_harness_claude import ClaudeDecoder, ClaudeDescriptor, ClaudeHarness
 from jigs_harness_claude._checks import sandbox_ok
 from jigs_harness_claude._launch import Prepared, build_env, launch
@@ -95,11 +95,19 @@ def test_descriptor_refuses_bad_values() -> None:
             harnesses.claude(**bad)
 
 
+_ENDPOINT = ModelEndpoint(
+    base_url="http://127.0.0.1:9/step-token",
+    key="jigs-placeholder-0000",
+    route=ModelRoute("http://gw.example", "K"),
+)
+
+
 def _launch(tmp_path: Path, d: ClaudeDescriptor, prompt: str = "p", **turn: Any) -> TurnLaunch:
     prefix = tmp_path / "shell-prefix" if d.api_key_env else None
     spec = TurnSpec(descriptor=d, cwd=tmp_path, prompt=prompt, **turn)
-    prepared = Prepared(Path("/x/claude"), '{"mcpServers":{}}', prefix, tmp_path)
-    return launch(spec, prepared, host_env={"K": "key-value"})
+    endpoint = _ENDPOINT if d.api_key_env else None
+    prepared = Prepared(Path("/x/claude"), '{"mcpServers":{}}', prefix, tmp_path, endpoint)
+    return launch(spec, prepared)
 
 
 def test_argv_carries_the_policy_whatever_the_descriptor(tmp_path: Path) -> None:
@@ -232,35 +240,51 @@ def test_approve_tool_must_be_a_function(tmp_path: Path) -> None:
     assert "--" not in argv, "the prompt goes to the driver, not the command line"
 
 
-def test_env_adds_only_what_jigs_sets_and_reads_the_key_at_launch() -> None:
+def test_env_adds_only_what_jigs_sets_and_never_the_real_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GW_KEY", "secret-value")
     d = ClaudeDescriptor(base_url="http://gw.example", api_key_env="GW_KEY")
     prefix = Path("/private/shell-prefix")
-    env = build_env(d, host_env={"GW_KEY": "secret-value", "OTHER": "x"}, shell_prefix=prefix)
+    env = build_env(d, endpoint=_ENDPOINT, shell_prefix=prefix)
     assert env == {
         "CLAUDE_CODE_ENTRYPOINT": "sdk-py",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "CLAUDE_CODE_MAX_RETRIES": "2",
         "CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD": "1",
-        "ANTHROPIC_BASE_URL": "http://gw.example",
-        "ANTHROPIC_API_KEY": "secret-value",
+        "ANTHROPIC_BASE_URL": _ENDPOINT.base_url,
+        "ANTHROPIC_API_KEY": _ENDPOINT.key,
         "CLAUDE_CODE_SHELL_PREFIX": "/private/shell-prefix",
     }
     assert set(env) <= ClaudeHarness.sets_env
     bearer = d.model_copy(update={"api_key_header": "bearer", "max_retries": 0})
-    env = build_env(bearer, host_env={"GW_KEY": "v"}, shell_prefix=prefix, max_output_tokens=64)
-    assert env["ANTHROPIC_AUTH_TOKEN"] == "v"
+    env = build_env(bearer, endpoint=_ENDPOINT, shell_prefix=prefix, max_output_tokens=64)
+    assert env["ANTHROPIC_AUTH_TOKEN"] == _ENDPOINT.key
     assert "ANTHROPIC_API_KEY" not in env
     assert env["CLAUDE_CODE_MAX_RETRIES"] == "0"
     assert env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "64"
-    # a key without the prefix that hides it is refused, never a silent leak
+    # without the step's proxy (or the prefix) a key is refused, never read from the host
     with pytest.raises(DescriptorError, match="GW_KEY"):
-        build_env(d, host_env={"GW_KEY": "v"})
+        build_env(d, shell_prefix=prefix)
     with pytest.raises(DescriptorError, match="GW_KEY"):
-        build_env(d, host_env={}, shell_prefix=prefix)
-    login = build_env(ClaudeDescriptor(), host_env={"ANTHROPIC_API_KEY": "leak"})
+        build_env(d, endpoint=_ENDPOINT)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "leak")
+    login = build_env(ClaudeDescriptor())
     assert "ANTHROPIC_API_KEY" not in login
     # the key's own variable is not on the agent's allowlist
     assert "GW_KEY" not in ClaudeHarness().env_allowlist(d)
+
+
+def test_model_route_names_the_real_endpoint_and_how_the_key_is_sent() -> None:
+    harness = ClaudeHarness()
+    assert harness.model_route(ClaudeDescriptor()) is None
+    assert "~/.claude" in (harness.login_route(ClaudeDescriptor()) or "")
+    only_key = harness.model_route(ClaudeDescriptor(api_key_env="K"))
+    assert only_key == ModelRoute("https://api.anthropic.com", "K", "x-api-key")
+    gateway = ClaudeDescriptor(
+        base_url="http://gw.example/a", api_key_env="K", api_key_header="bearer"
+    )
+    assert harness.model_route(gateway) == ModelRoute("http://gw.example/a", "K", "bearer")
 
 
 def test_mcp_config_resolves_credentials_by_name() -> None:

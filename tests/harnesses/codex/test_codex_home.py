@@ -64,6 +64,28 @@ def test_config_with_endpoint_names_the_key_and_never_holds_it():
     assert provider["base_url"] == "http://127.0.0.1:1/v1"
     assert provider["request_max_retries"] == provider["stream_max_retries"] == 1
     assert config["shell_environment_policy"]["exclude"] == ["MY_KEY"]
+    # through the step's credential proxy: its URL replaces the endpoint, the key name stays
+    proxied = tomllib.loads(
+        render_config(descriptor, {}, base_url="http://127.0.0.1:7/step-token")[0]
+    )
+    assert proxied["model_providers"]["jigs"]["base_url"] == "http://127.0.0.1:7/step-token"
+    assert proxied["model_providers"]["jigs"]["env_key"] == "MY_KEY"
+
+
+def test_model_route_is_the_endpoint_or_openai_with_a_bearer_key():
+    from jigs.plugin import ModelRoute
+
+    harness = CodexHarness()
+    keyed = harnesses.codex(model="m", base_url="http://gw.example/v1", api_key_env="K")
+    assert harness.model_route(keyed) == ModelRoute("http://gw.example/v1", "K", "bearer")
+    only_key = harnesses.codex(model="m", api_key_env="K")
+    assert harness.model_route(only_key) == ModelRoute("https://api.openai.com/v1", "K", "bearer")
+    no_key = harnesses.codex(model="m", base_url="http://gw.example/v1")
+    assert harness.model_route(no_key) is None
+    assert harness.login_route(no_key) is None
+    login = harnesses.codex()
+    assert harness.model_route(login) is None
+    assert "auth.json" in (harness.login_route(login) or "")
 
 
 def test_config_writes_the_steps_mcp_servers_by_name_only():

@@ -241,3 +241,27 @@ def test_a_session_other_than_the_one_asked_for_is_refused() -> None:
     with pytest.raises(AgentSessionError, match="asked for 's-2'"):
         _decode(HEADER, expected="s-2")
     assert _decode(HEADER, expected=None) == [SessionStarted(session_id="s-1")]
+
+
+def test_model_route_and_the_proxied_models_json() -> None:
+    from jigs.plugin import ModelRoute
+    from jigs_harness_pi import PiHarness
+
+    harness = PiHarness()
+    d = _pi(model=SOURCE)
+    key = d.model.key_env()
+    assert key is not None
+    assert harness.model_route(d) == ModelRoute("http://127.0.0.1:1/v1", key, "bearer")
+    provider = models_json(d, base_url="http://127.0.0.1:7/tok")["providers"]["local"]
+    assert provider["baseUrl"] == "http://127.0.0.1:7/tok"
+    assert provider["apiKey"] == f"${key}"
+    anthropic = _pi(model={**SOURCE, "type": "anthropic-compatible"})
+    assert harness.model_route(anthropic) == ModelRoute("http://127.0.0.1:1/v1", key, "x-api-key")
+    router = _pi(model={"type": "openrouter", "model": "x"})
+    assert harness.model_route(router) == ModelRoute(
+        "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", "bearer"
+    )
+    routed = models_json(router, base_url="http://127.0.0.1:7/tok")["providers"]["openrouter"]
+    assert routed["baseUrl"] == "http://127.0.0.1:7/tok"
+    no_key = _pi(model={k: v for k, v in SOURCE.items() if k != "api_key_env"})
+    assert harness.model_route(no_key) is None

@@ -14,6 +14,10 @@ JSON; every process the kind launches (in a scratch ``HOME``) gets nothing outsi
 runs and released after; ``close()`` is idempotent and leaves no process; a stale ``resume`` raises
 :class:`~jigs.errors.AgentSessionError` before any process starts; kinds without a model refuse
 ``create_agent_runner`` with :class:`~jigs.errors.ModelNotAvailableError`, leaving nothing behind.
+When the descriptor names a model key (:meth:`~jigs.plugin.Harness.model_route`), the key's value
+reaches no launched process (environment or argv) and, while the agent's tool runs, no other
+process the worker can see holds it in ``/proc/<pid>/environ`` or ``cmdline``: the kind must
+give its CLI the step's proxied endpoint (``ctx.model_endpoint``), never the key.
 
 ``make_descriptor(server)`` overrides the descriptor of the kind's
 :meth:`~jigs.plugin.Harness.demo_plan`; the plan's host variables and ``agents_env`` still apply.
@@ -93,6 +97,13 @@ async def check_harness(
             | {"TRACEPARENT"}  # set by the core when the step is traced
         )
 
+        # a named model key gets a value unique to this run, so a process holding it can only
+        # have got it from this run (never a dummy another test or service also uses)
+        route = harness.model_route(descriptor)
+        key_env = route.key_env if route is not None else ""
+        key = f"sk-jigs-conformance-{uuid.uuid4().hex}" if route is not None else None
+        model_key = {key_env: key} if key is not None else {}
+
         home = tmp_path / "home"
         home.mkdir(exist_ok=True)
         scratch = {
@@ -103,7 +114,7 @@ async def check_harness(
             "JIGS_CLI_DIR": str(installed_dir(kind).parent),
         }
         with (
-            patched_environ({**scratch, **CANARIES, **plan.host_env}),
+            patched_environ({**scratch, **CANARIES, **plan.host_env, **model_key}),
             observe_launches() as launches,
         ):
             # 2. a stale resume fails before any process starts
@@ -181,15 +192,51 @@ async def check_harness(
                 kind, harness, descriptor, plan, server, run=run, tmp_path=tmp_path
             )
 
-        # 4. environments: built from empty; no canary arrives
+        # 4. environments: built from empty; no canary arrives; a named model key never does
         assert launches, f"{kind}: no process was launched through jigs.processes"
         for launch in launches:
+            if key is not None:
+                assert value_digest(key) not in launch.value_digests, (
+                    f"{kind}: the model key (${key_env}) is in the environment of "
+                    f"{launch.argv[0]}; give the CLI ctx.model_endpoint instead"
+                )
+                assert not any(key in arg for arg in launch.argv), (
+                    f"{kind}: the model key (${key_env}) is on the command line of {launch.argv[0]}"
+                )
             leaked = {n for n in launch.env_names if n not in allowed | LOCALE_ENV}
             assert not leaked, f"{kind}: {launch.argv[0]} got names outside the allowlist: {leaked}"
             arrived = [n for n, v in CANARIES.items() if value_digest(v) in launch.value_digests]
             assert not arrived, f"{kind}: canary values arrived in {launch.argv[0]}: {arrived}"
             # 5. nothing the kind started is left running
             assert not group_alive(launch.pgid), f"{kind}: {launch.argv[0]} outlived close()"
+
+
+def _processes_holding(value: str) -> list[str]:
+    """``/proc/<pid>/environ`` and ``cmdline`` files (other than the worker's own) that hold
+    ``value``: what any process of the worker's user could read. Empty where there is no
+    ``/proc``."""
+    import os
+
+    needle = value.encode()
+    found: list[str] = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        for name in ("environ", "cmdline"):
+            try:
+                data = (entry / name).read_bytes()
+            except OSError:
+                continue
+            if needle in data:
+                try:
+                    argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:160]
+                except OSError:
+                    argv = "?"
+                found.append(f"{entry}/{name} ({argv.strip()})")
+    return found
 
 
 #: The idle_timeout the kit gives a hanging turn; it must end within this + :data:`SLACK`.
@@ -267,7 +314,20 @@ async def _check_turn_policy(
         del harness.resolve_executable
     assert not worktree_locked(tree), f"{kind}: a hung CLI left the worktree locked"
 
-    # usage on success
+    # usage on success; while the agent's tool runs, no process the worker can see holds the key
+    route = harness.model_route(descriptor)
+    key_env = route.key_env if route is not None else ""
+    key = os.environ.get(key_env) if route is not None else None
+    holders: list[str] = []
+    scanned: list[int] = []
+
+    def scan(event: object) -> None:
+        from jigs.events import ToolCallFinished, ToolCallStarted
+
+        if key and isinstance(event, ToolCallStarted | ToolCallFinished):
+            scanned.append(1)
+            holders.extend(_processes_holding(key))
+
     tree = _fresh_worktree(tmp_path, "usage")
     done = await run_agent(
         harness=descriptor,
@@ -275,7 +335,14 @@ async def _check_turn_policy(
         prompt=plan.write_file(server, "usage.txt", "usage"),
         run=run,
         agents_env=plan.agents_env,
+        on_event=scan,
     )
+    if key:
+        assert scanned, f"{kind}: the write_file turn reported no tool call event"
+        assert not holders, (
+            f"{kind}: while the agent ran, the model key (${key_env}) was readable in "
+            f"{sorted(set(holders))}; give the CLI ctx.model_endpoint instead"
+        )
     usage = done.usage
     assert usage.input_tokens is not None or usage.output_tokens is not None, (
         f"{kind}: a successful turn reported no usage"

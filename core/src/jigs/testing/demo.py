@@ -35,6 +35,8 @@ class KindReport:
     skipped: str | None = None
     error: str | None = None
     env_names: list[str] = field(default_factory=list)
+    #: The model key's variable when the step proxied it (the key stayed in the worker).
+    proxied_key: str | None = None
     lock: str | None = None
     lock_released: bool = False
     session_id: str | None = None
@@ -138,6 +140,8 @@ async def _demo_kind(kind: str, root: Path) -> KindReport:
         for event in logs:
             if event["event"] == "runner.env.built" and not report.env_names:
                 report.env_names = list(event["names"])
+            elif event["event"] == "runner.proxy.started" and not report.proxied_key:
+                report.proxied_key = str(event["key_env"])
             elif event["event"] == "runner.lock.acquired":
                 report.lock = str(event["lock"])
             elif event["event"] == "runner.lock.released":
@@ -161,6 +165,11 @@ def _print_report(report: KindReport) -> None:
         return
     if report.env_names:
         print(f"   environment passed (names only): {', '.join(report.env_names)}")
+    if report.proxied_key:
+        print(
+            f"   model key: ${report.proxied_key} stayed in the worker; the CLI got the step's "
+            f"credential proxy and a placeholder"
+        )
     if report.lock:
         released = "released" if report.lock_released else "NOT released"
         print(f"   worktree lock: {report.lock} (taken, {released})")

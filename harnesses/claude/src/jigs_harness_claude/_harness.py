@@ -10,7 +10,14 @@ or ``~/.claude``), so the operator's login keeps working (token refreshes write 
 place) and ``claude --resume`` from a shell finds jigs' sessions. The step's private dir (removed
 when the step closes) holds the MCP config file when the step declares servers, so resolved
 credentials never appear on a command line, and, when the descriptor names an endpoint key, the
-shell prefix that keeps that key out of the agent's commands (:mod:`._shell`).
+shell prefix that keeps the CLI's key variables out of the agent's commands (:mod:`._shell`).
+
+Model key: with ``api_key_env`` the kind declares a :class:`~jigs.plugin.ModelRoute` (the
+descriptor's ``base_url`` or ``https://api.anthropic.com``, sent as ``x-api-key`` or a bearer
+token as ``api_key_header`` says); the core proxies it and Claude Code gets the proxy's URL in
+``ANTHROPIC_BASE_URL`` and a placeholder key. Without one, Claude Code uses the operator's own
+login, which it reads from (and refreshes in) ``CLAUDE_CONFIG_DIR`` or ``~/.claude``: that file
+is readable by the agent (same user) and is not proxied.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from jigs.plugin import (
     Harness,
     HarnessContext,
     HarnessTarget,
+    ModelRoute,
     TurnLaunch,
     TurnSpec,
     artifacts_under,
@@ -51,6 +59,8 @@ if TYPE_CHECKING:
 __all__ = ["ClaudeHarness"]
 
 _EMPTY_MCP = '{"mcpServers":{}}'
+#: Where Claude Code sends requests without ANTHROPIC_BASE_URL.
+ANTHROPIC_API = "https://api.anthropic.com"
 
 
 class ClaudeHarness(Harness[ClaudeDescriptor]):
@@ -73,6 +83,21 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
     def resolve_executable(self, env: Mapping[str, str]) -> Resolved:
         """The CLI: ``$JIGS_CLAUDE_EXECUTABLE``, ``claude`` on PATH, the pip-bundled copy."""
         return resolve_executable(env)
+
+    def model_route(self, descriptor: ClaudeDescriptor) -> ModelRoute | None:
+        if descriptor.api_key_env is None:
+            return None
+        return ModelRoute(
+            upstream=descriptor.base_url or ANTHROPIC_API,
+            key_env=descriptor.api_key_env,
+            scheme=descriptor.api_key_header,
+        )
+
+    def login_route(self, descriptor: ClaudeDescriptor) -> str | None:
+        return (
+            "the operator's Claude Code login (CLAUDE_CONFIG_DIR or ~/.claude): not proxied, "
+            "its credentials file is readable by the agent"
+        )
 
     def installation_checks(self, env: Mapping[str, str]) -> Sequence[Check]:
         return [cli_check(env), root_check(env), auth_check(env)]
@@ -118,7 +143,7 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
             config = str(private_file(private / "mcp.json", data))
         # always: even on the login route Claude Code's shell must not read ~/.bashrc
         prefix = write_shell_prefix(private, ctx.env)
-        return Prepared(executable.path, config, prefix, private)
+        return Prepared(executable.path, config, prefix, private, ctx.model_endpoint)
 
     def launch_turn(
         self, turn: TurnSpec[ClaudeDescriptor], ctx: HarnessContext, state: Prepared

@@ -16,24 +16,24 @@ Policy that every launch carries, whatever the descriptor says:
   (``--resume=<id>``);
 - the environment is exactly the core-built one plus ``CLAUDE_CODE_ENTRYPOINT``,
   ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` (no telemetry, update checks or other calls
-  home), a bounded ``CLAUDE_CODE_MAX_RETRIES``, and for a descriptor key ``ANTHROPIC_BASE_URL``,
-  the key copied from the variable the descriptor names, and ``CLAUDE_CODE_SHELL_PREFIX`` naming
-  the script that removes the key from the environment of the agent's commands and MCP servers
-  (see :mod:`._shell`).
+  home), a bounded ``CLAUDE_CODE_MAX_RETRIES``, and for a descriptor key ``ANTHROPIC_BASE_URL``
+  set to the step's credential proxy (``ctx.model_endpoint``), the proxy's placeholder in
+  ``ANTHROPIC_API_KEY`` (or ``ANTHROPIC_AUTH_TOKEN`` for a bearer gateway), and
+  ``CLAUDE_CODE_SHELL_PREFIX`` naming the script that removes those variables from the agent's
+  commands and MCP servers (see :mod:`._shell`; with the proxy it hides only the placeholder).
+  The real key is never read here: the core keeps it in the worker.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from jigs._secrets import remember
 from jigs.errors import DescriptorError, InvalidInputError
-from jigs.plugin import TurnLaunch, TurnSpec, private_file
+from jigs.plugin import ModelEndpoint, TurnLaunch, TurnSpec, private_file
 
 from jigs_harness_claude._approval import ApprovalDriver, approve_tool
 from jigs_harness_claude._descriptor import ClaudeDescriptor
@@ -70,30 +70,31 @@ SETS_ENV = frozenset(
 @dataclass(frozen=True, slots=True)
 class Prepared:
     """What :meth:`ClaudeHarness.prepare` made once per step: the CLI, the MCP config (a JSON
-    string or a 0600 file), the shell prefix (with a descriptor key) and the private dir (0700,
-    removed when the step closes) for texts too long for the command line."""
+    string or a 0600 file), the shell prefix (with a descriptor key), the private dir (0700,
+    removed when the step closes) for texts too long for the command line, and the step's
+    proxied model endpoint (with a descriptor key)."""
 
     executable: Path
     mcp_config: str
     shell_prefix: Path | None
     private: Path
+    endpoint: ModelEndpoint | None = None
 
 
 def build_env(
     descriptor: ClaudeDescriptor,
     *,
-    host_env: Mapping[str, str] | None = None,
+    endpoint: ModelEndpoint | None = None,
     max_output_tokens: int | None = None,
     shell_prefix: Path | None = None,
 ) -> dict[str, str]:
     """The variables jigs adds to the agent's environment (built by the core from empty).
 
-    The endpoint key is read from ``host_env`` (default ``os.environ``) by the name the
-    descriptor gives, at launch; it is never stored. ``shell_prefix`` (the script from
-    :func:`~._shell.write_shell_prefix`) must come with a key, so the key never reaches the
-    agent's commands. Raises :class:`DescriptorError` when the key variable is not set.
+    With a descriptor key, ``endpoint`` (the step's credential proxy, ``ctx.model_endpoint``)
+    gives ``ANTHROPIC_BASE_URL`` and the placeholder key, and ``shell_prefix`` (the script from
+    :func:`~._shell.write_shell_prefix`) keeps even the placeholder out of the agent's commands.
+    Raises :class:`DescriptorError` when either is missing: the real key is never a fallback.
     """
-    host = os.environ if host_env is None else host_env
     env = {
         "CLAUDE_CODE_ENTRYPOINT": ENTRYPOINT,
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -108,29 +109,22 @@ def build_env(
         env.update(shell_env(shell_prefix))
     name = descriptor.api_key_env
     if name is not None:
-        key = host.get(name)
-        if not key or shell_prefix is None:
+        if endpoint is None or shell_prefix is None:
             raise DescriptorError(
-                f"the claude descriptor names {name} for its model key, but it is not set in "
-                f"the step's environment; set it where the service runs",
+                f"the claude descriptor names {name} for its model key, but the step has no "
+                f"proxied model endpoint; run the step through jigs (run_agent or "
+                f"create_agent_runner), which starts the credential proxy",
                 kind="claude",
                 key="api_key_env",
             )
-        remember([key])  # read here, not through the core's build_env: redact it by value
-        if descriptor.base_url is not None:
-            env["ANTHROPIC_BASE_URL"] = descriptor.base_url
+        env["ANTHROPIC_BASE_URL"] = endpoint.base_url
         env[
             "ANTHROPIC_AUTH_TOKEN" if descriptor.api_key_header == "bearer" else "ANTHROPIC_API_KEY"
-        ] = key
+        ] = endpoint.key
     return env
 
 
-def launch(
-    turn: TurnSpec[ClaudeDescriptor],
-    prepared: Prepared,
-    *,
-    host_env: Mapping[str, str] | None = None,
-) -> TurnLaunch:
+def launch(turn: TurnSpec[ClaudeDescriptor], prepared: Prepared) -> TurnLaunch:
     """One turn's :class:`TurnLaunch`. ``turn.options["approve_tool"]`` switches to stream-json
     input with the approval driver (see :mod:`._approval`)."""
     d = turn.descriptor
@@ -190,7 +184,7 @@ def launch(
         _text(argv, "--json-schema", json.dumps(turn.output_schema, separators=(",", ":")), None)
     env = build_env(
         d,
-        host_env=host_env,
+        endpoint=prepared.endpoint,
         max_output_tokens=turn.max_output_tokens,
         shell_prefix=prepared.shell_prefix,
     )

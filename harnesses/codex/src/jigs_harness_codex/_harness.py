@@ -11,7 +11,7 @@ from jigs.checks import Check
 from jigs.descriptors import HarnessDescriptor
 from jigs.errors import AgentSessionError, CliNotFoundError
 from jigs.executables import Resolved
-from jigs.plugin import Harness, HarnessContext, HarnessTarget, artifacts_under
+from jigs.plugin import Harness, HarnessContext, HarnessTarget, ModelRoute, artifacts_under
 
 from jigs_harness_codex._checks import (
     auth_check,
@@ -19,7 +19,7 @@ from jigs_harness_codex._checks import (
     system_config_check,
     worktree_config_check,
 )
-from jigs_harness_codex._descriptor import CodexDescriptor
+from jigs_harness_codex._descriptor import DEFAULT_OPENAI_BASE_URL, CodexDescriptor
 from jigs_harness_codex._executable import (
     RUNTIME_WHEEL,
     RUNTIME_WHEEL_VERSION,
@@ -58,6 +58,24 @@ class CodexHarness(Harness[CodexDescriptor]):
     def resolve_executable(self, env: Mapping[str, str]) -> Resolved:
         """The Codex CLI in the documented order (see :mod:`jigs_harness_codex._executable`)."""
         return resolve_executable(env)
+
+    def model_route(self, descriptor: CodexDescriptor) -> ModelRoute | None:
+        """With ``api_key_env``: the descriptor's ``base_url`` (or OpenAI's API), bearer."""
+        if not descriptor.api_key_env:
+            return None
+        return ModelRoute(
+            upstream=descriptor.base_url or DEFAULT_OPENAI_BASE_URL,
+            key_env=descriptor.api_key_env,
+            scheme="bearer",
+        )
+
+    def login_route(self, descriptor: CodexDescriptor) -> str | None:
+        if descriptor.names_endpoint:
+            return None  # an endpoint without a key: nothing secret
+        return (
+            "the operator's Codex login (auth.json, linked into the private CODEX_HOME): not "
+            "proxied, readable by the agent"
+        )
 
     def installation_checks(self, env: Mapping[str, str]) -> Sequence[Check]:
         return [cli_check(env)]

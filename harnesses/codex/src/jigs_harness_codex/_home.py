@@ -11,8 +11,12 @@ Layout under the run's state dir (``ctx.state_dir``)::
         auth.json -> <operator's ~/.codex/auth.json>   (a symlink: refresh tokens are single-use)
         sessions  -> ../../sessions
 
-Nothing here holds a secret: the provider's key and MCP credentials travel in the app server's
-environment only, and ``shell_environment_policy.exclude`` keeps them from the agent's commands.
+Nothing here holds a lasting secret. With a key the provider's ``base_url`` is the step's credential
+proxy (its URL carries the step's token, worthless once the step closes) and ``env_key`` names a
+variable that holds only the proxy's placeholder: the real key never leaves the worker. MCP
+credentials travel in the app server's environment only, and ``shell_environment_policy.exclude``
+keeps them (and the placeholder) from the agent's commands. Without an endpoint, ``auth.json`` is
+the operator's login, linked in: the agent can read it (same user); it is not proxied.
 """
 
 from __future__ import annotations
@@ -160,11 +164,13 @@ def _mcp_tables(
 
 
 def render_config(
-    descriptor: CodexDescriptor, env: Mapping[str, str]
+    descriptor: CodexDescriptor, env: Mapping[str, str], *, base_url: str | None = None
 ) -> tuple[str, dict[str, str]]:
     """The curated ``config.toml`` text and the env the app server must add.
 
-    Top-level keys come first (a key after a ``[table]`` header belongs to that table).
+    ``base_url`` (the step's proxy URL) replaces the descriptor's endpoint as the provider's
+    ``base_url``. Top-level keys come first (a key after a ``[table]`` header belongs to that
+    table).
     """
     mcp_lines, extra_env, secret_names = _mcp_tables(descriptor, env)
     if descriptor.api_key_env:
@@ -203,7 +209,7 @@ def render_config(
             "",
             f"[model_providers.{PROVIDER_ID}]",
             'name = "jigs"',
-            f"base_url = {_toml_str(descriptor.base_url or DEFAULT_OPENAI_BASE_URL)}",
+            f"base_url = {_toml_str(base_url or descriptor.base_url or DEFAULT_OPENAI_BASE_URL)}",
             'wire_api = "responses"',
             f"request_max_retries = {descriptor.max_retries}",
             f"stream_max_retries = {descriptor.max_retries}",
@@ -220,9 +226,11 @@ def build_home(
     state_dir: Path,
     *,
     seed: Path | None = None,
+    base_url: str | None = None,
 ) -> CodexHome:
     """Create this invocation's home (mode 0700) under ``state_dir``, starting from a copy of
-    ``seed`` (see :mod:`jigs_harness_codex._seed`) when given. Any failure removes it."""
+    ``seed`` (see :mod:`jigs_harness_codex._seed`) when given; ``base_url`` as in
+    :func:`render_config`. Any failure removes it."""
     store = sessions_dir(state_dir)
     store.mkdir(parents=True, exist_ok=True)
     homes = state_dir / "homes"
@@ -232,7 +240,7 @@ def build_home(
     try:
         if seed is not None:
             copy_seed(seed, path)
-        text, extra_env = render_config(descriptor, env)
+        text, extra_env = render_config(descriptor, env, base_url=base_url)
         config = path / "config.toml"
         config.write_text(text, encoding="utf-8")
         config.chmod(0o600)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-from jigs.errors import AgentOutputError, AgentTurnError, CliNotFoundError
+from jigs.errors import AgentOutputError, AgentTurnError, CliNotFoundError, DescriptorError
 from jigs.executables import Resolved
 from jigs.plugin import HarnessContext, HarnessTarget, SessionTransport, TurnDecoder, TurnSpec
 
@@ -153,9 +153,27 @@ async def open_transport(
         ctx.log,
         timeout=min(5.0, descriptor.startup_timeout / 2, descriptor.idle_timeout / 2),
     )
-    home = build_home(descriptor, ctx.env, ctx.state_dir, seed=seed)
+    endpoint = ctx.model_endpoint
+    if descriptor.api_key_env and endpoint is None:
+        raise DescriptorError(
+            f"the codex descriptor names {descriptor.api_key_env} for its model key, but the "
+            f"step has no proxied model endpoint; run the step through jigs (run_agent or "
+            f"create_agent_runner), which starts the credential proxy",
+            kind="codex",
+            key="api_key_env",
+        )
+    home = build_home(
+        descriptor,
+        ctx.env,
+        ctx.state_dir,
+        seed=seed,
+        base_url=endpoint.base_url if endpoint is not None else None,
+    )
     ctx.callback(home.remove)
     env = {**ctx.env, **home.extra_env, "CODEX_HOME": str(home.path)}
+    if endpoint is not None and descriptor.api_key_env:
+        # the provider's env_key: Codex sends the placeholder, the proxy the real key
+        env[descriptor.api_key_env] = endpoint.key
     try:
         process = await ctx.launch(
             [str(resolved.path), "app-server"], cwd=target.cwd, env=env, stdin="pipe"

@@ -18,6 +18,11 @@ this module only says how Pi is launched:
   prompt goes on stdin (Pi reads piped stdin in json mode), so no prompt size hits the
   command-line limit and a prompt starting with ``-`` or ``@`` stays a prompt; Pi trims the
   whitespace around it.
+
+Model key: when the model source names ``api_key_env`` the kind declares a
+:class:`~jigs.plugin.ModelRoute` (the source's ``base_url``, or OpenRouter's API; ``x-api-key`` for
+an Anthropic-compatible source, bearer otherwise). The core proxies it: ``models.json`` gets the
+proxy's URL as ``baseUrl`` and the ``$NAME`` it refers to holds the proxy's placeholder.
 """
 
 from __future__ import annotations
@@ -35,19 +40,26 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import anyio
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.descriptors import HarnessDescriptor
-from jigs.errors import AgentSessionError, CliNotFoundError, InvalidInputError, PromptError
+from jigs.errors import (
+    AgentSessionError,
+    CliNotFoundError,
+    DescriptorError,
+    InvalidInputError,
+    PromptError,
+)
 from jigs.executables import Resolved, parse_version
 from jigs.plugin import (
     Harness,
     HarnessContext,
     HarnessTarget,
+    ModelRoute,
     TurnLaunch,
     TurnSpec,
     artifacts_under,
     private_file,
 )
 
-from jigs_harness_pi._descriptor import PiDescriptor
+from jigs_harness_pi._descriptor import AnthropicCompatible, PiDescriptor
 from jigs_harness_pi._executable import (
     INSTALL_FIX,
     MIN_VERSION,
@@ -56,7 +68,7 @@ from jigs_harness_pi._executable import (
     launchable,
     resolve_pi,
 )
-from jigs_harness_pi._home import PiHome, model_flag
+from jigs_harness_pi._home import PiHome, model_flag, upstream_url
 from jigs_harness_pi._mcp import allowed_tools, excluded_tools
 from jigs_harness_pi._stream import PiDecoder
 
@@ -119,6 +131,8 @@ class _Prepared:
     sessions: Path
     #: ``--system-prompt`` / ``--append-system-prompt`` arguments (files in ``home``).
     prompt_args: tuple[str, ...]
+    #: The key variable ``models.json`` refers to and the proxy's placeholder it holds.
+    key_env: tuple[str, str] | None = None
 
 
 class PiHarness(Harness[PiDescriptor]):
@@ -179,6 +193,15 @@ class PiHarness(Harness[PiDescriptor]):
             return CheckOk(f"{pi.path} ({pi.source}), version {printed}{runner}")
 
         return [Check("harness.pi-cli", "Pi CLI", run, timeout=25)]
+
+    def model_route(self, descriptor: PiDescriptor) -> ModelRoute | None:
+        key = descriptor.model.key_env()
+        if key is None:
+            return None
+        scheme: Literal["x-api-key", "bearer"] = (
+            "x-api-key" if isinstance(descriptor.model, AnthropicCompatible) else "bearer"
+        )
+        return ModelRoute(upstream=upstream_url(descriptor), key_env=key, scheme=scheme)
 
     def descriptor_checks(
         self, descriptor: PiDescriptor, env: Mapping[str, str]
@@ -253,7 +276,17 @@ class PiHarness(Harness[PiDescriptor]):
         # launch what resolve_executable returns (the contract: the conformance kit swaps it)
         resolved = self.resolve_executable(ctx.env)
         pi = launchable(resolved.path, resolved.source)
-        home = PiHome(descriptor)
+        endpoint = ctx.model_endpoint
+        key = descriptor.model.key_env()
+        if key is not None and endpoint is None:
+            raise DescriptorError(
+                f"the pi descriptor names {key} for its model key, but the step has no proxied "
+                f"model endpoint; run the step through jigs (run_agent), which starts the "
+                f"credential proxy",
+                kind="pi",
+                key="model.api_key_env",
+            )
+        home = PiHome(descriptor, base_url=endpoint.base_url if endpoint is not None else None)
         ctx.callback(home.remove)
         prompt_args: list[str] = []
         if descriptor.system_prompt is not None:
@@ -264,7 +297,8 @@ class PiHarness(Harness[PiDescriptor]):
             prompt_args += ["--append-system-prompt", str(path)]
         sessions = ctx.state_dir / _SESSIONS
         sessions.mkdir(parents=True, exist_ok=True)
-        return _Prepared(pi, home.path, sessions, tuple(prompt_args))
+        key_env = (key, endpoint.key) if key is not None and endpoint is not None else None
+        return _Prepared(pi, home.path, sessions, tuple(prompt_args), key_env)
 
     def launch_turn(
         self, turn: TurnSpec[PiDescriptor], ctx: HarnessContext, state: Any
@@ -332,6 +366,9 @@ class PiHarness(Harness[PiDescriptor]):
             "PI_SKIP_VERSION_CHECK": "1",
             "PI_TELEMETRY": "0",
         }
+        if prepared.key_env is not None:
+            name, placeholder = prepared.key_env
+            env[name] = placeholder
         return TurnLaunch(
             argv,
             env=env,

@@ -3,13 +3,15 @@ when the step declares MCP servers, ``mcp.json`` (:mod:`jigs_harness_pi._mcp`).
 
 Nothing secret is ever written: an API key appears in ``models.json`` only as Pi's environment
 reference ``"$NAME"`` (the variable's name), which Pi resolves at request time, and MCP
-credentials likewise as ``"${NAME}"``. ``settings.json``
-turns off packages and extension resources, install telemetry, and sets retries as the descriptor
-says (off by default, so a dead endpoint fails in well under a second). The shell tool gets a
-prefix that unsets the key variable, so a command the model runs cannot print the key, and runs
+credentials likewise as ``"${NAME}"``. With a key, the provider's ``baseUrl`` is the step's
+credential proxy (a URL worthless once the step closes) and ``$NAME`` holds only the proxy's
+placeholder: the real key stays in the worker. ``settings.json`` turns off packages and
+extension resources, install telemetry, and sets retries as the descriptor says (off by default,
+so a dead endpoint fails in well under a second). The shell tool gets a prefix that unsets the
+key variable (it holds the placeholder only; the prefix stays as a second fence), and it runs
 through a jigs-written ``shellPath`` script that starts bash with ``--noprofile --norc`` (and
-without ``BASH_ENV``/``ENV``): Pi's plain ``bash -c`` would source ``~/.bashrc`` when its stdin is
-a socket, so a slow or hostile rc file would delay or change the agent's commands.
+without ``BASH_ENV``/``ENV``): Pi's plain ``bash -c`` would source ``~/.bashrc`` when its stdin is a
+socket, so a slow or hostile rc file would delay or change the agent's commands.
 """
 
 from __future__ import annotations
@@ -30,7 +32,14 @@ from jigs_harness_pi._descriptor import (
 )
 from jigs_harness_pi._mcp import mcp_json
 
-__all__ = ["OPENROUTER_BASE_URL", "PiHome", "model_flag", "models_json", "settings_json"]
+__all__ = [
+    "OPENROUTER_BASE_URL",
+    "PiHome",
+    "model_flag",
+    "models_json",
+    "settings_json",
+    "upstream_url",
+]
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 _FREE = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
@@ -43,8 +52,15 @@ def model_flag(descriptor: PiDescriptor) -> str:
     return f"{provider}/{source.model}"
 
 
-def models_json(descriptor: PiDescriptor) -> dict[str, Any]:
-    """Pi's ``models.json`` for the descriptor's model source (keys by variable name only)."""
+def upstream_url(descriptor: PiDescriptor) -> str:
+    """The API base URL Pi would call for the descriptor's model source."""
+    source = descriptor.model
+    return OPENROUTER_BASE_URL if isinstance(source, OpenRouter) else source.base_url
+
+
+def models_json(descriptor: PiDescriptor, *, base_url: str | None = None) -> dict[str, Any]:
+    """Pi's ``models.json`` for the descriptor's model source (keys by variable name only);
+    ``base_url`` (the step's proxy URL) replaces the source's endpoint."""
     source = descriptor.model
     price = source.price
     cost = (
@@ -60,7 +76,7 @@ def models_json(descriptor: PiDescriptor) -> dict[str, Any]:
     model: dict[str, Any] = {"id": source.model, "cost": cost}
     if isinstance(source, OpenRouter):
         provider: dict[str, Any] = {
-            "baseUrl": OPENROUTER_BASE_URL,
+            "baseUrl": base_url or OPENROUTER_BASE_URL,
             "api": "openai-completions",
             "apiKey": f"${source.api_key_env}",
             "models": [model],
@@ -78,7 +94,7 @@ def models_json(descriptor: PiDescriptor) -> dict[str, Any]:
     if source.reasoning:
         model["reasoning"] = True
     provider = {
-        "baseUrl": source.base_url,
+        "baseUrl": base_url or source.base_url,
         "api": api,
         # Pi needs some key to call a provider; an endpoint without auth gets a dummy one.
         "apiKey": f"${source.api_key_env}" if source.api_key_env else "jigs-no-key",
@@ -130,7 +146,7 @@ def settings_json(descriptor: PiDescriptor, *, shell_path: str | None = None) ->
 class PiHome:
     """A fresh private agent dir; :meth:`remove` deletes it (registered on the context)."""
 
-    def __init__(self, descriptor: PiDescriptor) -> None:
+    def __init__(self, descriptor: PiDescriptor, *, base_url: str | None = None) -> None:
         self.path = Path(tempfile.mkdtemp(prefix="jigs-pi-agent-"))
         try:
             bash = shutil.which("bash") or (
@@ -145,7 +161,7 @@ class PiHome:
                 "settings.json",
                 settings_json(descriptor, shell_path=str(shell) if shell is not None else None),
             )
-            self._write("models.json", models_json(descriptor))
+            self._write("models.json", models_json(descriptor, base_url=base_url))
             if descriptor.mcp_servers:
                 key = descriptor.model.key_env()
                 hidden = [key] if key else []
