@@ -1,12 +1,14 @@
 """Codex's session transport: a private home, one ``codex app-server`` per step, one thread.
 
 :func:`open_transport` builds the home (from the per-binary seed), launches the app server with
-exactly the step's environment plus ``CODEX_HOME`` (in its own process group, stdin a pipe),
+exactly the step's environment plus ``CODEX_HOME`` (in the step's process namespace, stdin a
+pipe),
 initializes it and starts or resumes the thread. Each turn is ``turn/start`` then the turn's
 notifications, read by the core's engine through :class:`CodexTurn` (which answers the server's
 requests on the way); the engine's deadlines and limits stop a turn with :meth:`CodexTurn.abort`
-(``turn/interrupt``, bounded). Closing the step stops the process group, kills the commands Codex
-started in sessions of their own (:mod:`._reap`), and removes the home.
+(``turn/interrupt``, bounded). Closing the step stops the whole namespace (the commands Codex
+started in sessions of their own included: the core does that for every kind) and removes the
+home.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from jigs_harness_codex._approvals import Approver, turn_options
 from jigs_harness_codex._descriptor import CodexDescriptor
 from jigs_harness_codex._executable import fix_hint
 from jigs_harness_codex._home import build_home, mcp_startup_timeout
-from jigs_harness_codex._reap import stop_tree
 from jigs_harness_codex._rpc import AppServer, AppServerRpcError
 from jigs_harness_codex._seed import ensure_seed
 from jigs_harness_codex._turn import CodexDecoder, strict_schema
@@ -182,8 +183,6 @@ async def open_transport(
         raise CliNotFoundError(
             "codex", [f"{resolved.source}: {resolved.path} cannot run ({exc})"], fix_hint()
         ) from None
-    # runs before the core's own stop: also reaps the commands Codex ran in their own sessions
-    ctx.async_callback(stop_tree, process, ctx.log)
 
     server = AppServer(process, on_request=Approver(None, {}, ctx.log), log=ctx.log)
     idle_first = descriptor.idle_timeout < descriptor.startup_timeout
