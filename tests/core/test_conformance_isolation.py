@@ -77,7 +77,43 @@ async def test_the_worker_death_check_catches_a_worker_without_isolation(
     monkeypatch.setenv("PYTHONPATH", str(site))
     with reaped(tmp_path):
         async with echo_kit(tmp_path) as args:
-            with pytest.raises(AssertionError, match=r"SIGKILLed mid-turn left .* processes"):
+            with pytest.raises(
+                AssertionError,
+                match=r"SIGKILLed mid-turn left .* processes|run in the worker's PID namespace",
+            ):
+                await kit._check_worker_death(**args)
+
+
+WEAK_NAMESPACE = """
+import dataclasses
+import jigs._isolation as i
+
+_probed = i.isolation
+
+
+def weak():
+    # the namespace without its death links: no parent-death signal, no --kill-child
+    found = _probed()
+    prefix = list(found.prefix)
+    if prefix and prefix[0].endswith("setpriv"):
+        prefix = prefix[4:]
+    return dataclasses.replace(found, prefix=tuple(a for a in prefix if a != "--kill-child"))
+
+
+i.isolation = weak
+"""
+
+
+async def test_the_worker_death_check_catches_a_namespace_without_its_death_links(
+    namespace_only: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(WEAK_NAMESPACE)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    with reaped(tmp_path):
+        async with echo_kit(tmp_path) as args:
+            with pytest.raises(AssertionError, match=r"SIGKILLed mid-turn left \d+ processes"):
                 await kit._check_worker_death(**args)
 
 

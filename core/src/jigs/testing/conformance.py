@@ -420,6 +420,7 @@ async def _check_worker_death(
     Under the ``tree`` fallback a SIGKILLed worker leaves its step's descendants running (the
     documented limit); the kit then asserts the worktree stays locked while they live, and
     kills them itself."""
+    import os
     import shlex
     import signal
     import subprocess
@@ -430,7 +431,12 @@ async def _check_worker_death(
 
     from jigs._isolation import isolation
     from jigs._logging import logger
-    from jigs._proctree import kill_procs, live, processes_under
+    from jigs._proctree import (
+        kill_procs,
+        namespace_members,
+        pid_namespace,
+        processes_under,
+    )
     from jigs.steps import run_agent
     from jigs.testing._isolation_probe import DESCENDANTS, SLEEPERS, WORKER_SCRIPT, sleepers
 
@@ -476,13 +482,18 @@ async def _check_worker_death(
                 )
                 await anyio.sleep(0.05)
             step = processes_under(tree)
+            # in a namespace, also every member of the step's PID namespace (wherever it works)
+            namespace = pid_namespace(sleepers(step)[0][0]) if mode == "namespace" else None
+            if namespace is not None:
+                assert namespace != pid_namespace(os.getpid()), (
+                    f"{kind}: the agent's commands run in the worker's PID namespace"
+                )
+                step = sorted(set(step) | set(namespace_members(namespace)))
             worker.send_signal(sig)
             signalled = time.monotonic()
-            while (live(step) or processes_under(tree)) and (
-                time.monotonic() - signalled < DEATH_BOUND
-            ):
+            while _remaining(step, tree, namespace) and time.monotonic() - signalled < DEATH_BOUND:
                 await anyio.sleep(0.02)
-            left = sorted(set(live(step)) | set(processes_under(tree)))
+            left = _remaining(step, tree, namespace)
             logger.info(
                 "conformance.worker_signalled",
                 kind=kind,
@@ -526,6 +537,19 @@ async def _check_worker_death(
     assert (tree / "after-death.txt").read_text() == "after", (
         f"{kind}: the step after the signalled workers did not write its file"
     )
+
+
+def _remaining(
+    step: list[tuple[int, str]], tree: Path, namespace: str | None
+) -> list[tuple[int, str]]:
+    """What is left of a step: its recorded processes, anything working in its worktree, and
+    (when it had one) any member of its PID namespace."""
+    from jigs._proctree import live, namespace_members, processes_under
+
+    found = set(live(step)) | set(processes_under(tree))
+    if namespace is not None:
+        found |= set(namespace_members(namespace))
+    return sorted(found)
 
 
 def _describe(procs: list[tuple[int, str]]) -> str:
