@@ -7,8 +7,6 @@ The checks themselves pass for every kind in ``check_harness`` (echo in
 
 from __future__ import annotations
 
-import os
-import signal
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -16,7 +14,7 @@ from typing import Any
 
 import pytest
 from jigs import _isolation
-from jigs._proctree import processes_under
+from jigs._proctree import kill_procs, processes_under
 from jigs._types import RunMetadata
 from jigs.testing import ModelServer
 from jigs.testing import conformance as kit
@@ -36,8 +34,7 @@ def reaped(root: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        for pid, _ in processes_under(root):
-            os.kill(pid, signal.SIGKILL)
+        kill_procs(processes_under(root))
 
 
 @asynccontextmanager
