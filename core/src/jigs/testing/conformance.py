@@ -11,7 +11,11 @@ It uses plain ``assert`` (no pytest import) and drives the real pipeline with th
 against :class:`~jigs.testing.ModelServer`. It checks that: the descriptor round-trips through
 JSON; every process the kind launches (in a scratch ``HOME``) gets nothing outside the allowlist
 (canaries planted in the host environment never arrive); the worktree lock is taken while the agent
-runs and released after; ``close()`` is idempotent and leaves no process; a stale ``resume`` raises
+runs and released after; ``close()`` is idempotent and leaves no process of the step (found by its
+working directory, since the step's processes live in a namespace of their own); a worker process
+SIGKILLed, SIGTERMed or SIGINTed mid-turn takes every process of its step along (detached ones
+included) and frees the worktree; the agent's own shell sees no process outside its step and no
+host canary (``DemoPlan.run_command`` scripts that shell); a stale ``resume`` raises
 :class:`~jigs.errors.AgentSessionError` before any process starts; kinds without a model refuse
 ``create_agent_runner`` with :class:`~jigs.errors.ModelNotAvailableError`, leaving nothing behind.
 When the descriptor names a model key (:meth:`~jigs.plugin.Harness.model_route`), the key's value
@@ -65,6 +69,7 @@ async def check_harness(
 
     from jigs import harnesses
     from jigs._paths import data_dir
+    from jigs._proctree import processes_under
     from jigs._registry import default_registry
     from jigs._types import AgentSessionRef, RunMetadata
     from jigs.env import BASE_ENV, LOCALE_ENV
@@ -192,6 +197,12 @@ async def check_harness(
                 kind, harness, descriptor, plan, server, run=run, tmp_path=tmp_path
             )
 
+            # 8. a killed, terminated or interrupted worker takes its whole step along
+            await _check_worker_death(kind, descriptor, plan, server, run=run, tmp_path=tmp_path)
+
+            # 9. the agent sees only its own step's processes, and no host environment
+            await _check_process_view(kind, descriptor, plan, server, run=run, tmp_path=tmp_path)
+
         # 4. environments: built from empty; no canary arrives; a named model key never does
         assert launches, f"{kind}: no process was launched through jigs.processes"
         for launch in launches:
@@ -207,8 +218,11 @@ async def check_harness(
             assert not leaked, f"{kind}: {launch.argv[0]} got names outside the allowlist: {leaked}"
             arrived = [n for n, v in CANARIES.items() if value_digest(v) in launch.value_digests]
             assert not arrived, f"{kind}: canary values arrived in {launch.argv[0]}: {arrived}"
-            # 5. nothing the kind started is left running
+            # 5. nothing the kind started is left running: the launched group (the isolation's
+            # outer process) and every process of the step, found by its working directory
             assert not group_alive(launch.pgid), f"{kind}: {launch.argv[0]} outlived close()"
+            left = processes_under(launch.cwd)
+            assert not left, f"{kind}: {launch.argv[0]}'s step left processes: {_describe(left)}"
 
 
 def _processes_holding(value: str) -> list[str]:
@@ -438,3 +452,241 @@ async def _check_fork_on_resume(
         f"{kind}: two steps resumed from one ref saw different histories {answers}: the first "
         f"step wrote into the resumed session instead of a fork"
     )
+
+
+#: Seconds within which a signalled worker's step must have no process left (the issue's bound).
+DEATH_BOUND = 2.0
+#: Seconds the kit waits for the agent's shell to have started every descendant.
+START_BOUND = 60.0
+
+
+def _shell_prompt(kind: str, plan: Any, server: Any, command: str) -> str:
+    assert plan.run_command is not None, (
+        f"{kind}: DemoPlan.run_command is not set; the isolation checks need the agent to run "
+        f"a command with its own shell tool (see jigs.testing.plan.scripted_command)"
+    )
+    prompt: str = plan.run_command(server, command)
+    return prompt
+
+
+async def _check_worker_death(
+    kind: str,
+    descriptor: HarnessDescriptor,
+    plan: Any,
+    server: Any,
+    *,
+    run: Any,
+    tmp_path: Path,
+) -> None:
+    """A worker process running one step of the kind is SIGKILLed, SIGTERMed and SIGINTed
+    mid-turn while the agent, through its own shell tool, runs ``sleep``, ``setsid sleep``,
+    ``nohup sleep &`` and a double-forked ``sleep``: within :data:`DEATH_BOUND` seconds no
+    process of the step is left, and the next step on the same worktree starts (the next
+    worker's step, and finally one in this process that must write a file).
+
+    Under the ``tree`` fallback a SIGKILLed worker leaves its step's descendants running (the
+    documented limit); the kit then asserts the worktree stays locked while they live, and
+    kills them itself."""
+    import os
+    import shlex
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import anyio
+
+    from jigs._isolation import isolation
+    from jigs._logging import logger
+    from jigs._proctree import (
+        kill_procs,
+        namespace_members,
+        pid_namespace,
+        processes_under,
+    )
+    from jigs.steps import run_agent
+    from jigs.testing._isolation_probe import DESCENDANTS, SLEEPERS, WORKER_SCRIPT, sleepers
+
+    mode = isolation().mode
+    tree = _fresh_worktree(tmp_path, "worker-death")
+    # a script file, not an inline command: CLIs refuse some inline forms (Claude Code blocks a
+    # command that starts with a long sleep)
+    script = tmp_path / "descendants.sh"
+    script.write_text(DESCENDANTS + "\n")
+    for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
+        what = f"a worker {sig.name}ed mid-turn"
+        args = {
+            "descriptor": json.dumps(descriptor.to_data()),
+            "cwd": str(tree),
+            "prompt": _shell_prompt(kind, plan, server, f"sh {shlex.quote(str(script))}"),
+            "run": run.workflow_run_id,
+            "agents_env": list(plan.agents_env),
+        }
+        log = tmp_path / f"worker-{sig.name}.log"
+        with log.open("wb") as err:
+            worker = await anyio.open_process(
+                [sys.executable, "-c", WORKER_SCRIPT, json.dumps(args)],
+                cwd=tmp_path,  # outside the worktree: only the step's processes work in it
+                stdin=subprocess.DEVNULL,
+                stdout=err,
+                stderr=err,
+                start_new_session=True,
+            )
+        try:
+            deadline = time.monotonic() + START_BOUND
+            while len(sleepers(processes_under(tree))) < SLEEPERS:
+                if worker.returncode is not None:
+                    raise AssertionError(
+                        f"{kind}: the step of the worker to be {sig.name}ed ended (exit "
+                        f"{worker.returncode}) before its agent started every descendant; a "
+                        f"refusal here means the previous step's lock outlived it: "
+                        f"{log.read_text(errors='replace')[-2000:]}"
+                    )
+                assert time.monotonic() < deadline, (
+                    f"{kind}: the agent's shell did not start {SLEEPERS} sleeps in "
+                    f"{START_BOUND:.0f}s (saw {sleepers(processes_under(tree))}): "
+                    f"{log.read_text(errors='replace')[-2000:]}"
+                )
+                await anyio.sleep(0.05)
+            step = processes_under(tree)
+            # in a namespace, also every member of the step's PID namespace (wherever it works)
+            namespace = pid_namespace(sleepers(step)[0][0]) if mode == "namespace" else None
+            if namespace is not None:
+                assert namespace != pid_namespace(os.getpid()), (
+                    f"{kind}: the agent's commands run in the worker's PID namespace"
+                )
+                step = sorted(set(step) | set(namespace_members(namespace)))
+            worker.send_signal(sig)
+            signalled = time.monotonic()
+            while _remaining(step, tree, namespace) and time.monotonic() - signalled < DEATH_BOUND:
+                await anyio.sleep(0.02)
+            left = _remaining(step, tree, namespace)
+            logger.info(
+                "conformance.worker_signalled",
+                kind=kind,
+                signal=sig.name,
+                isolation=mode,
+                step_processes=len(step),
+                left=len(left),
+                seconds=round(time.monotonic() - signalled, 3),
+            )
+            if mode == "tree" and sig is signal.SIGKILL:
+                # the fallback's documented limit: the lock lives as long as they do
+                assert left, f"{kind}: tree mode unexpectedly reaped a SIGKILLed worker's step"
+                assert worktree_locked(tree), (
+                    f"{kind}: {what} left {len(left)} processes and the worktree unlocked"
+                )
+                kill_procs(left)
+            else:
+                assert not left, (
+                    f"{kind}: {what} left {len(left)} processes of its step running "
+                    f"{DEATH_BOUND:.0f}s after the signal: {_describe(left)}"
+                )
+            with anyio.move_on_after(5.0):
+                await worker.wait()
+            assert worker.returncode is not None, f"{kind}: the worker outlived {sig.name} by 5s"
+        finally:
+            if worker.returncode is None:
+                worker.kill()
+                await worker.wait()
+            server.script.skip_remaining()
+
+    # the next step on the worktree starts and does its work
+    done = await run_agent(
+        harness=descriptor,
+        cwd=tree,
+        prompt=plan.write_file(server, "after-death.txt", "after"),
+        run=run,
+        agents_env=plan.agents_env,
+    )
+    server.script.skip_remaining()
+    assert done.text, f"{kind}: the step after the signalled workers returned no text"
+    assert (tree / "after-death.txt").read_text() == "after", (
+        f"{kind}: the step after the signalled workers did not write its file"
+    )
+
+
+def _remaining(
+    step: list[tuple[int, str]], tree: Path, namespace: str | None
+) -> list[tuple[int, str]]:
+    """What is left of a step: its recorded processes, anything working in its worktree, and
+    (when it had one) any member of its PID namespace."""
+    from jigs._proctree import live, namespace_members, processes_under
+
+    found = set(live(step)) | set(processes_under(tree))
+    if namespace is not None:
+        found |= set(namespace_members(namespace))
+    return sorted(found)
+
+
+def _describe(procs: list[tuple[int, str]]) -> str:
+    names = []
+    for pid, _ in procs:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            argv = "?"
+        names.append(f"{pid}: {argv[:80]}")
+    return "; ".join(names)
+
+
+async def _check_process_view(
+    kind: str,
+    descriptor: HarnessDescriptor,
+    plan: Any,
+    server: Any,
+    *,
+    run: Any,
+    tmp_path: Path,
+) -> None:
+    """The agent's shell lists every process in ``/proc`` and reads each one's environment;
+    the listing reaches the model in the next request (for a kind without a model, the turn's
+    answer). Under the ``namespace`` isolation it shows only processes started after the step
+    began (none of the worker's, none of the host's), its own environment readable, and no
+    canary of :data:`CANARIES` by name or value anywhere. Under the ``tree`` fallback the agent
+    does see the host's processes (the documented limit), which the kit asserts instead."""
+    from jigs._isolation import isolation
+    from jigs.processes import value_digest
+    from jigs.steps import run_agent
+    from jigs.testing._isolation_probe import boot_ticks, parse_view, view_command
+
+    mode = isolation().mode
+    tree = _fresh_worktree(tmp_path, "process-view")
+    before = len(server.model_requests)
+    began = boot_ticks() - 1  # start times are whole ticks
+    command = view_command(value_digest(v) for v in CANARIES.values())
+    turn = await run_agent(
+        harness=descriptor,
+        cwd=tree,
+        prompt=_shell_prompt(kind, plan, server, command),
+        run=run,
+        agents_env=plan.agents_env,
+    )
+    server.script.skip_remaining()
+    requests = server.model_requests[before:]
+    texts = [r.text() for r in requests]
+    where = "the model's requests" if requests else "the turn's answer"
+    listing = next((v for v in map(parse_view, texts) if v is not None), None)
+    if listing is None and not requests:
+        listing = parse_view(turn.text)
+    assert listing is not None, f"{kind}: the agent's process listing never reached {where}"
+    assert listing, f"{kind}: the agent's shell saw no process at all in /proc"
+    everything = "\n".join([*texts, turn.text])
+    for name, value in CANARIES.items():
+        assert value not in everything, f"{kind}: the canary {name}'s value reached {where}"
+    found = {p.canaries for p in listing} - {"none", "-"}
+    readable = [p for p in listing if p.environ.isdigit() and int(p.environ) > 0]
+    older = [p for p in listing if p.start < began]
+    if mode == "namespace":
+        assert not found, f"{kind}: the agent read host canaries in /proc/*/environ: {found}"
+        assert readable, f"{kind}: the agent could not read even its own shell's environ"
+        assert any(p.pid == 1 for p in listing), (
+            f"{kind}: the agent's /proc has no pid 1: it is not a PID namespace of the step"
+        )
+        assert not older, (
+            f"{kind}: the agent sees {len(older)} processes older than its step: "
+            f"{[(p.pid, p.name) for p in older][:10]}"
+        )
+    else:
+        assert older, f"{kind}: under the {mode} fallback the agent should see the host"

@@ -5,7 +5,10 @@ local :class:`~jigs.testing.ModelServer`, the dummy variables it needs in the ho
 two scripted turns. :meth:`DemoPlan.write_file` queues the replies that make the agent create a
 file with the CLI's *own* file-writing tool and returns the prompt; :meth:`DemoPlan.recall`
 queues a reply computed from the resumed request (how many messages it carried) and returns the
-prompt.
+prompt. :meth:`DemoPlan.run_command` queues the replies that make the agent run a shell command
+with the CLI's *own* shell tool (the conformance kit's isolation checks: the command's output
+reaches the model in the next request) and returns the prompt; ``None`` when the kind has no
+shell tool, which the kit reports as a failure.
 """
 
 from __future__ import annotations
@@ -19,7 +22,13 @@ from jigs.descriptors import HarnessDescriptor
 if TYPE_CHECKING:
     from jigs.testing._server.server import ModelServer
 
-__all__ = ["DemoPlan", "scripted_hang", "scripted_recall", "scripted_write"]
+__all__ = [
+    "DemoPlan",
+    "scripted_command",
+    "scripted_hang",
+    "scripted_recall",
+    "scripted_write",
+]
 
 
 def scripted_write(
@@ -35,6 +44,21 @@ def scripted_write(
         return f"Create the file {path} containing {content!r}."
 
     return write
+
+
+def scripted_command(
+    tool: str, arguments: Callable[[str], Mapping[str, Any]]
+) -> Callable[[ModelServer, str], str]:
+    """A ``run_command`` for kinds whose model calls a shell tool: the scripted model calls
+    ``tool`` with ``arguments(command)``, then answers with text once the tool has returned."""
+
+    def run(server: ModelServer, command: str) -> str:
+        from jigs.testing import text, tool_call
+
+        server.add(tool_call(tool, dict(arguments(command))), text("The command has run."))
+        return "Run the command you are given with your shell tool."
+
+    return run
 
 
 def scripted_recall(server: ModelServer) -> str:
@@ -71,3 +95,6 @@ class DemoPlan:
     hang: Callable[[ModelServer], str] = scripted_hang
     host_env: Mapping[str, str] = field(default_factory=dict)
     agents_env: tuple[str, ...] = ()
+    #: ``run_command(server, command) -> prompt``: the agent runs ``command`` with its own shell
+    #: tool (see :func:`scripted_command`); None when the kind's CLI has no shell tool.
+    run_command: Callable[[ModelServer, str], str] | None = None

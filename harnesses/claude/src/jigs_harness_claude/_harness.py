@@ -158,7 +158,7 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
         own Bash tool, then resumes and answers from its history."""
         import shlex
 
-        from jigs.testing.plan import DemoPlan, scripted_write
+        from jigs.testing.plan import DemoPlan, scripted_command, scripted_write
 
         key = "JIGS_DEMO_ANTHROPIC_KEY"
         root = os.geteuid() == 0
@@ -170,6 +170,9 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
                     "command": f"printf %s {shlex.quote(content)} > {shlex.quote(path)}",
                     "description": f"write {path}",
                 },
+            ),
+            run_command=scripted_command(
+                "Bash", lambda command: {"command": command, "description": "run a command"}
             ),
             host_env={key: "sk-demo", **({"IS_SANDBOX": "1"} if root else {})},
             agents_env=("IS_SANDBOX",) if root else (),

@@ -132,7 +132,7 @@ class CodexHarness(Harness[CodexDescriptor]):
         tool, then a second step resumes the thread and answers from its history."""
         import shlex
 
-        from jigs.testing.plan import DemoPlan, scripted_write
+        from jigs.testing.plan import DemoPlan, scripted_command, scripted_write
 
         key = "JIGS_DEMO_CODEX_KEY"
         return DemoPlan(
@@ -148,6 +148,7 @@ class CodexHarness(Harness[CodexDescriptor]):
                     "cmd": f"printf %s {shlex.quote(content)} > {shlex.quote(path)}"
                 },
             ),
+            run_command=scripted_command("exec_command", lambda command: {"cmd": command}),
             host_env={key: "sk-demo"},
         )
 

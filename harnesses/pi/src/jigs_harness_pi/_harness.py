@@ -249,7 +249,7 @@ class PiHarness(Harness[PiDescriptor]):
     def demo_plan(self, server: ModelServer) -> DemoPlan | None:
         """Pi against the local server's Chat Completions API; files are written with Pi's
         own ``write`` tool."""
-        from jigs.testing.plan import DemoPlan, scripted_write
+        from jigs.testing.plan import DemoPlan, scripted_command, scripted_write
 
         from jigs_harness_pi._descriptor import OpenAICompatible
 
@@ -266,6 +266,7 @@ class PiHarness(Harness[PiDescriptor]):
             write_file=scripted_write(
                 "write", lambda path, content: {"path": path, "content": content}
             ),
+            run_command=scripted_command("bash", lambda command: {"command": command}),
             host_env={DEMO_KEY_ENV: "sk-jigs-demo-placeholder"},
         )
 

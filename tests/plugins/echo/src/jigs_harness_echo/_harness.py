@@ -177,7 +177,8 @@ class EchoHarness(Harness[EchoDescriptor]):
         return EchoDecoder()
 
     def demo_plan(self, server: ModelServer) -> DemoPlan:
-        """The echo CLI needs no model server: its "tool calls" are prompt directives."""
+        """The echo CLI needs no model server: its "tool calls" are prompt directives (``sh:``
+        runs a shell command and answers with its output)."""
         from jigs.testing.plan import DemoPlan
 
         return DemoPlan(
@@ -185,4 +186,5 @@ class EchoHarness(Harness[EchoDescriptor]):
             write_file=lambda _server, path, content: f"write:{path}:{quote(content)}",
             recall=lambda _server: "recall",
             hang=lambda _server: "sleep:600",
+            run_command=lambda _server, command: f"sh:{quote(command)}",
         )

@@ -1,0 +1,177 @@
+"""The conformance kit's isolation checks can fail: each is run on the echo kind against a launch
+that lacks the guarantee it proves, and must name what broke.
+
+The checks themselves pass for every kind in ``check_harness`` (echo in
+``test_conformance_and_demo.py``, the real CLIs in ``tests/harnesses/test_conformance_kinds.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jigs import _isolation
+from jigs._proctree import kill_procs, processes_under
+from jigs._types import RunMetadata
+from jigs.testing import ModelServer
+from jigs.testing import conformance as kit
+from jigs.testing._environ import patched_environ
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@contextmanager
+def reaped(root: Path) -> Iterator[None]:
+    """Whatever the check under test let escape is killed afterwards."""
+    try:
+        yield
+    finally:
+        kill_procs(processes_under(root))
+
+
+@asynccontextmanager
+async def echo_kit(tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
+    from jigs._registry import default_registry
+
+    async with ModelServer() as server:
+        plan = default_registry().get("echo").demo_plan(server)
+        home = tmp_path / "home"
+        home.mkdir()
+        with patched_environ({"HOME": str(home), **kit.CANARIES}):
+            yield {
+                "kind": "echo",
+                "descriptor": plan.descriptor,
+                "plan": plan,
+                "server": server,
+                "run": RunMetadata(workflow_run_id="kit-isolation"),
+                "tmp_path": tmp_path,
+            }
+
+
+@pytest.fixture
+def namespace_only() -> None:
+    assert _isolation.isolation().mode == "namespace", "these tests need the namespace mode"
+
+
+async def test_the_worker_death_check_catches_a_worker_without_isolation(
+    namespace_only: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the worker process launches its step as a plain process group (no namespace, no
+    # parent-death signal): a SIGKILLed worker leaves its agent's commands running
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import jigs._isolation as i\ni.isolation = lambda: i.PLAIN\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    with reaped(tmp_path):
+        async with echo_kit(tmp_path) as args:
+            with pytest.raises(
+                AssertionError,
+                match=r"SIGKILLed mid-turn left .* processes|run in the worker's PID namespace",
+            ):
+                await kit._check_worker_death(**args)
+
+
+WEAK_NAMESPACE = """
+import dataclasses
+import jigs._isolation as i
+
+_probed = i.isolation
+
+
+def weak():
+    # the namespace without its death links: no parent-death signal, no --kill-child
+    found = _probed()
+    prefix = list(found.prefix)
+    if prefix and prefix[0].endswith("setpriv"):
+        prefix = prefix[4:]
+    return dataclasses.replace(found, prefix=tuple(a for a in prefix if a != "--kill-child"))
+
+
+i.isolation = weak
+"""
+
+
+async def test_the_worker_death_check_catches_a_namespace_without_its_death_links(
+    namespace_only: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(WEAK_NAMESPACE)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    with reaped(tmp_path):
+        async with echo_kit(tmp_path) as args:
+            with pytest.raises(AssertionError, match=r"SIGKILLed mid-turn left \d+ processes"):
+                await kit._check_worker_death(**args)
+
+
+async def test_the_worker_death_check_catches_a_step_that_never_starts_its_commands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a run_command that does not run the command: the check must not pass vacuously
+    with reaped(tmp_path):
+        async with echo_kit(tmp_path) as args:
+            args["plan"] = type(args["plan"])(
+                **{
+                    **{f: getattr(args["plan"], f) for f in args["plan"].__dataclass_fields__},
+                    "run_command": lambda _server, command: "sh:true",
+                }
+            )
+            with pytest.raises(AssertionError, match="before its agent started every descendant"):
+                await kit._check_worker_death(**args)
+
+
+async def test_the_process_view_check_catches_an_agent_that_sees_the_host(
+    namespace_only: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the step is launched without a namespace while the kit believes one is in force
+    import jigs.processes
+
+    monkeypatch.setattr(jigs.processes, "isolation", lambda: _isolation.PLAIN)
+    with reaped(tmp_path):
+        async with echo_kit(tmp_path) as args:
+            with pytest.raises(AssertionError, match=r"read host canaries|older than its step"):
+                await kit._check_process_view(**args)
+
+
+@pytest.mark.parametrize("mode", ["auto", "tree"])
+async def test_the_process_view_check_asserts_what_each_mode_gives(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # namespace: the agent sees its step only; tree: it sees the host (the documented limit)
+    monkeypatch.setenv(_isolation.ENV_VAR, mode)
+    _isolation.reset_isolation_cache()
+    try:
+        with reaped(tmp_path):
+            async with echo_kit(tmp_path) as args:
+                await kit._check_process_view(**args)
+    finally:
+        _isolation.reset_isolation_cache()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="tree fallback: after a worker SIGKILL the agent's commands run on in the worktree "
+    "while the lock is free (the CLI closes the lock's descriptors when it spawns them)",
+)
+async def test_the_tree_fallback_keeps_a_killed_workers_worktree_locked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(_isolation.ENV_VAR, "tree")
+    _isolation.reset_isolation_cache()
+    try:
+        with reaped(tmp_path):
+            async with echo_kit(tmp_path) as args:
+                await kit._check_worker_death(**args)
+    finally:
+        _isolation.reset_isolation_cache()
