@@ -162,7 +162,8 @@ async def test_the_process_view_check_asserts_what_each_mode_gives(
     strict=True,
     raises=AssertionError,
     reason="tree fallback: after a worker SIGKILL the agent's commands run on in the worktree "
-    "while the lock is free (the CLI closes the lock's descriptors when it spawns them)",
+    "(no namespace to take them along); the next step is refused while they do (see "
+    "test_tree_fallback_refuses_a_worktree_a_dead_workers_command_still_works_in)",
 )
 async def test_the_tree_fallback_keeps_a_killed_workers_worktree_locked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

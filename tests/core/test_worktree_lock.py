@@ -228,3 +228,43 @@ def test_release_is_idempotent_and_fds_follow_the_state(worktree: Path) -> None:
 def test_a_missing_worktree_is_a_lock_error_not_busy(tmp_path: Path) -> None:
     with pytest.raises(WorktreeLockError, match="could not lock the worktree"):
         WorktreeLock(tmp_path / "missing", "run").acquire()
+
+
+@pytest.mark.anyio
+async def test_tree_fallback_refuses_a_worktree_a_dead_workers_command_still_works_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without namespaces a killed worker's agent commands can survive it without the lock's
+    descriptor: the next step is refused while any of them works in the worktree."""
+    import subprocess
+
+    from jigs import RunMetadata, _isolation, harnesses
+    from jigs.errors import WorktreeBusyError
+    from jigs.steps import run_agent
+
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    survivor = subprocess.Popen(["sleep", "60"], cwd=worktree, start_new_session=True)
+    monkeypatch.setenv(_isolation.ENV_VAR, "tree")
+    _isolation.reset_isolation_cache()
+    try:
+        with pytest.raises(WorktreeBusyError) as info:
+            await run_agent(
+                harness=harnesses.echo(),
+                cwd=worktree,
+                prompt="x",
+                run=RunMetadata(workflow_run_id="after-kill"),
+            )
+        assert info.value.holder_pid == survivor.pid
+        survivor.kill()
+        survivor.wait()
+        result = await run_agent(
+            harness=harnesses.echo(),
+            cwd=worktree,
+            prompt="x",
+            run=RunMetadata(workflow_run_id="after-kill"),
+        )
+        assert result.text.startswith("echo: x")
+    finally:
+        survivor.kill()
+        _isolation.reset_isolation_cache()

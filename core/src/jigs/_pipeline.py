@@ -420,6 +420,7 @@ class Step:
             log.info("runner.lock.released", worktree=str(workdir))
 
         self.stack.callback(release)
+        _refuse_leftovers(workdir, log)
 
         target: HarnessTarget[Any] = HarnessTarget(
             descriptor=descriptor, cwd=workdir, resume=session
@@ -583,6 +584,26 @@ def _bypass_proxy_for_loopback(env: dict[str, str]) -> dict[str, str]:
         if "127.0.0.1" not in (e.strip() for e in entries):
             env[name] = ",".join([*entries, "127.0.0.1"])
     return env
+
+
+def _refuse_leftovers(workdir: Path, log: Any) -> None:
+    """Without process namespaces (the ``tree`` fallback) a SIGKILLed worker's agent commands can
+    outlive it, and the CLI did not hand them the lock's descriptors: refuse the worktree while
+    any process still works in it (:class:`~jigs.errors.WorktreeBusyError` naming one), so two
+    agents never share it. In namespace mode the namespace holds the lock until its last process
+    is gone, so nothing needs checking."""
+    from jigs._isolation import isolation
+
+    if isolation().mode == "namespace":
+        return
+    from jigs._proctree import processes_under
+    from jigs.errors import WorktreeBusyError
+
+    leftovers = processes_under(workdir)
+    if leftovers:
+        pid, name = leftovers[0]
+        log.warning("runner.worktree.leftovers", pids=[p for p, _ in leftovers][:10], name=name)
+        raise WorktreeBusyError(workdir, None, pid)
 
 
 def _resolve(registry: Registry, data: object) -> tuple[Harness[Any], HarnessDescriptor]:
