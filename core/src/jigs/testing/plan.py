@@ -19,7 +19,7 @@ from jigs.descriptors import HarnessDescriptor
 if TYPE_CHECKING:
     from jigs.testing._server.server import ModelServer
 
-__all__ = ["DemoPlan", "scripted_hang", "scripted_recall", "scripted_write"]
+__all__ = ["DemoPlan", "scripted_command", "scripted_hang", "scripted_recall", "scripted_write"]
 
 
 def scripted_write(
@@ -35,6 +35,21 @@ def scripted_write(
         return f"Create the file {path} containing {content!r}."
 
     return write
+
+
+def scripted_command(
+    tool: str, arguments: Callable[[str], Mapping[str, Any]]
+) -> Callable[[ModelServer, str], str]:
+    """A ``run_command`` for kinds whose model calls a shell tool: the scripted model calls
+    ``tool`` with ``arguments(command)``, then answers with text once the tool has run."""
+
+    def run(server: ModelServer, command: str) -> str:
+        from jigs.testing import text, tool_call
+
+        server.add(tool_call(tool, dict(arguments(command))), text("I ran the command."))
+        return f"Run this shell command: {command}"
+
+    return run
 
 
 def scripted_recall(server: ModelServer) -> str:
@@ -71,3 +86,7 @@ class DemoPlan:
     hang: Callable[[ModelServer], str] = scripted_hang
     host_env: Mapping[str, str] = field(default_factory=dict)
     agents_env: tuple[str, ...] = ()
+    #: ``run_command(server, command)`` queues the replies that make the agent run the shell
+    #: ``command`` (in the worktree) with the CLI's own shell tool and returns the prompt; the
+    #: kit's planted-config check needs it when the kind declares config files.
+    run_command: Callable[[ModelServer, str], str] | None = None

@@ -42,6 +42,7 @@ from jigs_harness_claude._sessions import verify_transcript
 from jigs_harness_claude._shell import write_shell_prefix
 
 if TYPE_CHECKING:
+    from jigs.plugin import ConfigFile
     from jigs.testing import ModelServer
     from jigs.testing.plan import DemoPlan
 
@@ -112,12 +113,18 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
     def decoder(self, turn: TurnSpec[ClaudeDescriptor]) -> ClaudeDecoder:
         return ClaudeDecoder(partial=turn.partial, options=turn.options)
 
+    def config_files(self) -> Sequence[ConfigFile]:
+        """What Claude Code would read from the worktree and HOME: none of it is loaded."""
+        from jigs_harness_claude._config_files import CONFIG_FILES
+
+        return CONFIG_FILES
+
     def demo_plan(self, server: ModelServer) -> DemoPlan:
         """``jigs demo``: the real CLI against ``server``; the agent writes the file with its
         own Bash tool, then resumes and answers from its history."""
         import shlex
 
-        from jigs.testing.plan import DemoPlan, scripted_write
+        from jigs.testing.plan import DemoPlan, scripted_command, scripted_write
 
         key = "JIGS_DEMO_ANTHROPIC_KEY"
         root = os.geteuid() == 0
@@ -129,6 +136,9 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
                     "command": f"printf %s {shlex.quote(content)} > {shlex.quote(path)}",
                     "description": f"write {path}",
                 },
+            ),
+            run_command=scripted_command(
+                "Bash", lambda command: {"command": command, "description": "run a command"}
             ),
             host_env={key: "sk-demo", **({"IS_SANDBOX": "1"} if root else {})},
             agents_env=("IS_SANDBOX",) if root else (),

@@ -29,7 +29,14 @@ from jigs.events import (
 )
 from jigs.executables import Resolved
 from jigs.models import Usage
-from jigs.plugin import Harness, HarnessContext, HarnessTarget, TurnLaunch, TurnSpec
+from jigs.plugin import (
+    ConfigFile,
+    Harness,
+    HarnessContext,
+    HarnessTarget,
+    TurnLaunch,
+    TurnSpec,
+)
 
 if TYPE_CHECKING:
     from jigs.testing import ModelServer
@@ -151,6 +158,10 @@ class EchoHarness(Harness[EchoDescriptor]):
 
     def decoder(self, turn: TurnSpec[EchoDescriptor]) -> EchoDecoder:
         return EchoDecoder()
+
+    def config_files(self) -> Sequence[ConfigFile]:
+        """The echo CLI reads no config file from the worktree or HOME."""
+        return ()
 
     def demo_plan(self, server: ModelServer) -> DemoPlan:
         """The echo CLI needs no model server: its "tool calls" are prompt directives."""
