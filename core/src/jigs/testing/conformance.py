@@ -451,9 +451,10 @@ async def _check_planted_config(
                     )
                 except JitCheckError as exc:
                     named = [p for p in where if str(p) in str(exc)]
-                    assert named, (
-                        f"{kind}: a JitCheckError names none of the planted files: {exc}"
-                    )
+                    if not named:
+                        raise AssertionError(
+                            f"{kind}: a JitCheckError names none of the planted files: {exc}"
+                        ) from exc
                     for path in named:
                         refused.append(f"{where.pop(path).path}")
                         path.unlink()
@@ -470,7 +471,8 @@ async def _check_planted_config(
                 shown = tree / dump
                 assert shown.exists(), f"{kind}: the scripted shell command did not run"
                 env = shown.read_text(errors="replace")
-                assert planted.env_name not in env and planted.env_value not in env, (
+                injected = planted.env_name in env or planted.env_value in env
+                assert not injected, (
                     f"{kind}: a planted config file injected {planted.env_name} into the "
                     f"agent's shell"
                 )
@@ -484,7 +486,5 @@ async def _check_planted_config(
 def _assert_nothing_planted_ran(kind: str, markers: Path, evil: Any, when: str) -> None:
     ran = sorted(p.name for p in markers.iterdir())
     assert not ran, f"{kind}: planted config ran ({when}): markers {ran}"
-    assert not evil.requests and not evil.proxy_requests, (
-        f"{kind}: requests reached the planted endpoint ({when}): "
-        f"{[r.path for r in evil.requests]}"
-    )
+    reached = [r.path for r in evil.requests] + list(evil.proxy_requests)
+    assert not reached, f"{kind}: requests reached the planted endpoint ({when}): {reached}"

@@ -9,7 +9,7 @@ from jigs.checks import Check
 from jigs.descriptors import HarnessDescriptor
 from jigs.errors import AgentSessionError, CliNotFoundError
 from jigs.executables import Resolved
-from jigs.plugin import Harness, HarnessContext, HarnessTarget
+from jigs.plugin import ConfigFile, Harness, HarnessContext, HarnessTarget
 
 from jigs_harness_codex._checks import (
     auth_check,
@@ -94,13 +94,19 @@ class CodexHarness(Harness[CodexDescriptor]):
         # swaps it for a CLI that hangs)
         return await open_transport(target, ctx, self.resolve_executable(ctx.env))
 
+    def config_files(self) -> Sequence[ConfigFile]:
+        """What Codex would read from the worktree and HOME (see :mod:`._config_files`)."""
+        from jigs_harness_codex._config_files import CONFIG_FILES
+
+        return CONFIG_FILES
+
     def demo_plan(self, server: Any) -> DemoPlan:
         """``jigs demo`` and the conformance kit: the real CLI against ``server`` through a
         provider the descriptor names; the agent writes the file with its own ``exec_command``
         tool, then a second step resumes the thread and answers from its history."""
         import shlex
 
-        from jigs.testing.plan import DemoPlan, scripted_write
+        from jigs.testing.plan import DemoPlan, scripted_command, scripted_write
 
         key = "JIGS_DEMO_CODEX_KEY"
         return DemoPlan(
@@ -116,6 +122,7 @@ class CodexHarness(Harness[CodexDescriptor]):
                     "cmd": f"printf %s {shlex.quote(content)} > {shlex.quote(path)}"
                 },
             ),
+            run_command=scripted_command("exec_command", lambda command: {"cmd": command}),
             host_env={key: "sk-demo"},
         )
 
