@@ -36,6 +36,7 @@ from jigs.descriptors import HarnessDescriptor
 from jigs.errors import AgentSessionError, CliNotFoundError, InvalidInputError, PromptError
 from jigs.executables import Resolved, parse_version
 from jigs.plugin import (
+    ConfigFile,
     Harness,
     HarnessContext,
     HarnessTarget,
@@ -187,10 +188,16 @@ class PiHarness(Harness[PiDescriptor]):
     async def install(self, env: Mapping[str, str]) -> str:
         return await install_pi(env)
 
+    def config_files(self) -> Sequence[ConfigFile]:
+        """What Pi would read from the worktree and HOME (see :mod:`._config_files`)."""
+        from jigs_harness_pi._config_files import CONFIG_FILES
+
+        return CONFIG_FILES
+
     def demo_plan(self, server: ModelServer) -> DemoPlan | None:
         """Pi against the local server's Chat Completions API; files are written with Pi's
         own ``write`` tool."""
-        from jigs.testing.plan import DemoPlan, scripted_write
+        from jigs.testing.plan import DemoPlan, scripted_command, scripted_write
 
         from jigs_harness_pi._descriptor import OpenAICompatible
 
@@ -207,6 +214,7 @@ class PiHarness(Harness[PiDescriptor]):
             write_file=scripted_write(
                 "write", lambda path, content: {"path": path, "content": content}
             ),
+            run_command=scripted_command("bash", lambda command: {"command": command}),
             host_env={DEMO_KEY_ENV: "sk-jigs-demo-placeholder"},
         )
 
