@@ -4,7 +4,7 @@ Directives (space-separated words in the prompt): ``sleep:S``, ``write:NAME:TEXT
 cwd), ``child`` (spawn a grandchild that sleeps, to prove group kills), ``crash`` (exit 3),
 ``garbage`` (a non-JSON line), ``bigline:N`` (an N-byte text line), ``noresult`` (end without a
 result), ``env`` (answer with the sorted environment names), ``pidfile:PATH`` (write own pid),
-``leakenv:NAME`` (print NAME's value to stderr), ``json:TEXT`` (answer exactly TEXT, URL-quoted), ``jsonlater:TEXT`` (answer TEXT in a later,
+``leakenv:NAME`` (print NAME's value to stderr), ``sh:CMD`` (run CMD, URL-quoted, with /bin/sh), ``json:TEXT`` (answer exactly TEXT, URL-quoted), ``jsonlater:TEXT`` (answer TEXT in a later,
 resumed turn: how tests make a first answer misfit and the re-asked one fit), ``calls:N`` (report N
 model requests, each costing $0.01), ``fail:REASON`` (end with a failed turn of that reason), ``stdin``
 (read the prompt from stdin).
@@ -69,6 +69,10 @@ def main() -> int:
         elif name == "child":
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
             emit({"type": "child", "pid": child.pid})
+        elif name == "sh":
+            subprocess.run(["/bin/sh", "-c", unquote(value)], check=False)
+            emit({"type": "tool", "name": "sh", "arguments": {"command": unquote(value)}})
+            emit({"type": "model", "n": 0})
         elif name == "leakenv":
             sys.stderr.write(f"{value}={os.environ.get(value, '')}\n")
         elif name == "crash":
