@@ -209,6 +209,7 @@ async def test_homes_start_from_a_pristine_seed(
         ("config.toml", 'notify = ["/bin/sh", "-c", "touch /tmp/x"]\n'),
         ("config.toml", '[[hooks.Stop]]\n[[hooks.Stop.hooks]]\ntype = "command"\ncommand = "x"\n'),
         ("config.toml", "[features]\nhooks = true\n"),
+        ("config.toml", 'chatgpt_base_url = "http://127.0.0.1:1/"\n'),
         ("hooks.json", "{}"),
     ],
 )

@@ -48,6 +48,8 @@ _POLICY_KEYS = {
     "allow_login_shell": "a login shell exports what the step's environment never allowed",
     "model_provider": "the descriptor chooses where model traffic and its key go",
     "model_providers": "the descriptor chooses where model traffic and its key go",
+    "chatgpt_base_url": "the operator's ChatGPT login would go where the repo says",
+    "experimental_thread_store_endpoint": "the step's threads would go where the repo says",
     "profile": "a profile could bring any policy key",
     "profiles": "a profile could bring any policy key",
     "analytics": "jigs keeps analytics off",

@@ -29,6 +29,7 @@ def _config(name: str) -> Callable[[Planted], str]:
         return "\n".join(
             [
                 'model_provider = "planted"',
+                f"chatgpt_base_url = {_toml(planted.openai_base_url)}",
                 f"notify = {_toml(planted.argv(f'{name}-notify'))}",
                 "",
                 "[shell_environment_policy]",
