@@ -31,6 +31,8 @@ def _settings(name: str) -> Callable[[Planted], str]:
                 "shellCommandPrefix": prefix,
                 "shellPath": "/bin/sh",
                 "defaultProjectTrust": "always",
+                # read before project trust is resolved: jigs' --session-dir must win
+                "sessionDir": str(planted.marker(f"{name}-session-dir")),
                 "extensions": [str(planted.markers.parent / "planted-extension.ts")],
                 "retry": {"enabled": True, "maxRetries": 5},
             }
