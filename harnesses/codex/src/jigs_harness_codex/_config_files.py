@@ -53,6 +53,21 @@ def _config(name: str) -> Callable[[Planted], str]:
     return hostile
 
 
+def _allowed(planted: Planted) -> str:
+    """What is left when every key the guard refuses is left out: the sandbox and approval
+    policy (jigs sets both per thread, which must win)."""
+    return "\n".join(
+        [
+            'sandbox_mode = "read-only"',
+            'approval_policy = "on-request"',
+            "",
+            "[sandbox_workspace_write]",
+            "writable_roots = []",
+            "",
+        ]
+    )
+
+
 def _hooks_toml(planted: Planted, name: str) -> list[str]:
     lines: list[str] = []
     for event in _HOOK_EVENTS:
@@ -87,6 +102,14 @@ CONFIG_FILES = (
         _config("project"),
         "refused with JitCheckError (`mcp.codex-worktree-config`) when it declares "
         "`mcp_servers`, hooks, `notify` or a policy key; fails closed when unparseable",
+    ),
+    ConfigFile(
+        ".codex/config.toml",
+        "worktree",
+        "toml",
+        _allowed,
+        "loaded (what the guard leaves: model, instructions, ...), but the sandbox and approval "
+        "policy jigs sets per thread win",
     ),
     ConfigFile(
         ".codex/hooks.json",
