@@ -63,13 +63,13 @@ __all__ = [
     "Harness",
     "HarnessContext",
     "HarnessTarget",
+    "Planted",
     "SessionTransport",
     "TurnDecoder",
     "TurnDriver",
     "TurnLaunch",
     "TurnSpec",
     "TurnStream",
-    "Planted",
     "hookimpl",
     "hookspec",
     "private_file",
@@ -306,7 +306,9 @@ class ConfigFile:
     injection, endpoint redirection and MCP servers built from :class:`Planted`, so that any
     of them taking effect leaves a marker, reaches the planted endpoint or shows up in the
     agent's environment. ``handling`` says, for people, what jigs does about the file (not
-    loaded and why, refused with :class:`~jigs.errors.JitCheckError`, content only).
+    loaded and why, refused with :class:`~jigs.errors.JitCheckError`, content only). A kind may
+    declare one path more than once (say, a version its guard refuses and one it lets through):
+    the kit plants each version in its own round.
     """
 
     path: str
