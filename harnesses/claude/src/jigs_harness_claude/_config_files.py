@@ -58,7 +58,7 @@ def _settings(name: str) -> Callable[[Planted], str]:
     return hostile
 
 
-_NOT_LOADED = "not loaded: `--setting-sources \"\"` reads no settings file"
+_NOT_LOADED = 'not loaded: `--setting-sources ""` reads no settings file'
 _NO_MCP = "not loaded: `--strict-mcp-config` with jigs' own `--mcp-config`"
 
 CONFIG_FILES = (
