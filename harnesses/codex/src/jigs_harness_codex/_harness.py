@@ -9,7 +9,7 @@ from jigs.checks import Check
 from jigs.descriptors import HarnessDescriptor
 from jigs.errors import AgentSessionError, CliNotFoundError
 from jigs.executables import Resolved
-from jigs.plugin import ConfigFile, Harness, HarnessContext, HarnessTarget
+from jigs.plugin import Harness, HarnessContext, HarnessTarget
 
 from jigs_harness_codex._checks import (
     auth_check,
@@ -28,6 +28,7 @@ from jigs_harness_codex._executable import (
 from jigs_harness_codex._home import rollout_for, sessions_dir
 
 if TYPE_CHECKING:
+    from jigs.plugin import ConfigFile
     from jigs.testing.plan import DemoPlan
 
     from jigs_harness_codex._transport import CodexTransport

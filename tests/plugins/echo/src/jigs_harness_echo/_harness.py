@@ -29,16 +29,10 @@ from jigs.events import (
 )
 from jigs.executables import Resolved
 from jigs.models import Usage
-from jigs.plugin import (
-    ConfigFile,
-    Harness,
-    HarnessContext,
-    HarnessTarget,
-    TurnLaunch,
-    TurnSpec,
-)
+from jigs.plugin import Harness, HarnessContext, HarnessTarget, TurnLaunch, TurnSpec
 
 if TYPE_CHECKING:
+    from jigs.plugin import ConfigFile
     from jigs.testing import ModelServer
     from jigs.testing.plan import DemoPlan
 
