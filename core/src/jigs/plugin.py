@@ -47,6 +47,7 @@ in reverse order, on every path.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import tempfile
 from abc import ABC, abstractmethod
@@ -65,11 +66,13 @@ from jigs.errors import AgentSessionError, RunnerClosedError
 from jigs.processes import ManagedProcess, launch
 
 __all__ = [
+    "ConfigFile",
     "Harness",
     "HarnessContext",
     "HarnessTarget",
     "ModelEndpoint",
     "ModelRoute",
+    "Planted",
     "SessionTransport",
     "TurnDecoder",
     "TurnDriver",
@@ -312,6 +315,57 @@ class SessionTransport(ABC):
         """Start one turn and return its stream."""
 
 
+@dataclass(frozen=True, slots=True)
+class Planted:
+    """What the conformance kit hands a :class:`ConfigFile` writer to make a hostile file.
+
+    ``markers`` is a directory: a hostile hook, helper, notifier, MCP server or extension should
+    create a file there (:meth:`command` / :meth:`argv` do); ``anthropic_base_url`` and
+    ``openai_base_url`` are a second, planted model endpoint; ``env_name`` = ``env_value`` is
+    the variable a hostile file tries to inject into the agent's commands.
+    """
+
+    markers: Path
+    anthropic_base_url: str
+    openai_base_url: str
+    env_name: str
+    env_value: str
+
+    def marker(self, name: str) -> Path:
+        """The marker file ``name`` (a hostile file names each of its payloads)."""
+        return self.markers / name
+
+    def command(self, name: str) -> str:
+        """A shell command that creates the marker ``name``."""
+        return f"touch {shlex.quote(str(self.marker(name)))}"
+
+    def argv(self, name: str) -> list[str]:
+        """The same as an argv (for MCP servers, notifiers, helper programs)."""
+        return ["/bin/sh", "-c", self.command(name)]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigFile:
+    """One config file a kind's CLI reads by itself, outside what jigs writes for it.
+
+    ``path`` is relative (POSIX) to ``root``: the step's worktree or the HOME the agent runs
+    with. ``format`` names the file's language (``"json"``, ``"toml"``, ``"typescript"``, ...).
+    ``hostile(planted)`` returns the text of a hostile version: hooks, helper commands, env
+    injection, endpoint redirection and MCP servers built from :class:`Planted`, so that any
+    of them taking effect leaves a marker, reaches the planted endpoint or shows up in the
+    agent's environment. ``handling`` says, for people, what jigs does about the file (not
+    loaded and why, refused with :class:`~jigs.errors.JitCheckError`, content only). A kind may
+    declare one path more than once (say, a version its guard refuses and one it lets through):
+    the kit plants each version in its own round.
+    """
+
+    path: str
+    root: Literal["worktree", "home"]
+    format: str
+    hostile: Callable[[Planted], str]
+    handling: str
+
+
 class Harness(ABC, Generic[D]):
     """One harness kind. Subclasses set the class variables and implement the turn pieces."""
 
@@ -372,6 +426,14 @@ class Harness(ABC, Generic[D]):
     def jit_checks(self, target: HarnessTarget[D], env: Mapping[str, str]) -> Sequence[Check]:
         """Checks that need the worktree, run just before the step starts."""
         return ()
+
+    def config_files(self) -> Sequence[ConfigFile] | None:
+        """The config files the kind's CLI would read from the worktree or HOME by itself
+        (:class:`ConfigFile`). The conformance kit plants a hostile version of each and
+        requires that none changes the step: not loaded, or refused by a just-in-time check
+        (:class:`~jigs.errors.JitCheckError` naming the file). Return ``()`` for a CLI that
+        reads none; the default (None: not declared) fails the kit."""
+        return None
 
     async def verify_resume(self, target: HarnessTarget[D], ctx: HarnessContext) -> None:
         """Prove ``target.resume`` can be resumed before any process starts, or raise

@@ -43,7 +43,11 @@ def test_config_without_endpoint_or_mcp_declares_zero_servers():
     assert "mcp_servers" not in config
     assert "model_providers" not in config
     assert config["analytics"] == {"enabled": False}
-    assert config["features"] == {"plugins": False, "unbounded_connection_retries": False}
+    assert config["features"] == {
+        "plugins": False,
+        "hooks": False,
+        "unbounded_connection_retries": False,
+    }
     assert config["check_for_update_on_startup"] is False
     assert config["allow_login_shell"] is False
     assert extra == {}
@@ -219,3 +223,25 @@ async def test_homes_start_from_a_pristine_seed(
     assert not names & {"config.toml", "auth.json", "sessions"}
     assert not list(seed.glob("*.sqlite-wal"))
     assert not list(seed.rglob("rollout-*.jsonl"))
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("config.toml", 'notify = ["/bin/sh", "-c", "touch /tmp/x"]\n'),
+        ("config.toml", '[[hooks.Stop]]\n[[hooks.Stop.hooks]]\ntype = "command"\ncommand = "x"\n'),
+        ("config.toml", "[features]\nhooks = true\n"),
+        ("config.toml", 'chatgpt_base_url = "http://127.0.0.1:1/"\n'),
+        ("hooks.json", "{}"),
+    ],
+)
+async def test_the_worktree_guard_refuses_hooks_and_notify(tmp_path, name, text):
+    from jigs.checks import CheckFailure
+    from jigs_harness_codex._checks import worktree_config_check
+
+    (tmp_path / ".codex").mkdir()
+    planted = tmp_path / ".codex" / name
+    planted.write_text(text)
+    result = await worktree_config_check(tmp_path).run()
+    assert isinstance(result, CheckFailure)
+    assert str(planted) in result.reason

@@ -203,6 +203,11 @@ async def check_harness(
             # 9. the agent sees only its own step's processes, and no host environment
             await _check_process_view(kind, descriptor, plan, server, run=run, tmp_path=tmp_path)
 
+            # 10. config files planted in the worktree and HOME change nothing
+            await _check_planted_config(
+                kind, harness, descriptor, plan, server, run=run, tmp_path=tmp_path, home=home
+            )
+
         # 4. environments: built from empty; no canary arrives; a named model key never does
         assert launches, f"{kind}: no process was launched through jigs.processes"
         for launch in launches:
@@ -690,3 +695,153 @@ async def _check_process_view(
         )
     else:
         assert older, f"{kind}: under the {mode} fallback the agent should see the host"
+
+
+#: The variable a planted config file tries to inject into the agent's commands.
+PLANTED_ENV = "JIGS_PLANTED_CANARY"
+
+
+async def _check_planted_config(
+    kind: str,
+    harness: Any,
+    descriptor: HarnessDescriptor,
+    plan: Any,
+    server: Any,
+    *,
+    run: Any,
+    tmp_path: Path,
+    home: Path,
+) -> None:
+    """A hostile version of every config file the kind declares (:meth:`Harness.config_files`),
+    planted in the worktree and in HOME, changes nothing: no hook, helper, notifier, MCP server
+    or extension runs (no marker file), no request reaches the planted endpoint, and the
+    planted variable is absent from the agent's shell (a scripted tool call dumps its env, so
+    a planted permission or sandbox rule that stops the command fails too). A step may instead
+    be refused with :class:`~jigs.errors.JitCheckError` naming the file: that file is removed
+    and the turn runs again with the rest, until one runs. A path declared more than once is
+    planted in rounds (the n-th declaration of each path in round n), so a guard that refuses
+    one version does not hide what the CLI would do with another. A kind that declares no file
+    passes trivially; one that does not declare (None) fails."""
+    from jigs.plugin import ConfigFile
+    from jigs.testing import ModelServer
+
+    files: Any = harness.config_files()
+    assert files is not None, (
+        f"{kind}: Harness.config_files() is not declared; return the config files the CLI reads "
+        f"from the worktree and HOME, or () when it reads none"
+    )
+    if not files:
+        return  # the kind declares no config files: nothing can be planted
+    assert all(isinstance(f, ConfigFile) for f in files), f"{kind}: config_files() -> ConfigFile"
+    assert plan.run_command is not None, (
+        f"{kind}: DemoPlan.run_command is needed to prove no planted variable reaches the shell"
+    )
+    rounds: list[list[Any]] = []
+    seen: dict[tuple[str, str], int] = {}
+    for config in files:
+        key = (config.root, config.path)
+        index = seen[key] = seen.get(key, -1) + 1
+        if index == len(rounds):
+            rounds.append([])
+        rounds[index].append(config)
+    async with ModelServer() as evil:
+        for number, configs in enumerate(rounds):
+            await _planted_round(
+                kind,
+                descriptor,
+                plan,
+                server,
+                evil=evil,
+                configs=configs,
+                run=run,
+                root=tmp_path / f"planted-{number}",
+                home=home,
+            )
+
+
+async def _planted_round(
+    kind: str,
+    descriptor: HarnessDescriptor,
+    plan: Any,
+    server: Any,
+    *,
+    evil: Any,
+    configs: list[Any],
+    run: Any,
+    root: Path,
+    home: Path,
+) -> None:
+    """One round of :func:`_check_planted_config`: plant ``configs``, run turns until one runs
+    (each refusal removes the files it names), then judge."""
+    import shlex
+
+    from jigs.errors import JitCheckError
+    from jigs.plugin import Planted
+    from jigs.steps import run_agent
+
+    markers = root / "markers"
+    markers.mkdir(parents=True)
+    tree = _fresh_worktree(root, "worktree")
+    planted = Planted(
+        markers=markers,
+        anthropic_base_url=evil.anthropic_base_url,
+        openai_base_url=evil.openai_base_url,
+        env_name=PLANTED_ENV,
+        env_value=f"planted-{uuid.uuid4().hex[:12]}",
+    )
+    where: dict[Path, Any] = {}
+    for config in configs:
+        path = (tree if config.root == "worktree" else home) / config.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(config.hostile(planted), encoding="utf-8")
+        where[path] = config
+    refused: list[str] = []
+    try:
+        for attempt in range(len(where) + 1):
+            dump = f"planted-env-{attempt}.txt"
+            prompt = plan.run_command(server, f"env > {shlex.quote(dump)}")
+            try:
+                await run_agent(
+                    harness=descriptor, cwd=tree, prompt=prompt, run=run, agents_env=plan.agents_env
+                )
+            except JitCheckError as exc:
+                named = [p for p in where if str(p) in str(exc)]
+                if not named:
+                    raise AssertionError(
+                        f"{kind}: a JitCheckError names none of the planted files: {exc}"
+                    ) from exc
+                for path in named:
+                    refused.append(f"{where.pop(path).path}")
+                    path.unlink()
+                _assert_nothing_planted_ran(kind, markers, evil, f"refused {refused}")
+                server.script.skip_remaining()
+                continue
+            except Exception as exc:
+                _assert_nothing_planted_ran(kind, markers, evil, f"failed turn: {exc!r}")
+                raise AssertionError(
+                    f"{kind}: a turn with planted config files failed: {exc!r}"
+                ) from exc
+            server.script.skip_remaining()
+            _assert_nothing_planted_ran(kind, markers, evil, "a turn that ran")
+            shown = tree / dump
+            assert shown.exists(), (
+                f"{kind}: the scripted shell command did not run with planted config files "
+                f"{sorted(c.path for c in where.values())}"
+            )
+            env = shown.read_text(errors="replace")
+            injected = planted.env_name in env or planted.env_value in env
+            assert not injected, (
+                f"{kind}: a planted config file injected {planted.env_name} into the agent's shell"
+            )
+            return
+    finally:
+        for path in where:
+            path.unlink(missing_ok=True)
+    raise AssertionError(f"{kind}: every attempt was refused ({refused}); no turn ran")
+
+
+def _assert_nothing_planted_ran(kind: str, markers: Path, evil: Any, when: str) -> None:
+    ran = sorted(p.name for p in markers.iterdir())
+    assert not ran, f"{kind}: planted config ran ({when}): markers {ran}"
+    reached = [r.path for r in evil.requests] + list(evil.proxy_requests)
+    assert not reached, f"{kind}: requests reached the planted endpoint ({when}): {reached}"

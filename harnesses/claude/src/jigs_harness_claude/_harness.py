@@ -53,6 +53,7 @@ from jigs_harness_claude._sessions import config_dir, project_dir_name, verify_t
 from jigs_harness_claude._shell import write_shell_prefix
 
 if TYPE_CHECKING:
+    from jigs.plugin import ConfigFile
     from jigs.testing import ModelServer
     from jigs.testing.plan import DemoPlan
 
@@ -152,6 +153,12 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
 
     def decoder(self, turn: TurnSpec[ClaudeDescriptor]) -> ClaudeDecoder:
         return ClaudeDecoder(partial=turn.partial, options=turn.options)
+
+    def config_files(self) -> Sequence[ConfigFile]:
+        """What Claude Code would read from the worktree and HOME: none of it is loaded."""
+        from jigs_harness_claude._config_files import CONFIG_FILES
+
+        return CONFIG_FILES
 
     def demo_plan(self, server: ModelServer) -> DemoPlan:
         """``jigs demo``: the real CLI against ``server``; the agent writes the file with its

@@ -6,7 +6,8 @@
 - ``mcp.codex-worktree-config`` (just in time): the worktree's ``.codex/config.toml`` must not
   declare ``mcp_servers`` (Codex trusts the worktree and would load them), nor any other key that
   would override the private home's policy (the agent's environment, the login shell, the model
-  provider, profiles, telemetry, plugins); unparseable TOML fails closed.
+  provider, profiles, telemetry, plugins, hooks, ``notify``); unparseable TOML fails closed. A
+  ``.codex/hooks.json`` beside it is refused whatever it holds.
 - ``mcp.codex-system-config`` (just in time): Codex also layers the host's
   ``/etc/codex/config.toml`` (below the private home: its ``mcp_servers`` would still be started
   for every step) and ``/etc/codex/managed_config.toml`` (above it: it could override any
@@ -47,13 +48,18 @@ _POLICY_KEYS = {
     "allow_login_shell": "a login shell exports what the step's environment never allowed",
     "model_provider": "the descriptor chooses where model traffic and its key go",
     "model_providers": "the descriptor chooses where model traffic and its key go",
+    "chatgpt_base_url": "the operator's ChatGPT login would go where the repo says",
+    "experimental_thread_store_endpoint": "the step's threads would go where the repo says",
     "profile": "a profile could bring any policy key",
     "profiles": "a profile could bring any policy key",
     "analytics": "jigs keeps analytics off",
+    "notify": "a notifier is a command the repo would run on the host",
+    "hooks": "hooks are commands the repo would run on the host",
     "otel": "jigs sends no telemetry",
 }
 _POLICY_FEATURES = {
     "plugins": "plugins could bring MCP servers and phone home",
+    "hooks": "hooks are commands the repo would run on the host",
     "unbounded_connection_retries": "a dead endpoint must fail, not retry forever",
 }
 
@@ -153,11 +159,21 @@ def _project_configs(cwd: Path) -> list[Path]:
     return [cwd / ".codex" / "config.toml"]
 
 
+def _hooks_failure(path: Path) -> CheckFailure | None:
+    """A repo's ``.codex/hooks.json`` (any content): its hooks would run commands on the host."""
+    if not path.exists() and not path.is_symlink():
+        return None
+    return CheckFailure(
+        reason=f"{path} exists: Codex would run its hooks (commands) for the step",
+        repair=f"remove {path}; a step's commands are the agent's own, never the repo's hooks",
+    )
+
+
 def worktree_config_check(cwd: Path) -> Check:
     async def run() -> CheckResult:
         paths = _project_configs(cwd)
         for path in paths:
-            failure = _worktree_failure(path)
+            failure = _worktree_failure(path) or _hooks_failure(path.with_name("hooks.json"))
             if failure is not None:
                 return failure
         present = [str(p) for p in paths if p.exists()]

@@ -30,6 +30,7 @@ from jigs_harness_codex._executable import (
 from jigs_harness_codex._home import rollout_for, sessions_dir
 
 if TYPE_CHECKING:
+    from jigs.plugin import ConfigFile
     from jigs.testing.plan import DemoPlan
 
     from jigs_harness_codex._transport import CodexTransport
@@ -125,6 +126,12 @@ class CodexHarness(Harness[CodexDescriptor]):
         # the executable comes from resolve_executable (the contract; the conformance kit
         # swaps it for a CLI that hangs)
         return await open_transport(target, ctx, self.resolve_executable(ctx.env))
+
+    def config_files(self) -> Sequence[ConfigFile]:
+        """What Codex would read from the worktree and HOME (see :mod:`._config_files`)."""
+        from jigs_harness_codex._config_files import CONFIG_FILES
+
+        return CONFIG_FILES
 
     def demo_plan(self, server: Any) -> DemoPlan:
         """``jigs demo`` and the conformance kit: the real CLI against ``server`` through a

@@ -199,6 +199,7 @@ def render_config(
         "",
         "[features]",
         "plugins = false",
+        "hooks = false",
         "unbounded_connection_retries = false",
         "",
         "[shell_environment_policy]",

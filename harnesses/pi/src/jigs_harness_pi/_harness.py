@@ -49,6 +49,7 @@ from jigs.errors import (
 )
 from jigs.executables import Resolved, parse_version
 from jigs.plugin import (
+    ConfigFile,
     Harness,
     HarnessContext,
     HarnessTarget,
@@ -245,6 +246,12 @@ class PiHarness(Harness[PiDescriptor]):
 
     async def install(self, env: Mapping[str, str]) -> str:
         return await install_pi(env)
+
+    def config_files(self) -> Sequence[ConfigFile]:
+        """What Pi would read from the worktree and HOME (see :mod:`._config_files`)."""
+        from jigs_harness_pi._config_files import CONFIG_FILES
+
+        return CONFIG_FILES
 
     def demo_plan(self, server: ModelServer) -> DemoPlan | None:
         """Pi against the local server's Chat Completions API; files are written with Pi's

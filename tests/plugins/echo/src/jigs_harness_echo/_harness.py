@@ -40,6 +40,7 @@ from jigs.plugin import (
 )
 
 if TYPE_CHECKING:
+    from jigs.plugin import ConfigFile
     from jigs.testing import ModelServer
     from jigs.testing.plan import DemoPlan
 
@@ -175,6 +176,10 @@ class EchoHarness(Harness[EchoDescriptor]):
 
     def decoder(self, turn: TurnSpec[EchoDescriptor]) -> EchoDecoder:
         return EchoDecoder()
+
+    def config_files(self) -> Sequence[ConfigFile]:
+        """The echo CLI reads no config file from the worktree or HOME."""
+        return ()
 
     def demo_plan(self, server: ModelServer) -> DemoPlan:
         """The echo CLI needs no model server: its "tool calls" are prompt directives (``sh:``
