@@ -208,6 +208,9 @@ async def check_harness(
                 kind, harness, descriptor, plan, server, run=run, tmp_path=tmp_path, home=home
             )
 
+            # 11. one typed event stream: the kind's decoder reports the turn as it happens
+            await _check_event_stream(kind, descriptor, plan, server, run=run, tmp_path=tmp_path)
+
         # 4. environments: built from empty; no canary arrives; a named model key never does
         assert launches, f"{kind}: no process was launched through jigs.processes"
         for launch in launches:
@@ -845,3 +848,71 @@ def _assert_nothing_planted_ran(kind: str, markers: Path, evil: Any, when: str) 
     assert not ran, f"{kind}: planted config ran ({when}): markers {ran}"
     reached = [r.path for r in evil.requests] + list(evil.proxy_requests)
     assert not reached, f"{kind}: requests reached the planted endpoint ({when}): {reached}"
+
+
+async def _check_event_stream(
+    kind: str,
+    descriptor: HarnessDescriptor,
+    plan: Any,
+    server: Any,
+    *,
+    run: Any,
+    tmp_path: Path,
+) -> None:
+    """A turn with one tool call yields, in order: the session, a tool call started then
+    finished (with its name), text deltas whose concatenation is the final text, usage, and
+    exactly one ``turn-completed`` last; the same events land in the step log."""
+    from jigs._paths import run_state_dir
+    from jigs._steplog import read_events, step_logs
+    from jigs.events import (
+        SessionStarted,
+        TextDelta,
+        ToolCallFinished,
+        ToolCallStarted,
+        TurnCompleted,
+        UsageUpdated,
+    )
+    from jigs.steps import run_agent
+
+    tree = _fresh_worktree(tmp_path, "events")
+    seen: list[Any] = []
+    before = {p.name for p in step_logs(run_state_dir(run.workflow_run_id, kind).parent)}
+    result = await run_agent(
+        harness=descriptor,
+        cwd=tree,
+        prompt=plan.write_file(server, "events.txt", "events"),
+        run=run,
+        agents_env=plan.agents_env,
+        on_event=seen.append,
+    )
+    server.script.skip_remaining()
+    types = [type(e) for e in seen]
+    assert SessionStarted in types, f"{kind}: no session event"
+    assert ToolCallStarted in types, f"{kind}: no tool-call-started event for the tool call"
+    assert ToolCallFinished in types, f"{kind}: no tool-call-finished event for the tool call"
+    assert types.index(ToolCallStarted) < types.index(ToolCallFinished), (
+        f"{kind}: the tool call finished before it started: {[t.__name__ for t in types]}"
+    )
+    started = next(e for e in seen if isinstance(e, ToolCallStarted))
+    assert started.name, f"{kind}: a tool call without a name"
+    assert UsageUpdated in types, f"{kind}: no usage event"
+    order = [t.__name__ for t in types]
+    assert types[-1] is TurnCompleted, f"{kind}: the stream must end with turn-completed: {order}"
+    assert types.count(TurnCompleted) == 1, f"{kind}: more than one turn-completed: {order}"
+    streamed = "".join(e.text for e in seen if isinstance(e, TextDelta))
+    assert streamed.strip() == result.text.strip(), (
+        f"{kind}: the text deltas ({streamed!r}) do not add up to the final text ({result.text!r})"
+    )
+    session = next(e for e in seen if isinstance(e, SessionStarted)).session_id
+    assert result.session is not None, f"{kind}: no session returned"
+    assert session == result.session.id, f"{kind}: the session event names {session}"
+    logs = [
+        path
+        for path in step_logs(run_state_dir(run.workflow_run_id, kind).parent)
+        if path.name not in before
+    ]
+    assert len(logs) == 1, f"{kind}: expected one new step log, found {len(logs)}"
+    logged = [e["type"] for e in read_events(logs[0])]
+    assert logged == [e.type for e in seen], (
+        f"{kind}: the step log holds {logged}, the callback saw {[e.type for e in seen]}"
+    )
