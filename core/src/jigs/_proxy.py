@@ -42,7 +42,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, Self, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeAlias, cast
 from urllib.parse import urlsplit
 
 import anyio
@@ -169,6 +169,26 @@ def _check_key(key: str, upstream: str) -> bytes:
             "check where the value comes from",
             upstream=upstream,
         ) from None
+
+
+_SSL_CONTEXTS: dict[tuple[bool, str | None, str | None], object] = {}
+
+
+def _verify(upstream: str, trust_env: bool) -> Any:
+    """The upstream's TLS verification: one SSL context per process (loading the CA bundle
+    costs ~40 ms, once per step otherwise), keyed on the variables that choose the CAs;
+    nothing to load for a plain-HTTP upstream (a loopback endpoint)."""
+    import os
+
+    if not upstream.startswith("https:"):
+        return False
+    key = (trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    context = _SSL_CONTEXTS.get(key)
+    if context is None:
+        import httpx
+
+        context = _SSL_CONTEXTS[key] = httpx.create_ssl_context(trust_env=trust_env)
+    return context
 
 
 def _unsafe_path(path: str) -> bool:
@@ -348,6 +368,7 @@ class CredentialProxy:
             raise
         client = httpx.AsyncClient(
             trust_env=self._trust_env,
+            verify=_verify(self._upstream, self._trust_env),
             follow_redirects=False,
             timeout=httpx.Timeout(
                 connect=self._connect_timeout,
