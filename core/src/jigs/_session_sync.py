@@ -28,9 +28,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import re
-import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -40,6 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.to_thread
 
+from jigs._files import write_atomic
 from jigs._paths import _safe, data_dir
 from jigs.errors import AgentSessionError, SessionStoreError
 
@@ -94,7 +93,7 @@ def record_run(run: RunMetadata) -> None:
     if path.exists():
         return
     with contextlib.suppress(OSError):
-        _write_atomic(
+        write_atomic(
             path,
             json.dumps({"run_id": run.workflow_run_id, "created": time.time()}).encode(),
         )
@@ -180,7 +179,7 @@ async def save_snapshot(store: SessionStore, snap: Snapshot, ctx: HarnessContext
     }
     name = snap.digest.removeprefix("sha256:")[:32]
     with contextlib.suppress(OSError):
-        _write_atomic(ctx.state_dir / STORED_DIR / f"{name}.json", json.dumps(record).encode())
+        write_atomic(ctx.state_dir / STORED_DIR / f"{name}.json", json.dumps(record).encode())
     log.info(
         "store.session.saved",
         store=_describe(store),
@@ -321,23 +320,8 @@ def _restore_sync(
             raise _refuse(ref, f"its artifact {name} does not match its digest (altered)")
         to_write.append((path, data))
     for path, data in to_write:
-        _write_atomic(path, data)
+        write_atomic(path, data)
     return len(to_write)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.jigs-{secrets.token_hex(6)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
 
 
 def _describe(store: SessionStore) -> str:

@@ -7,11 +7,10 @@ renames it over the target (atomic on POSIX filesystems), so a reader never sees
 
 from __future__ import annotations
 
-import contextlib
-import os
 import secrets
 from pathlib import Path
 
+from jigs._files import write_atomic
 from jigs.stores._protocol import ArtifactInfo, check_key, sha256_hex
 
 __all__ = ["LocalStore"]
@@ -40,18 +39,7 @@ class LocalStore:
     def put(self, key: str, data: bytes) -> ArtifactInfo:
         path = self._path(key)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{path.name}{_TMP_MARK}{secrets.token_hex(6)}")
-            try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                tmp.replace(path)
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    tmp.unlink()
+            write_atomic(path, data, temp_name=f"{path.name}{_TMP_MARK}{secrets.token_hex(6)}")
             modified = path.stat().st_mtime
         except OSError as exc:
             raise _error(self, "put", exc) from None

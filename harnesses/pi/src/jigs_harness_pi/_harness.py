@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import glob
 import json
-import os
 import re
 import uuid
 from collections.abc import Collection, Mapping, Sequence
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import anyio
+from jigs._files import write_atomic
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.descriptors import HarnessDescriptor
 from jigs.errors import (
@@ -101,9 +101,7 @@ def _rehome(path: Path, cwd: Path) -> None:
         return
     header["cwd"] = str(cwd)
     rest = lines[1] if len(lines) > 1 else b""
-    temporary = path.with_name(path.name + ".jigs-tmp")
-    temporary.write_bytes(json.dumps(header, separators=(",", ":")).encode() + b"\n" + rest)
-    os.replace(temporary, path)
+    write_atomic(path, json.dumps(header, separators=(",", ":")).encode() + b"\n" + rest)
 
 
 def _session_file(sessions: Path, session_id: str) -> Path | None:
