@@ -1,0 +1,325 @@
+"""Docs that cannot drift: every Python block of the README and the docs site runs (or, when it
+truly cannot run here, is type-checked), and the drivers below call what the blocks define for
+real: the claude CLI against the local model server, the echo kind, and the author's guide's
+``mini`` kind built from the guide's own blocks. The convention is in ``doc_blocks``."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import subprocess
+import sys
+import tomllib
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from doc_blocks import ROOT, Block, all_blocks, assemble, check_options
+
+pytestmark = pytest.mark.anyio
+pytest_plugins = ["pytester"]
+
+GUIDE = ROOT / "docs" / "guide" / "write-a-harness-kind.md"
+BLOCKS = all_blocks()
+
+
+def _distinct(blocks: list[Block]) -> list[Block]:
+    """One test per distinct block (the product snippet is on three pages)."""
+    seen: dict[tuple[str, tuple[tuple[str, str], ...]], Block] = {}
+    for block in blocks:
+        seen.setdefault((block.source, tuple(sorted(block.options.items()))), block)
+    return list(seen.values())
+
+
+RUN = _distinct(
+    [b for b in BLOCKS if b.is_python and b.mode == "run" and b.options.get("drive") != "kit"]
+)
+KIT = _distinct([b for b in BLOCKS if b.options.get("drive") == "kit"])
+TYPECHECK = _distinct([b for b in BLOCKS if b.is_python and b.mode == "typecheck"])
+
+
+@pytest.fixture
+def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A scratch directory as cwd and HOME; the jigs data dir is already per test."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _factory_env(root: Path, names: list[str]) -> None:
+    """A factory pyproject above the worktrees that passes ``names`` to agents (agents.env)."""
+    (root / "pyproject.toml").write_text(f"[tool.jigs.agents]\nenv = {names!r}\n".replace("'", '"'))
+
+
+def _git_worktree(root: Path) -> Path:
+    tree = root / "worktree"
+    tree.mkdir()
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    return tree
+
+
+# ------------------------------------------------------------------ drivers
+
+
+class Driven:
+    """What a driver gets: the block's namespace and the test's fixtures."""
+
+    def __init__(
+        self,
+        ns: dict[str, Any],
+        root: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        run: Any,
+        require_cli: Callable[[str], Path],
+    ) -> None:
+        self.ns, self.root, self.monkeypatch = ns, root, monkeypatch
+        self.run, self.require_cli = run, require_cli
+
+
+async def _drive_explain(d: Driven) -> None:
+    """The product snippet, with the real claude CLI against the local model server: the
+    descriptor the snippet builds gets the server as its endpoint (the kind's own demo plan)."""
+    import jigs.harnesses
+    from jigs._registry import default_registry
+    from jigs.testing import ModelServer, reply, text
+
+    d.require_cli("claude")
+    async with ModelServer() as server:
+        plan = default_registry().get("claude").demo_plan(server)
+        for name, value in plan.host_env.items():
+            d.monkeypatch.setenv(name, value)
+        _factory_env(d.root, list(plan.agents_env))
+        made: list[dict[str, Any]] = []
+
+        def claude(**settings: Any) -> Any:
+            made.append(settings)
+            return type(plan.descriptor).from_data({**plan.descriptor.to_data(), **settings})
+
+        d.monkeypatch.setattr(jigs.harnesses, "claude", claude, raising=False)
+        server.add(text("The test expects 3 but the function returns 2."))
+        worktree = _git_worktree(d.root)
+        answer, session = await d.ns["explain"](str(worktree), d.run)
+        assert answer == "The test expects 3 but the function returns 2."
+        assert session is not None
+        assert session.harness == "claude"
+        server.add(reply(lambda req: text(f"{req.message_count} messages")))
+        again, _ = await d.ns["explain"](str(worktree), d.run, session)
+        assert again != "1 messages", "the resumed step did not carry the first turn"
+        assert made == [{"model": "sonnet"}, {"model": "sonnet"}]
+
+
+async def _drive_watch(d: Driven) -> None:
+    """The events example with the echo kind: the callback and the iterator both see events."""
+    from jigs import harnesses
+
+    worktree = _git_worktree(d.root)
+    result = await d.ns["watch"](harnesses.echo(), str(worktree), d.run)
+    assert "Fix it." in result.text
+    assert result.session is not None
+
+
+async def _drive_mini(d: Driven) -> None:
+    """The guide's kind, built from the guide's blocks, runs two real turns against the local
+    model server, through the credential proxy, and resumes its session."""
+    from jigs.testing import ModelServer, reply, text, tool_call
+
+    d.monkeypatch.setenv("MINI_KEY", "sk-docs-test")
+    async with ModelServer() as server:
+        server.add(
+            tool_call("shell", {"command": "printf hello > notes.txt"}),
+            text("I created notes.txt."),
+            reply(lambda req: text(f"I remember: {req.message_count} messages")),
+        )
+        worktree = _git_worktree(d.root)
+        answer = await d.ns["two_turns"](str(worktree), d.run, server.openai_base_url)
+        assert (worktree / "notes.txt").read_text() == "hello"
+        # user, the tool call, its result, the answer, the second question
+        assert answer == "I remember: 5 messages", answer
+        assert len(server.model_requests) == 3
+
+
+async def _setup_mini(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Build the guide's package from its file= blocks and make it importable, here and in
+    the agent (PYTHONPATH through agents.env, standing in for pip install)."""
+    import jigs._registry
+
+    package = root / "jigs-harness-mini"
+    written = assemble(GUIDE, package)
+    assert package / "src" / "jigs_harness_mini" / "_harness.py" in written
+    src = str(package / "src")
+    monkeypatch.syspath_prepend(src)
+    monkeypatch.setenv("PYTHONPATH", src)
+    _factory_env(root, ["PYTHONPATH"])
+    # the entry point the guide declares names the module that registers the kind
+    project = tomllib.loads((package / "pyproject.toml").read_text())
+    entry = project["project"]["entry-points"]["jigs.harnesses"]
+    assert entry == {"mini": "jigs_harness_mini.plugin"}
+    import importlib
+
+    plugin = importlib.import_module(entry["mini"])
+    registry = jigs._registry.Registry()
+    monkeypatch.setattr(jigs._registry, "_default", [registry])
+    plugin.jigs_register_harnesses(registry.register)
+    assert registry.get("mini").kind == "mini"
+
+
+DRIVERS: dict[str, Callable[[Driven], Awaitable[None]]] = {
+    "explain": _drive_explain,
+    "watch": _drive_watch,
+    "mini": _drive_mini,
+}
+#: Drivers run from a plain (not async) test: the block is itself a pytest file whose test
+#: starts its own event loop.
+PYTEST_FILE_DRIVERS = {"kit"}
+SETUP = {"mini": _setup_mini}
+
+
+# ------------------------------------------------------------------ the tests
+
+
+def test_every_block_follows_the_convention() -> None:
+    problems = [f"{b.name}: {p}" for b in BLOCKS for p in check_options(b)]
+    unknown = [
+        f"{b.name}: no driver {b.options['drive']!r}"
+        for b in BLOCKS
+        if "drive" in b.options and b.options["drive"] not in {*DRIVERS, *PYTEST_FILE_DRIVERS}
+    ]
+    assert not problems + unknown
+    # the collection itself must see what it tests
+    assert len(RUN) >= 7, len(RUN)
+    assert TYPECHECK
+    assert KIT
+    used = {b.options["drive"] for b in BLOCKS if "drive" in b.options}
+    assert used == {*DRIVERS, *PYTEST_FILE_DRIVERS}, "a driver no block uses"
+
+
+def test_the_checker_refuses_what_the_convention_does_not_allow(tmp_path: Path) -> None:
+    from doc_blocks import blocks_in
+
+    page = tmp_path / "page.md"
+    page.write_text(
+        '```python test="skip"\nx = 1\n```\n\n```python tset="typecheck"\n```\n\n'
+        '```toml drive="x"\n```\n'
+    )
+    found = [p for b in blocks_in(page) for p in check_options(b)]
+    assert any('test="skip"' in p for p in found)
+    assert any("unknown option 'tset'" in p for p in found)
+    assert any("other than file= on a toml block" in p for p in found)
+    page.write_text("```python test=typecheck\nx = 1\n```\n")
+    with pytest.raises(ValueError, match="unparsed fence options"):
+        blocks_in(page)
+
+
+def test_toml_blocks_parse() -> None:
+    tomls = [b for b in BLOCKS if b.lang == "toml"]
+    assert tomls
+    for block in tomls:
+        try:
+            tomllib.loads(block.source)
+        except tomllib.TOMLDecodeError as exc:
+            pytest.fail(f"{block.name}: {exc}")
+
+
+def test_the_readme_keeps_the_commands_ci_runs() -> None:
+    """CI runs the README's test command: the README must still say exactly that."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    readme = (ROOT / "README.md").read_text()
+    command = "python3 -m pip install -q uv && python3 -m uv run jigs install && python3 -m uv run"
+    assert f"{command} pytest" in ci
+    assert f"{command} pytest\n" in readme
+    assert f"{command} jigs demo\n" in readme
+
+
+@pytest.mark.parametrize("block", RUN, ids=[b.name for b in RUN])
+async def test_python_block_runs(
+    block: Block,
+    scratch: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    run_meta: Any,
+    require_cli: Callable[[str], Path],
+) -> None:
+    drive = block.options.get("drive")
+    if drive in SETUP:
+        await SETUP[drive](scratch, monkeypatch)
+    code = compile(block.source, block.name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    ns: dict[str, Any] = {"__name__": "docs_block", "__doc_source__": block.source}
+    outcome = eval(code, ns)  # top-level await makes a coroutine
+    if inspect.iscoroutine(outcome):
+        await outcome
+    if drive is not None:
+        await DRIVERS[drive](Driven(ns, scratch, monkeypatch, run_meta, require_cli))
+
+
+def test_typecheck_blocks_and_the_guides_package_pass_mypy(tmp_path: Path) -> None:
+    """Blocks that cannot run here, and the package the guide builds, pass mypy --strict."""
+    from mypy import api
+
+    files = []
+    for n, block in enumerate(TYPECHECK):
+        path = tmp_path / "blocks" / f"block_{n}.py"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(f"# {block.name}\n{block.source}")
+        files.append(str(path))
+    package = tmp_path / "jigs-harness-mini"
+    files += [str(p) for p in assemble(GUIDE, package) if p.suffix == ".py"]
+    (package / "src" / "jigs_harness_mini" / "py.typed").touch()
+    cwd = os.getcwd()
+    os.chdir(ROOT)  # the root config's mypy_path is relative to it
+    try:
+        out, err, status = api.run(
+            ["--config-file", str(ROOT / "pyproject.toml"), "--no-error-summary", *files]
+        )
+    finally:
+        os.chdir(cwd)
+    assert status == 0, out + err
+
+
+@pytest.mark.parametrize("block", KIT, ids=[b.name for b in KIT])
+def test_the_conformance_snippet_passes_under_plain_pytest(
+    block: Block, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Driver ``kit``: the snippet as a pytest file of its own (the README's old one failed with
+    "async def functions are not natively supported") passes under plain pytest, with the kit
+    awaited for its kind. The kit itself is stubbed here: it runs for real on the echo kind in
+    tests/core/test_conformance_and_demo.py and on every shipped kind."""
+    import jigs.testing.conformance as kit
+
+    awaited: list[str] = []
+
+    async def check_harness(kind: str, make_descriptor: Any = None, *, tmp_path: Path) -> None:
+        assert tmp_path.is_dir()
+        awaited.append(kind)
+
+    monkeypatch.setattr(kit, "check_harness", check_harness)
+    pytester.makepyfile(test_conformance=block.source)
+    result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=1)
+    assert awaited == ["mini"]
+    # and the snippet without its anyio wiring fails the way the old README one did
+    bare = block.source.replace("pytestmark = pytest.mark.anyio", "")
+    pytester.makepyfile(test_conformance=bare)
+    result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider")
+    assert result.ret != 0
+    assert awaited == ["mini"]
+
+
+def test_the_guides_package_is_lint_and_format_clean(tmp_path: Path) -> None:
+    """The guide's file= blocks are excluded from ``ruff format .`` (fragments of one module);
+    the package they assemble into must pass ruff check and ruff format as project code does."""
+    package = tmp_path / "jigs-harness-mini"
+    assemble(GUIDE, package)
+    config = ["--config", str(ROOT / "pyproject.toml")]
+    for command in (["check", *config], ["format", "--check", "--diff", *config]):
+        done = subprocess.run(
+            [sys.executable, "-m", "ruff", *command, str(package / "src")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
