@@ -170,7 +170,7 @@ def test_harnesses_table_is_plain_off_a_terminal() -> None:
     assert result.returncode == 0, result.stderr
     assert "\x1b" not in result.stdout
     header, _rule, *rows = result.stdout.splitlines()
-    assert header.split() == ["kind", "distribution", "version", "model", "status"]
+    assert header.split() == ["kind", "distribution", "version", "model", "contract", "status"]
     assert any(r.split()[:2] == ["echo", "jigs-harness-echo"] for r in rows)
 
 

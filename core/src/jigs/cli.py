@@ -108,11 +108,12 @@ def cmd_harnesses(args: argparse.Namespace) -> int:
             i.distribution or "-",
             i.version or "-",
             "-" if i.has_model is None else ("yes" if i.has_model else "no"),
+            i.contract or "-",
             i.error or ("disabled" if i.disabled else "ok"),
         ]
         for i in infos
     ]
-    print(table(rows, ["kind", "distribution", "version", "model", "status"]))
+    print(table(rows, ["kind", "distribution", "version", "model", "contract", "status"]))
     return 0
 
 
