@@ -35,7 +35,8 @@ def site(tmp_path):
 
 def test_the_contract_version_is_major_minor_and_every_shipped_kind_fits():
     major, minor = CONTRACT_VERSION.split(".")
-    assert major.isdigit() and minor.isdigit()
+    assert major.isdigit()
+    assert minor.isdigit()
     assert CONTRACT_VERSION in CORE_RELEASES
     assert core_releases_for(CONTRACT_VERSION) == ">=0.1,<0.2"
     registry = Registry()
