@@ -9,30 +9,38 @@ nothing (the core's version is read from its metadata only when a kind is refuse
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from jigs.errors import HarnessContractError
 from jigs.plugin import CONTRACT_VERSION
 
-__all__ = ["CORE_RELEASES", "check_contract", "core_releases_for", "fits"]
+__all__ = ["CORE_RELEASES", "check_contract", "core_releases_for", "fits", "parse"]
 
 #: The jigs-core releases implementing each contract version, as ``(lowest, first beyond)``
 #: release numbers, in release order (what a refusal tells the operator to pin). One entry is
 #: added whenever :data:`~jigs.plugin.CONTRACT_VERSION` changes.
 CORE_RELEASES: dict[str, tuple[str, str]] = {"1.0": ("0.1", "0.2")}
 
-_VERSION = re.compile(r"^(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})$")
+def parse(version: object) -> tuple[int, int] | None:
+    """``"major.minor"`` as two ints (ASCII digits, no leading zero, at most 4 each), or None
+    for anything else (no regex: this runs on every kind's first use)."""
+    if not isinstance(version, str):
+        return None
+    major, dot, minor = version.partition(".")
+    parts = (major, minor)
+    if not dot or not all(
+        p.isascii() and p.isdigit() and len(p) <= 4 and (p == "0" or p[0] != "0") for p in parts
+    ):
+        return None
+    return int(major), int(minor)
 
 
 def fits(declared: object, core: str = CONTRACT_VERSION) -> bool:
     """Whether a kind declaring ``declared`` loads on a core implementing ``core``."""
-    if not isinstance(declared, str):
-        return False
-    kind, ours = _VERSION.match(declared), _VERSION.match(core)
+    kind, ours = parse(declared), parse(core)
     if kind is None or ours is None:
         return False
-    return kind[1] == ours[1] and int(kind[2]) <= int(ours[2])
+    return kind[0] == ours[0] and kind[1] <= ours[1]
 
 
 def check_contract(
@@ -52,8 +60,8 @@ def check_contract(
     shown: str | None
     if declared is None:
         shown = None
-    elif isinstance(declared, str) and _VERSION.match(declared):
-        shown = declared
+    elif parse(declared) is not None:
+        shown = str(declared)
     else:  # never echo an arbitrary object; a malformed value is named by its shape
         shown = f"<malformed {type(declared).__name__}, not 'major.minor'>"
     releases = core_releases_for(shown) if shown is not None else None
