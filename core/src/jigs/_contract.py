@@ -21,6 +21,7 @@ __all__ = ["CORE_RELEASES", "check_contract", "core_releases_for", "fits", "pars
 #: added whenever :data:`~jigs.plugin.CONTRACT_VERSION` changes.
 CORE_RELEASES: dict[str, tuple[str, str]] = {"1.0": ("0.1", "0.2")}
 
+
 def parse(version: object) -> tuple[int, int] | None:
     """``"major.minor"`` as two ints (ASCII digits, no leading zero, at most 4 each), or None
     for anything else (no regex: this runs on every kind's first use)."""
