@@ -101,6 +101,7 @@ def test_harnesses_lists_refused_kinds_with_the_versions_that_fit(site):
     silent = rows["silent"]["error"]
     assert rows["silent"]["contract"] is None
     assert "declares no plugin contract version" in silent
+    assert "it loads kinds built for contract 1.0)" in silent
     assert f'contract = "{CONTRACT_VERSION}"' in silent
     assert "pip install -U jigs-harness-silent" in silent
 

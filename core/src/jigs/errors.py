@@ -468,7 +468,10 @@ class HarnessContractError(HarnessNotFoundError):
         matching_kind = f"install a {package} release built for contract {major}.x"
         if contract is None:
             what = f"declares no plugin contract version, and {core}"
-            fitting = f"it loads kinds built for contract {major}.0 to {core_contract}"
+            span = (
+                f"{major}.0 to {core_contract}" if core_contract != f"{major}.0" else major + ".0"
+            )
+            fitting = f"it loads kinds built for contract {span}"
             fix = (
                 f"{matching_kind} (pip install -U {package}); if you maintain the kind, set "
                 f'contract = "{core_contract}" on its Harness subclass'
