@@ -127,7 +127,7 @@ def test_version_lists_core_and_each_kind(fake_kinds: dict[str, str]) -> None:
     assert f"  echo: jigs-harness-echo {version('jigs-harness-echo')} (disabled)" in lines
 
 
-SUBCOMMANDS = ["harnesses", "doctor", "run", "install", "model-server", "demo"]
+SUBCOMMANDS = ["harnesses", "doctor", "run", "install", "model-server", "demo", "new-kind"]
 
 
 @pytest.mark.parametrize("command", [None, *SUBCOMMANDS])
