@@ -95,3 +95,12 @@ def test_an_empty_target_directory_is_used(tmp_path):
 def test_single_letter_and_longest_names_render():
     assert "src/jigs_harness_x/_harness.py" in render("x")
     assert render("k" * 40)
+
+
+def test_a_name_an_installed_kind_uses_is_generated_with_a_warning(tmp_path):
+    result = jigs("new-kind", "echo", "--dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "jigs-harness-echo already provides the kind 'echo'" in result.stderr
+    assert (tmp_path / "jigs-harness-echo" / "pyproject.toml").is_file()
+    quiet = jigs("new-kind", "nosuchkind", "--dir", str(tmp_path))
+    assert quiet.stderr == ""

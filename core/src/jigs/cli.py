@@ -243,6 +243,16 @@ def cmd_new_kind(args: argparse.Namespace) -> int:
         print(f"jigs new-kind: {exc}", file=sys.stderr)
         return 2
     print(f"created {target} (the {args.name!r} harness kind)")
+    from importlib.metadata import entry_points
+
+    taken = [ep for ep in entry_points(group="jigs.harnesses") if ep.name == args.name]
+    if taken:
+        dist = taken[0].dist.metadata["Name"] if taken[0].dist is not None else "?"
+        print(
+            f"jigs new-kind: warning: {dist} already provides the kind {args.name!r} here; two "
+            f"distributions of one kind are both refused (rename it, or uninstall {dist})",
+            file=sys.stderr,
+        )
     print(f"next: cd {target} && pip install -e '.[test]' && pytest")
     return 0
 
