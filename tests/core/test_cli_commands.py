@@ -127,7 +127,7 @@ def test_version_lists_core_and_each_kind(fake_kinds: dict[str, str]) -> None:
     assert f"  echo: jigs-harness-echo {version('jigs-harness-echo')} (disabled)" in lines
 
 
-SUBCOMMANDS = ["harnesses", "doctor", "run", "install", "model-server", "demo"]
+SUBCOMMANDS = ["harnesses", "doctor", "run", "install", "model-server", "demo", "new-kind"]
 
 
 @pytest.mark.parametrize("command", [None, *SUBCOMMANDS])
@@ -170,7 +170,7 @@ def test_harnesses_table_is_plain_off_a_terminal() -> None:
     assert result.returncode == 0, result.stderr
     assert "\x1b" not in result.stdout
     header, _rule, *rows = result.stdout.splitlines()
-    assert header.split() == ["kind", "distribution", "version", "model", "status"]
+    assert header.split() == ["kind", "distribution", "version", "model", "contract", "status"]
     assert any(r.split()[:2] == ["echo", "jigs-harness-echo"] for r in rows)
 
 

@@ -314,6 +314,7 @@ class NoModelDescriptor(HarnessDescriptor):
 
 class NoModelHarness(Harness[NoModelDescriptor]):
     kind = "nomodel"
+    contract = "1.0"
     display_name = "No model"
     descriptor_type = NoModelDescriptor
     has_model = False

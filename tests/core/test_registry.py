@@ -29,6 +29,7 @@ GOOD = """
 
     class H(Harness):
         kind = "KIND"
+        contract = "1.0"
         display_name = "KIND"
         descriptor_type = D
 
@@ -147,6 +148,7 @@ TWO_KINDS = """
 
         class H(Harness):
             kind = name
+            contract = "1.0"
             display_name = name
             descriptor_type = D
 

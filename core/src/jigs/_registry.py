@@ -3,7 +3,10 @@
 Entry points are listed cheaply and loaded lazily, one kind at a time, each in its own try/except:
 a broken plugin records an error naming its distribution, entry point and exception, and every
 other kind keeps working. The same kind from two distributions is refused. ``JIGS_DISABLE_PLUGINS``
-(comma-separated kinds) blocks named ones.
+(comma-separated kinds) blocks named ones. A kind built for another plugin contract than this
+core's (:data:`jigs.plugin.CONTRACT_VERSION`; see :mod:`jigs._contract`) is refused with
+:class:`~jigs.errors.HarnessContractError`, whether it comes from an entry point or
+:meth:`Registry.register`.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from typing import Any
 
 import pluggy
 
-from jigs.errors import HarnessNotFoundError, HarnessPluginError
+from jigs._contract import check_contract
+from jigs.errors import HarnessContractError, HarnessNotFoundError, HarnessPluginError
 from jigs.plugin import Harness, HarnessSpecs
 
 __all__ = ["GROUP", "KIND_NAME", "PluginInfo", "Registry", "default_registry"]
@@ -41,6 +45,8 @@ class PluginInfo:
     display_name: str | None = None
     error: str | None = None
     disabled: bool = False
+    #: The plugin contract the kind declares (None: not loaded, or declares none).
+    contract: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +57,7 @@ class PluginInfo:
             "entry_point": self.entry_point,
             "has_model": self.has_model,
             "disabled": self.disabled,
+            "contract": self.contract,
             "error": self.error,
         }
 
@@ -77,6 +84,8 @@ class Registry:
         self._loaded: dict[str, Harness[Any]] = {}
         self._errors: dict[str, str] = {}
         self._modules: dict[str, list[Harness[Any]]] = {}
+        #: kinds refused for their contract: the harness and its distribution's name and version
+        self._refused: dict[str, tuple[Harness[Any], str | None, str | None]] = {}
 
     def _entry_points(self) -> dict[str, list[EntryPoint]]:
         if self._eps is None:
@@ -99,7 +108,9 @@ class Registry:
         return [k for k in self.kinds() if k not in self.disabled]
 
     def register(self, harness: Harness[Any]) -> None:
-        """Register a harness object directly (tests, embedded kinds)."""
+        """Register a harness object directly (tests, embedded kinds). Raises
+        :class:`~jigs.errors.HarnessContractError` for a kind built for another contract."""
+        check_contract(harness)
         with self._lock:
             if harness.kind in self._loaded and self._loaded[harness.kind] is not harness:
                 raise HarnessPluginError(f"harness kind {harness.kind!r} is already registered")
@@ -109,7 +120,8 @@ class Registry:
         """The harness for ``kind``, loading its plugin on first use.
 
         Raises :class:`HarnessNotFoundError` (a ``LookupError``) for an unknown, disabled or
-        broken kind, with the installed kinds and the fix.
+        broken kind, with the installed kinds and the fix; its subclass
+        :class:`~jigs.errors.HarnessContractError` for a kind built for another plugin contract.
         """
         with self._lock:
             if kind in self._loaded:
@@ -121,6 +133,9 @@ class Registry:
                 raise HarnessNotFoundError(kind, self.kinds())
             if kind not in self._errors:
                 self._load(kind, eps)
+            if kind in self._refused:
+                harness, dist, version = self._refused[kind]
+                check_contract(harness, distribution=dist, distribution_version=version)
             if kind in self._errors:
                 raise HarnessNotFoundError(kind, self.kinds(), load_error=self._errors[kind])
             return self._loaded[kind]
@@ -134,7 +149,7 @@ class Registry:
             )
             return
         ep = eps[0]
-        dist, _ = _dist_of(ep)
+        dist, version = _dist_of(ep)
         where = f"entry point {ep.name} = {ep.value} (distribution {dist})"
         try:
             collected = self._harnesses_of(ep.value)
@@ -147,6 +162,12 @@ class Registry:
             self._errors[kind] = (
                 f"{where} must register exactly one Harness with kind {kind!r}; it registered {got}"
             )
+            return
+        try:
+            check_contract(matching[0], distribution=dist, distribution_version=version)
+        except HarnessContractError as exc:
+            self._errors[kind] = str(exc)
+            self._refused[kind] = (matching[0], dist, version)
             return
         self._loaded[kind] = matching[0]
 
@@ -180,6 +201,7 @@ class Registry:
                 ep_text,
                 error=str(exc) if exc.disabled else (exc.load_error or str(exc)),
                 disabled=kind in self.disabled,
+                contract=exc.contract if isinstance(exc, HarnessContractError) else None,
             )
         return PluginInfo(
             kind,
@@ -188,6 +210,7 @@ class Registry:
             ep_text,
             has_model=harness.has_model,
             display_name=harness.display_name,
+            contract=harness.contract,
         )
 
     def all_info(self) -> list[PluginInfo]:

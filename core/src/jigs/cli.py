@@ -1,13 +1,12 @@
 """The jigs command: list, check, install and run the harness kinds of jigs.
 
-Subcommands: ``harnesses``, ``doctor``, ``run``, ``install``, ``model-server``, ``demo`` and
-``runs``
-(``jigs COMMAND --help`` describes each); ``jigs --version`` prints the version of jigs-core and
-of each installed kind's distribution. Each subcommand imports what it needs only when it runs.
-Output is plain text when stdout is not a terminal; ``--json`` (``harnesses``, ``doctor``,
-``run``, ``runs``) prints one JSON document for scripts. Exit codes: 0 success, 1 a failure (a
-failed check, install, turn or demo, or no kind installed where one is needed), 2 a usage error,
-130 interrupted.
+Subcommands: ``harnesses``, ``doctor``, ``run``, ``install``, ``model-server``, ``demo``,
+``runs`` and ``new-kind`` (``jigs COMMAND --help`` describes each); ``jigs --version`` prints the
+version of jigs-core and of each installed kind's distribution. Each subcommand imports what it
+needs only when it runs. Output is plain text when stdout is not a terminal; ``--json``
+(``harnesses``, ``doctor``, ``run``, ``runs``) prints one JSON document for scripts. Exit codes:
+0 success, 1 a failure (a failed check, install, turn or demo, or no kind installed where one is
+needed), 2 a usage error, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -108,11 +107,12 @@ def cmd_harnesses(args: argparse.Namespace) -> int:
             i.distribution or "-",
             i.version or "-",
             "-" if i.has_model is None else ("yes" if i.has_model else "no"),
+            i.contract or "-",
             i.error or ("disabled" if i.disabled else "ok"),
         ]
         for i in infos
     ]
-    print(table(rows, ["kind", "distribution", "version", "model", "status"]))
+    print(table(rows, ["kind", "distribution", "version", "model", "contract", "status"]))
     return 0
 
 
@@ -229,6 +229,32 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from jigs.testing.demo import main as demo_main
 
     return demo_main(kinds=args.harness or None)
+
+
+def cmd_new_kind(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from jigs._new_kind import new_kind
+    from jigs.errors import InvalidInputError
+
+    try:
+        target = new_kind(args.name, Path(args.dir))
+    except InvalidInputError as exc:
+        print(f"jigs new-kind: {exc}", file=sys.stderr)
+        return 2
+    print(f"created {target} (the {args.name!r} harness kind)")
+    from importlib.metadata import entry_points
+
+    taken = [ep for ep in entry_points(group="jigs.harnesses") if ep.name == args.name]
+    if taken:
+        dist = taken[0].dist.metadata["Name"] if taken[0].dist is not None else "?"
+        print(
+            f"jigs new-kind: warning: {dist} already provides the kind {args.name!r} here; two "
+            f"distributions of one kind are both refused (rename it, or uninstall {dist})",
+            file=sys.stderr,
+        )
+    print(f"next: cd {target} && pip install -e '.[test]' && pytest")
+    return 0
 
 
 def _command(sub: Any, name: str, summary: str, details: str = "") -> argparse.ArgumentParser:
@@ -350,6 +376,20 @@ def build_parser() -> argparse.ArgumentParser:
         "kinds, default claude, codex, pi)",
     )
     p.set_defaults(func=cmd_demo)
+
+    p = _command(
+        sub,
+        "new-kind",
+        "create a harness distribution jigs-harness-NAME that passes the conformance kit",
+        "Writes a pyproject with the jigs.harnesses entry point, a harness driving a small "
+        "stand-in CLI to replace with yours, a README and tests/test_conformance.py. Exits 2 for "
+        "a bad NAME or a target directory that is not empty.",
+    )
+    p.add_argument("name", metavar="NAME", help="the kind name, e.g. mykind (lower-case)")
+    p.add_argument(
+        "--dir", default=".", metavar="DIR", help="create jigs-harness-NAME in DIR (default: .)"
+    )
+    p.set_defaults(func=cmd_new_kind)
 
     from jigs._cli_runs import add_parser as add_runs_parser
 

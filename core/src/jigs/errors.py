@@ -33,6 +33,7 @@ __all__ = [
     "CredentialProxyError",
     "DescriptorError",
     "EnvPolicyError",
+    "HarnessContractError",
     "HarnessNotFoundError",
     "HarnessPluginError",
     "InvalidInputError",
@@ -426,3 +427,66 @@ class CheckpointError(JigsError, RuntimeError):
     def __init__(self, message: str, *, worktree: Path) -> None:
         super().__init__(message)
         self.worktree = worktree
+
+
+class HarnessContractError(HarnessNotFoundError):
+    """An installed kind was built for a plugin contract this jigs-core does not implement (or
+    declares none), so it is refused rather than loaded. A :class:`HarnessNotFoundError` (and so a
+    ``LookupError``): code that handles a missing kind handles this one too.
+
+    Fields: ``kind``; ``distribution`` and ``distribution_version`` (None for a kind registered
+    in code); ``contract``, the version the kind declares (None: none); ``core_contract``, the
+    version this core implements; ``core_version``, this jigs-core's version; ``fits``, the
+    jigs-core versions that implement the kind's contract, as a requirement suffix such as
+    ``">=0.1,<0.2"`` (None when no release this core knows of does). Not retryable: the same
+    installation fails the same way.
+    """
+
+    retryable = False
+
+    def __init__(
+        self,
+        kind: str,
+        *,
+        contract: str | None,
+        core_contract: str,
+        core_version: str,
+        fits: str | None,
+        distribution: str | None = None,
+        distribution_version: str | None = None,
+    ) -> None:
+        self.contract = contract
+        self.core_contract = core_contract
+        self.core_version = core_version
+        self.fits = fits
+        self.distribution = distribution
+        self.distribution_version = distribution_version
+        package = distribution or f"jigs-harness-{kind}"
+        where = f" ({distribution} {distribution_version})" if distribution else ""
+        major = core_contract.split(".", 1)[0]
+        core = f"jigs-core {core_version} implements plugin contract {core_contract}"
+        matching_kind = f"install a {package} release built for contract {major}.x"
+        if contract is None:
+            what = f"declares no plugin contract version, and {core}"
+            span = (
+                f"{major}.0 to {core_contract}" if core_contract != f"{major}.0" else major + ".0"
+            )
+            fitting = f"it loads kinds built for contract {span}"
+            fix = (
+                f"{matching_kind} (pip install -U {package}); if you maintain the kind, set "
+                f'contract = "{core_contract}" on its Harness subclass'
+            )
+        elif fits is None:
+            what = f"was built for plugin contract {contract}, but {core}"
+            fitting = f"no jigs-core release known to this one implements contract {contract}"
+            fix = f"upgrade jigs-core (pip install -U jigs-core), or {matching_kind}"
+        else:
+            what = f"was built for plugin contract {contract}, but {core}"
+            fitting = f"jigs-core{fits} implements contract {contract}"
+            fix = f"{matching_kind}, or pin jigs-core{fits} (pip install 'jigs-core{fits}')"
+        message = (
+            f"the {kind!r} harness{where} {what}: it is refused ({fitting}). Fix: {fix}. "
+            f"Meanwhile JIGS_DISABLE_PLUGINS={kind} hides it"
+        )
+        super().__init__(kind, [], load_error=message)
+        self.args = (message,)

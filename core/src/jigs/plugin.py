@@ -66,6 +66,7 @@ from jigs.errors import AgentSessionError, RunnerClosedError
 from jigs.processes import ManagedProcess, launch
 
 __all__ = [
+    "CONTRACT_VERSION",
     "ConfigFile",
     "Harness",
     "HarnessContext",
@@ -94,6 +95,16 @@ if TYPE_CHECKING:
     from jigs.models._types import GenerateResult
     from jigs.testing._server.server import ModelServer
     from jigs.testing.plan import DemoPlan
+
+#: The plugin contract this jigs-core implements, as ``"major.minor"``. A kind declares the
+#: version it was built for as a string literal on its class (``contract = "1.0"`` on the
+#: :class:`Harness` subclass; never ``contract = CONTRACT_VERSION``, which would claim whatever
+#: core it is loaded into). The registry loads a kind when its major equals this major and its
+#: minor is at most this minor (a minor release of the contract only adds optional hooks and
+#: fields; a major one changes or removes something); any other kind, one declaring nothing
+#: included, is refused with :class:`~jigs.errors.HarnessContractError`. jigs-core 0.1.x
+#: implements contract 1.0; harness distributions pin ``jigs-core>=0.1,<0.2`` to match.
+CONTRACT_VERSION = "1.0"
 
 hookspec = pluggy.HookspecMarker("jigs")
 hookimpl = pluggy.HookimplMarker("jigs")
@@ -371,6 +382,9 @@ class Harness(ABC, Generic[D]):
 
     #: The kind name; must equal the entry point's name.
     kind: ClassVar[str]
+    #: The plugin contract the kind was built for, ``"major.minor"`` (see
+    #: :data:`CONTRACT_VERSION`). None (the default: not declared) is refused by the registry.
+    contract: ClassVar[str | None] = None
     #: A human name for tables and messages ("Claude Code").
     display_name: ClassVar[str]
     #: The kind's descriptor class (a :class:`HarnessDescriptor` subclass).

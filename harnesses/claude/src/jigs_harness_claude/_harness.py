@@ -68,6 +68,7 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
     """Claude Code as a jigs harness kind."""
 
     kind: ClassVar[str] = "claude"
+    contract: ClassVar[str | None] = "1.0"
     display_name: ClassVar[str] = "Claude Code"
     descriptor_type: ClassVar[type[HarnessDescriptor]] = ClaudeDescriptor
     sets_env: ClassVar[frozenset[str]] = SETS_ENV

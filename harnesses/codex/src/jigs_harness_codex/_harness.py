@@ -49,6 +49,7 @@ class CodexHarness(Harness[CodexDescriptor]):
     """
 
     kind: ClassVar[str] = "codex"
+    contract: ClassVar[str | None] = "1.0"
     display_name: ClassVar[str] = "Codex"
     descriptor_type: ClassVar[type[HarnessDescriptor]] = CodexDescriptor
     sets_env: ClassVar[frozenset[str]] = frozenset({"CODEX_HOME"})

@@ -138,6 +138,7 @@ class PiHarness(Harness[PiDescriptor]):
     """The Pi coding agent (``@earendil-works/pi-coding-agent`` 1.6+)."""
 
     kind: ClassVar[str] = "pi"
+    contract: ClassVar[str | None] = "1.0"
     display_name: ClassVar[str] = "Pi"
     descriptor_type: ClassVar[type[HarnessDescriptor]] = PiDescriptor
     has_model: ClassVar[bool] = False

@@ -99,6 +99,7 @@ class EchoDecoder:
 
 class EchoHarness(Harness[EchoDescriptor]):
     kind: ClassVar[str] = "echo"
+    contract: ClassVar[str | None] = "1.0"
     display_name: ClassVar[str] = "Echo (jigs test kind)"
     descriptor_type: ClassVar[type[HarnessDescriptor]] = EchoDescriptor
     install_hint: ClassVar[str] = "reinstall jigs-harness-echo"
