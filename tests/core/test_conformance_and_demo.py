@@ -1,6 +1,6 @@
 import pytest
-from jigs.testing.conformance import check_harness
-from jigs.testing.demo import run_demo
+from jigs_testing.conformance import check_harness
+from jigs_testing.demo import run_demo
 
 pytestmark = pytest.mark.anyio
 

@@ -16,9 +16,9 @@ import pytest
 from jigs import _isolation
 from jigs._proctree import kill_procs, processes_under
 from jigs._types import RunMetadata
-from jigs.testing import ModelServer
-from jigs.testing import conformance as kit
-from jigs.testing._environ import patched_environ
+from jigs_testing import ModelServer
+from jigs_testing import conformance as kit
+from jigs_testing._environ import patched_environ
 
 pytestmark = pytest.mark.anyio
 

@@ -18,8 +18,8 @@ import pytest
 from jigs import RunMetadata
 from jigs._registry import default_registry
 from jigs.plugin import ConfigFile, Planted, TurnLaunch
-from jigs.testing import ModelServer
-from jigs.testing.conformance import _check_planted_config
+from jigs_testing import ModelServer
+from jigs_testing.conformance import _check_planted_config
 
 pytestmark = pytest.mark.anyio
 

@@ -1,7 +1,7 @@
 """Every shipped kind passes the conformance kit third-party kinds run, with its real CLI."""
 
 import pytest
-from jigs.testing.conformance import check_harness
+from jigs_testing.conformance import check_harness
 
 pytestmark = pytest.mark.anyio
 

@@ -9,8 +9,8 @@ import uuid
 import pytest
 from jigs import RunMetadata
 from jigs._registry import default_registry
-from jigs.testing import ModelServer
-from jigs.testing.conformance import _check_planted_config
+from jigs_testing import ModelServer
+from jigs_testing.conformance import _check_planted_config
 from mcp_configs import step_server
 
 pytestmark = pytest.mark.anyio

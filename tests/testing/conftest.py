@@ -6,7 +6,7 @@ import pytest
 
 # Registered by the jigs pytest11 entry point once jigs-core is installed; imported here too so
 # these tests also run from a source checkout.
-from jigs.testing.pytest_plugin import model_server
+from jigs_testing.pytest_plugin import model_server
 
 __all__ = ["model_server"]
 

@@ -205,7 +205,7 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 
 def cmd_model_server(args: argparse.Namespace) -> int:
-    from jigs.testing._server.cli import main as server_main
+    from jigs_testing._server.cli import main as server_main
 
     argv = ["--port", str(args.port), "--host", args.host]
     if args.script is not None:
@@ -226,7 +226,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             return 1
         result: int = workflow_demo(kinds=args.harness or None)
         return result
-    from jigs.testing.demo import main as demo_main
+    from jigs_testing.demo import main as demo_main
 
     return demo_main(kinds=args.harness or None)
 

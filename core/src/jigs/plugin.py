@@ -87,13 +87,13 @@ __all__ = [
 
 if TYPE_CHECKING:
     import anyio.abc
+    from jigs_testing._server.server import ModelServer
+    from jigs_testing.plan import DemoPlan
     from structlog.stdlib import BoundLogger
 
     from jigs.events import AgentEvent
     from jigs.executables import Resolved
     from jigs.models._types import GenerateResult
-    from jigs.testing._server.server import ModelServer
-    from jigs.testing.plan import DemoPlan
 
 hookspec = pluggy.HookspecMarker("jigs")
 hookimpl = pluggy.HookimplMarker("jigs")
@@ -479,7 +479,7 @@ class Harness(ABC, Generic[D]):
 
     def demo_plan(self, server: ModelServer) -> DemoPlan | None:
         """How this kind runs in ``jigs demo`` and the conformance kit against the local
-        model server (see :class:`jigs.testing.plan.DemoPlan`); None when it cannot."""
+        model server (see :class:`jigs_testing.plan.DemoPlan`); None when it cannot."""
         return None
 
     def session_artifacts(

@@ -1,7 +1,7 @@
 """How a harness kind takes part in ``jigs demo`` and the conformance kit.
 
 A kind returns a :class:`DemoPlan` from ``Harness.demo_plan(server)``: a descriptor pointed at the
-local :class:`~jigs.testing.ModelServer`, the dummy variables it needs in the host environment, and
+local :class:`~jigs_testing.ModelServer`, the dummy variables it needs in the host environment, and
 two scripted turns. :meth:`DemoPlan.write_file` queues the replies that make the agent create a
 file with the CLI's *own* file-writing tool and returns the prompt; :meth:`DemoPlan.recall`
 queues a reply computed from the resumed request (how many messages it carried) and returns the
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from jigs.descriptors import HarnessDescriptor
 
 if TYPE_CHECKING:
-    from jigs.testing._server.server import ModelServer
+    from jigs_testing._server.server import ModelServer
 
 __all__ = [
     "DemoPlan",
@@ -38,7 +38,7 @@ def scripted_write(
     with ``arguments(path, content)``, then answers with text once the tool has run."""
 
     def write(server: ModelServer, path: str, content: str) -> str:
-        from jigs.testing import text, tool_call
+        from jigs_testing import text, tool_call
 
         server.add(tool_call(tool, dict(arguments(path, content))), text(f"I wrote {path}."))
         return f"Create the file {path} containing {content!r}."
@@ -53,7 +53,7 @@ def scripted_command(
     ``tool`` with ``arguments(command)``, then answers with text once the tool has returned."""
 
     def run(server: ModelServer, command: str) -> str:
-        from jigs.testing import text, tool_call
+        from jigs_testing import text, tool_call
 
         server.add(tool_call(tool, dict(arguments(command))), text("The command has run."))
         return "Run the command you are given with your shell tool."
@@ -63,7 +63,7 @@ def scripted_command(
 
 def scripted_recall(server: ModelServer) -> str:
     """The second turn: the model reports how many messages the resumed request carried."""
-    from jigs.testing import reply, text
+    from jigs_testing import reply, text
 
     server.add(
         reply(
@@ -78,7 +78,7 @@ def scripted_recall(server: ModelServer) -> str:
 
 def scripted_hang(server: ModelServer) -> str:
     """A turn whose model endpoint hangs: the reply starts only after ten minutes."""
-    from jigs.testing import text
+    from jigs_testing import text
 
     server.add(text("too late", delay=600))
     return "Say hello."

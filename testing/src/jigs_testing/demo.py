@@ -21,7 +21,7 @@ from pathlib import Path
 
 import anyio
 
-from jigs.testing._environ import patched_environ
+from jigs_testing._environ import patched_environ
 
 __all__ = ["KindReport", "main", "run_demo"]
 
@@ -77,13 +77,13 @@ async def _install_fix(kind: str, agents_env: Sequence[str]) -> str | None:
 
 
 async def _demo_kind(kind: str, root: Path) -> KindReport:
-    from structlog.testing import capture_logs
-
     from jigs._registry import default_registry
     from jigs._types import RunMetadata
     from jigs.errors import JigsError
     from jigs.steps import run_agent
-    from jigs.testing import ModelServer
+    from structlog.testing import capture_logs
+
+    from jigs_testing import ModelServer
 
     report = KindReport(kind)
     try:

@@ -1,4 +1,4 @@
-"""pytest plugin for jigs: provides the ``model_server`` fixture (see :mod:`jigs.testing`)."""
+"""pytest plugin for jigs: provides the ``model_server`` fixture (see :mod:`jigs_testing`)."""
 
 from __future__ import annotations
 

@@ -2,13 +2,13 @@
 
 ::
 
-    from jigs.testing.conformance import check_harness
+    from jigs_testing.conformance import check_harness
 
     async def test_my_kind_conforms(tmp_path):
         await check_harness("mykind", tmp_path=tmp_path)
 
 It uses plain ``assert`` (no pytest import) and drives the real pipeline with the kind's real CLI
-against :class:`~jigs.testing.ModelServer`. It checks that: the descriptor round-trips through
+against :class:`~jigs_testing.ModelServer`. It checks that: the descriptor round-trips through
 JSON; every process the kind launches (in a scratch ``HOME``) gets nothing outside the allowlist
 (canaries planted in the host environment never arrive); the worktree lock is taken while the agent
 runs and released after; ``close()`` is idempotent and leaves no process of the step (found by its
@@ -37,7 +37,8 @@ from typing import Any
 
 from jigs._lock import worktree_locked
 from jigs.descriptors import HarnessDescriptor
-from jigs.testing._environ import patched_environ
+
+from jigs_testing._environ import patched_environ
 
 __all__ = ["CANARIES", "check_harness"]
 
@@ -65,8 +66,6 @@ async def check_harness(
 ) -> None:
     """Run every conformance check for ``kind``; raises ``AssertionError`` naming the first
     that fails."""
-    from structlog.testing import capture_logs
-
     from jigs import harnesses
     from jigs._paths import data_dir
     from jigs._proctree import processes_under
@@ -78,7 +77,9 @@ async def check_harness(
     from jigs.models import generate_text
     from jigs.processes import group_alive, observe_launches, value_digest
     from jigs.steps import create_agent_runner, run_agent
-    from jigs.testing import ModelServer
+    from structlog.testing import capture_logs
+
+    from jigs_testing import ModelServer
 
     harness = default_registry().get(kind)
     async with ModelServer() as server:
@@ -471,7 +472,7 @@ START_BOUND = 60.0
 def _shell_prompt(kind: str, plan: Any, server: Any, command: str) -> str:
     assert plan.run_command is not None, (
         f"{kind}: DemoPlan.run_command is not set; the isolation checks need the agent to run "
-        f"a command with its own shell tool (see jigs.testing.plan.scripted_command)"
+        f"a command with its own shell tool (see jigs_testing.plan.scripted_command)"
     )
     prompt: str = plan.run_command(server, command)
     return prompt
@@ -503,7 +504,6 @@ async def _check_worker_death(
     import time
 
     import anyio
-
     from jigs._isolation import isolation
     from jigs._logging import logger
     from jigs._proctree import (
@@ -513,7 +513,8 @@ async def _check_worker_death(
         processes_under,
     )
     from jigs.steps import run_agent
-    from jigs.testing._isolation_probe import DESCENDANTS, SLEEPERS, WORKER_SCRIPT, sleepers
+
+    from jigs_testing._isolation_probe import DESCENDANTS, SLEEPERS, WORKER_SCRIPT, sleepers
 
     mode = isolation().mode
     tree = _fresh_worktree(tmp_path, "worker-death")
@@ -657,7 +658,8 @@ async def _check_process_view(
     from jigs._isolation import isolation
     from jigs.processes import value_digest
     from jigs.steps import run_agent
-    from jigs.testing._isolation_probe import boot_ticks, parse_view, view_command
+
+    from jigs_testing._isolation_probe import boot_ticks, parse_view, view_command
 
     mode = isolation().mode
     tree = _fresh_worktree(tmp_path, "process-view")
@@ -726,7 +728,8 @@ async def _check_planted_config(
     one version does not hide what the CLI would do with another. A kind that declares no file
     passes trivially; one that does not declare (None) fails."""
     from jigs.plugin import ConfigFile
-    from jigs.testing import ModelServer
+
+    from jigs_testing import ModelServer
 
     files: Any = harness.config_files()
     assert files is not None, (
