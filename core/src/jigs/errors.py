@@ -38,6 +38,7 @@ __all__ = [
     "InvalidInputError",
     "JigsError",
     "JitCheckError",
+    "MissingDistributionError",
     "ModelNotAvailableError",
     "PromptError",
     "RunnerClosedError",
@@ -426,3 +427,22 @@ class CheckpointError(JigsError, RuntimeError):
     def __init__(self, message: str, *, worktree: Path) -> None:
         super().__init__(message)
         self.worktree = worktree
+
+
+class MissingDistributionError(JigsError, ImportError):
+    """A command needs an optional distribution that is not installed (``jigs demo`` and
+    ``jigs model-server`` need jigs-testing). ``distribution`` is what to ``pip install``,
+    ``needed_for`` what needed it. Not retryable: installing it is the fix."""
+
+    retryable = False
+
+    def __init__(self, distribution: str, *, needed_for: str) -> None:
+        super().__init__(
+            f"{needed_for} needs the {distribution} distribution, which is not installed; "
+            f"install it with: pip install {distribution}"
+        )
+        self.distribution = distribution
+        self.needed_for = needed_for
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

@@ -87,8 +87,6 @@ __all__ = [
 
 if TYPE_CHECKING:
     import anyio.abc
-    from jigs_testing._server.server import ModelServer
-    from jigs_testing.plan import DemoPlan
     from structlog.stdlib import BoundLogger
 
     from jigs.events import AgentEvent
@@ -476,11 +474,6 @@ class Harness(ABC, Generic[D]):
         :func:`jigs.executables.installed_dir`) and say what was installed. Kinds whose CLI
         arrives with ``pip install`` need not override it."""
         raise NotImplementedError(f"the {self.kind} harness has no installer")
-
-    def demo_plan(self, server: ModelServer) -> DemoPlan | None:
-        """How this kind runs in ``jigs demo`` and the conformance kit against the local
-        model server (see :class:`jigs_testing.plan.DemoPlan`); None when it cannot."""
-        return None
 
     def session_artifacts(
         self,

@@ -23,8 +23,8 @@ reaches no launched process (environment or argv) and, while the agent's tool ru
 process the worker can see holds it in ``/proc/<pid>/environ`` or ``cmdline``: the kind must
 give its CLI the step's proxied endpoint (``ctx.model_endpoint``), never the key.
 
-``make_descriptor(server)`` overrides the descriptor of the kind's
-:meth:`~jigs.plugin.Harness.demo_plan`; the plan's host variables and ``agents_env`` still apply.
+``make_descriptor(server)`` overrides the descriptor of the kind's ``demo_plan`` (see
+:mod:`jigs_testing.plan`); the plan's host variables and ``agents_env`` still apply.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from jigs._lock import worktree_locked
 from jigs.descriptors import HarnessDescriptor
 
 from jigs_testing._environ import patched_environ
+from jigs_testing.plan import demo_plan_of, has_demo_plan, how_to_write_demo_plan
 
 __all__ = ["CANARIES", "check_harness"]
 
@@ -83,8 +84,9 @@ async def check_harness(
 
     harness = default_registry().get(kind)
     async with ModelServer() as server:
-        plan = harness.demo_plan(server)
-        assert plan is not None, f"{kind}: Harness.demo_plan(server) must return a DemoPlan"
+        assert has_demo_plan(harness), f"{kind}: {how_to_write_demo_plan(kind)}"
+        plan = demo_plan_of(harness, server)
+        assert plan is not None, f"{kind}: demo_plan(server) returned None; return a DemoPlan"
         descriptor = make_descriptor(server) if make_descriptor else plan.descriptor
 
         # 1. the descriptor round-trips through JSON into the kind's own class
