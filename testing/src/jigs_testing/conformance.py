@@ -1,27 +1,56 @@
-"""A conformance kit any harness distribution runs against itself.
+"""A conformance kit any harness distribution runs against itself, one named check at a time.
 
-::
+With pytest (enable the opt-in plugin in ``conftest.py``), one test per check, named by it::
+
+    # conftest.py
+    pytest_plugins = ["jigs_testing.pytest_plugin"]
+
+    # test_conformance.py
+    from jigs_testing.pytest_plugin import conformance_tests
+
+    test_mykind = conformance_tests("mykind")  # test_mykind[stale_resume], ...
+
+Without pytest (or for a chosen subset)::
 
     from jigs_testing.conformance import check_harness
 
-    async def test_my_kind_conforms(tmp_path):
-        await check_harness("mykind", tmp_path=tmp_path)
+    report = await check_harness("mykind", tmp_path=tmp, only=["stale_resume", "event_stream"])
 
 It uses plain ``assert`` (no pytest import) and drives the real pipeline with the kind's real CLI
-against :class:`~jigs_testing.ModelServer`. It checks that: the descriptor round-trips through
-JSON; every process the kind launches (in a scratch ``HOME``) gets nothing outside the allowlist
-(canaries planted in the host environment never arrive); the worktree lock is taken while the agent
-runs and released after; ``close()`` is idempotent and leaves no process of the step (found by its
-working directory, since the step's processes live in a namespace of their own); a worker process
-SIGKILLed, SIGTERMed or SIGINTed mid-turn takes every process of its step along (detached ones
-included) and frees the worktree; the agent's own shell sees no process outside its step and no
-host canary (``DemoPlan.run_command`` scripts that shell); a stale ``resume`` raises
-:class:`~jigs.errors.AgentSessionError` before any process starts; kinds without a model refuse
-``create_agent_runner`` with :class:`~jigs.errors.ModelNotAvailableError`, leaving nothing behind.
-When the descriptor names a model key (:meth:`~jigs.plugin.Harness.model_route`), the key's value
-reaches no launched process (environment or argv) and, while the agent's tool runs, no other
-process the worker can see holds it in ``/proc/<pid>/environ`` or ``cmdline``: the kind must
-give its CLI the step's proxied endpoint (``ctx.model_endpoint``), never the key.
+against :class:`~jigs_testing.ModelServer`. :data:`CHECKS` holds every check, in the order a full
+run takes them (name -> an async function of one :class:`KitContext`):
+
+- ``descriptor_json``: the descriptor round-trips through JSON into the kind's own class;
+- ``stale_resume``: a stale ``resume`` raises :class:`~jigs.errors.AgentSessionError` before any
+  process starts, and leaves the worktree unlocked;
+- ``no_model_refusal``: a kind without a model refuses ``create_agent_runner`` with
+  :class:`~jigs.errors.ModelNotAvailableError`, leaving nothing behind (a kind with a model:
+  skipped by design);
+- ``lock_and_close``: the worktree lock is taken before the agent runs and released after;
+  ``close()`` is idempotent; the agent's own tool wrote the file (a read-only kind: the answer
+  holds the content);
+- ``fork_on_resume``: two steps resumed from one ref see the same history, each under a new id;
+- ``hung_endpoint`` / ``hung_cli``: a turn whose model endpoint or CLI hangs ends in
+  :class:`~jigs.errors.AgentTimeoutError` in time, unlocked, nothing left running;
+- ``usage``: a successful turn reports usage and, when the descriptor names a model key
+  (:meth:`~jigs.plugin.Harness.model_route`), no process the worker can see holds the key in
+  ``/proc/<pid>/environ`` or ``cmdline`` while the agent's tool runs;
+- ``max_turns``: a turn past ``max_turns=1`` raises :class:`~jigs.errors.AgentLimitError` with a
+  session that ``agent_session`` resumes (a kind without the limit: skipped by design);
+- ``worker_death``: a worker SIGKILLed, SIGTERMed or SIGINTed mid-turn takes every process of its
+  step along (detached ones included) and frees the worktree;
+- ``process_view``: the agent's own shell sees no process outside its step and no host canary;
+- ``planted_config``: hostile config files planted in the worktree and HOME change nothing;
+- ``event_stream``: one typed event stream, the same in the step log;
+- ``env_canaries``: every launched environment is built from empty (only allowlisted names), no
+  canary planted in the host arrives, and a named model key reaches no launched process
+  (environment or argv): the kind must give its CLI ``ctx.model_endpoint``, never the key;
+- ``no_leftovers``: nothing any check launched is left running.
+
+The last two judge every launch of the run so far (run alone, they first run a turn of their own).
+The shell checks (``worker_death``, ``process_view``, ``planted_config`` when the kind declares
+config files) need ``DemoPlan.run_command``; a kind without it fails them, unless it is read-only
+(``DemoPlan(writes=False)``), where they are skipped by design and reported by name.
 
 ``make_descriptor(server)`` overrides the descriptor of the kind's ``demo_plan`` (see
 :mod:`jigs_testing.plan`); the plan's host variables and ``agents_env`` still apply.
@@ -31,9 +60,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from jigs._lock import worktree_locked
 from jigs.descriptors import HarnessDescriptor
@@ -41,7 +72,24 @@ from jigs.descriptors import HarnessDescriptor
 from jigs_testing._environ import patched_environ
 from jigs_testing.plan import demo_plan_of, has_demo_plan, how_to_write_demo_plan
 
-__all__ = ["CANARIES", "check_harness"]
+if TYPE_CHECKING:
+    from jigs._types import RunMetadata
+    from jigs.processes import Launch
+    from jigs.steps import AgentResult
+
+    from jigs_testing._server.server import ModelServer
+    from jigs_testing.plan import DemoPlan
+
+__all__ = [
+    "CANARIES",
+    "CHECKS",
+    "CheckOutcome",
+    "CheckSkipped",
+    "KitContext",
+    "KitReport",
+    "check_harness",
+    "kit_context",
+]
 
 #: Planted in the host environment; none may reach a launched process.
 CANARIES = {
@@ -52,68 +100,197 @@ CANARIES = {
 }
 
 
-def _fresh_worktree(root: Path, name: str) -> Path:
-    path = root / f"{name}-{uuid.uuid4().hex[:6]}"
-    path.mkdir(parents=True)
-    (path / "README.md").write_text("conformance worktree\n")
-    return path
+class CheckSkipped(Exception):
+    """Raised by a check that does not apply to the kind by design (a read-only kind, a kind
+    without a model or without a limit); the reason is reported under the check's name."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOutcome:
+    """One check's verdict: ``passed``, or ``skipped`` by design with the reason."""
+
+    name: str
+    status: Literal["passed", "skipped"]
+    reason: str = ""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class KitReport:
+    """What :func:`check_harness` ran: one outcome per check, in order."""
+
+    kind: str
+    outcomes: tuple[CheckOutcome, ...]
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        """Check name -> why it was skipped by design."""
+        return {o.name: o.reason for o in self.outcomes if o.status == "skipped"}
+
+    @property
+    def passed(self) -> list[str]:
+        return [o.name for o in self.outcomes if o.status == "passed"]
+
+
+@dataclass(frozen=True, slots=True)
+class KitContext:
+    """Everything a check works with. Built once by :func:`check_harness` for a run; the host
+    environment (scratch ``HOME``, :data:`CANARIES`, the plan's ``host_env`` and the run's model
+    key) is set while the checks run, and ``launches`` records every process jigs launches."""
+
+    kind: str
+    #: The kind's harness object (from the registry).
+    harness: Any
+    descriptor: HarnessDescriptor
+    plan: DemoPlan
+    server: ModelServer
+    run: RunMetadata
+    tmp_path: Path
+    #: The scratch HOME the agents run with.
+    home: Path
+    #: Every launch observed so far in this run (:func:`jigs.processes.observe_launches`).
+    launches: list[Launch] = field(default_factory=list)
+    #: The model key's variable and this run's unique value, when the descriptor names one.
+    key_env: str = ""
+    key: str | None = None
+
+    @property
+    def writes(self) -> bool:
+        return self.plan.writes
+
+    def worktree(self, name: str) -> Path:
+        """A fresh directory (with a README) under ``tmp_path`` for one check's step."""
+        path = self.tmp_path / f"{name}-{uuid.uuid4().hex[:6]}"
+        path.mkdir(parents=True)
+        (path / "README.md").write_text("conformance worktree\n")
+        return path
+
+    async def turn(self, cwd: Path, prompt: str, **kwargs: Any) -> AgentResult[Any]:
+        """One :func:`jigs.steps.run_agent` step of this run with the plan's ``agents_env``."""
+        from jigs.steps import run_agent
+
+        kwargs.setdefault("harness", self.descriptor)
+        result: AgentResult[Any] = await run_agent(
+            cwd=cwd, prompt=prompt, run=self.run, agents_env=self.plan.agents_env, **kwargs
+        )
+        return result
+
+    def write_prompt(self, name: str, content: str) -> str:
+        """The plan's first turn: write ``name`` with ``content`` (a read-only kind: answer it)."""
+        return self.plan.write_file(self.server, name, content)
+
+    def assert_wrote(self, tree: Path, name: str, content: str, answer: str, what: str) -> None:
+        """The effect of :meth:`write_prompt`: the file on disk, or for a read-only kind the
+        content in the answer (and no file)."""
+        if self.writes:
+            path = tree / name
+            wrote = path.read_text() if path.exists() else None
+            assert wrote == content, (
+                f"{self.kind}: {what}: the agent's own tool did not write {name} (found {wrote!r})"
+            )
+        else:
+            assert content in answer, (
+                f"{self.kind}: {what}: the read-only turn's answer does not hold {content!r}: "
+                f"{answer[:200]!r}"
+            )
+            assert not (tree / name).exists(), (
+                f"{self.kind}: {what}: a kind declared read-only (writes=False) wrote {name}"
+            )
+
+    def require_shell(self, check: str) -> None:
+        """Fails ``check`` when the plan has no ``run_command`` (skips it for a read-only kind)."""
+        if self.plan.run_command is None:
+            if not self.writes:
+                raise CheckSkipped(
+                    f"the read-only {self.kind} kind has no shell tool (DemoPlan.run_command is "
+                    f"None): {check} needs the agent to run a command"
+                )
+            raise AssertionError(
+                f"{self.kind}: DemoPlan.run_command is not set; {check} needs the agent to run a "
+                f"command with its own shell tool (see jigs_testing.plan.scripted_command)"
+            )
+
+    def shell_prompt(self, command: str, check: str) -> str:
+        """The plan's ``run_command`` prompt for ``command`` (see :meth:`require_shell`)."""
+        self.require_shell(check)
+        assert self.plan.run_command is not None
+        prompt: str = self.plan.run_command(self.server, command)
+        return prompt
+
+
+Check = Callable[[KitContext], Awaitable[None]]
 
 
 async def check_harness(
     kind: str,
-    make_descriptor: Callable[[object], HarnessDescriptor] | None = None,
+    make_descriptor: Callable[[Any], HarnessDescriptor] | None = None,
     *,
     tmp_path: Path,
-) -> None:
-    """Run every conformance check for ``kind``; raises ``AssertionError`` naming the first
-    that fails."""
-    from jigs import harnesses
+    only: Collection[str] | None = None,
+) -> KitReport:
+    """Run the conformance checks for ``kind`` (all of :data:`CHECKS`, or those named in
+    ``only``, in :data:`CHECKS` order) and return what ran. Raises ``AssertionError`` naming the
+    first check that fails (``"<kind>: check <name> failed: ..."``); a kind without a
+    ``demo_plan`` method fails with how to write one; an unknown name in ``only`` is a
+    ``ValueError`` listing the known ones."""
+    import time
+
+    unknown = sorted(set(only or ()) - set(CHECKS))
+    if unknown:
+        raise ValueError(f"unknown conformance checks {unknown}; the checks are {list(CHECKS)}")
+    chosen = list(CHECKS) if only is None else [n for n in CHECKS if n in set(only)]
+    outcomes: list[CheckOutcome] = []
+    async with kit_context(kind, make_descriptor, tmp_path=tmp_path) as ctx:
+        for name in chosen:
+            started = time.monotonic()
+            status: Literal["passed", "skipped"] = "passed"
+            reason = ""
+            try:
+                await CHECKS[name](ctx)
+            except CheckSkipped as skip:
+                status, reason = "skipped", str(skip)
+            except AssertionError as exc:
+                raise AssertionError(f"{kind}: check {name} failed: {exc}") from exc
+            finally:
+                ctx.server.script.skip_remaining()
+            took = round(time.monotonic() - started, 3)
+            outcomes.append(CheckOutcome(name, status, reason, seconds=took))
+    return KitReport(kind, tuple(outcomes))
+
+
+@asynccontextmanager
+async def kit_context(
+    kind: str,
+    make_descriptor: Callable[[Any], HarnessDescriptor] | None = None,
+    *,
+    tmp_path: Path,
+) -> AsyncIterator[KitContext]:
+    """The :class:`KitContext` :func:`check_harness` runs its checks with: a running
+    :class:`~jigs_testing.ModelServer`, the kind's plan, and the host environment set for the
+    block (scratch ``HOME``, :data:`CANARIES`, the plan's ``host_env``, a model key unique to
+    this run when the descriptor names one). For running one check yourself, e.g. against a
+    modified plan: ``await CHECKS["worker_death"](dataclasses.replace(ctx, plan=...))``."""
     from jigs._paths import data_dir
-    from jigs._proctree import processes_under
     from jigs._registry import default_registry
-    from jigs._types import AgentSessionRef, RunMetadata
-    from jigs.env import BASE_ENV, LOCALE_ENV
-    from jigs.errors import AgentSessionError, ModelNotAvailableError
+    from jigs._types import RunMetadata
     from jigs.executables import installed_dir
-    from jigs.models import generate_text
-    from jigs.processes import group_alive, observe_launches, value_digest
-    from jigs.steps import create_agent_runner, run_agent
-    from structlog.testing import capture_logs
+    from jigs.processes import observe_launches
 
     from jigs_testing import ModelServer
 
     harness = default_registry().get(kind)
+    assert has_demo_plan(harness), f"{kind}: {how_to_write_demo_plan(kind)}"
     async with ModelServer() as server:
-        assert has_demo_plan(harness), f"{kind}: {how_to_write_demo_plan(kind)}"
         plan = demo_plan_of(harness, server)
         assert plan is not None, f"{kind}: demo_plan(server) returned None; return a DemoPlan"
         descriptor = make_descriptor(server) if make_descriptor else plan.descriptor
-
-        # 1. the descriptor round-trips through JSON into the kind's own class
-        stored = json.dumps(descriptor.to_data())
-        back = harnesses.loads(stored)
-        assert type(back) is type(descriptor), f"{kind}: JSON came back as {type(back)}"
-        assert back == descriptor, f"{kind}: descriptor changed through JSON: {stored}"
-        assert back.describe() == descriptor.describe()
-
-        run = RunMetadata(workflow_run_id=f"conformance-{uuid.uuid4().hex[:8]}")
-        allowed = (
-            set(BASE_ENV)
-            | set(harness.env_allowlist(descriptor))
-            | set(harness.sets_env)
-            | set(plan.agents_env)
-            | {"TRACEPARENT"}  # set by the core when the step is traced
-        )
-
         # a named model key gets a value unique to this run, so a process holding it can only
         # have got it from this run (never a dummy another test or service also uses)
         route = harness.model_route(descriptor)
         key_env = route.key_env if route is not None else ""
         key = f"sk-jigs-conformance-{uuid.uuid4().hex}" if route is not None else None
-        model_key = {key_env: key} if key is not None else {}
-
         home = tmp_path / "home"
-        home.mkdir(exist_ok=True)
+        home.mkdir(parents=True, exist_ok=True)
         scratch = {
             # the agents' own files (transcripts, shell start-up) stay out of the operator's HOME;
             # jigs' data and installed CLIs stay where they are
@@ -121,119 +298,169 @@ async def check_harness(
             "JIGS_DATA_DIR": str(data_dir()),
             "JIGS_CLI_DIR": str(installed_dir(kind).parent),
         }
+        model_key = {key_env: key} if key is not None else {}
         with (
             patched_environ({**scratch, **CANARIES, **plan.host_env, **model_key}),
             observe_launches() as launches,
         ):
-            # 2. a stale resume fails before any process starts
-            tree = _fresh_worktree(tmp_path, "stale")
-            stale = AgentSessionRef(
-                harness=kind, id=str(uuid.uuid4()), descriptor=descriptor.describe()
-            )
-            try:
-                await run_agent(
-                    harness=descriptor,
-                    cwd=tree,
-                    prompt="x",
-                    run=run,
-                    resume=stale,
-                    agents_env=plan.agents_env,
-                )
-            except AgentSessionError as exc:
-                refused = exc.session_id
-            else:
-                raise AssertionError(f"{kind}: a stale resume did not raise AgentSessionError")
-            assert refused == stale.id, f"{kind}: AgentSessionError names {refused}"
-            assert not launches, f"{kind}: a stale resume launched {launches[0].argv[0]}"
-            assert not worktree_locked(tree), f"{kind}: a stale resume left the worktree locked"
-
-            tree = _fresh_worktree(tmp_path, "turn")
-            if not harness.has_model:
-                # 3a. no model: refused before anything is acquired
-                try:
-                    await create_agent_runner(descriptor, cwd=tree, run=run)
-                except ModelNotAvailableError:
-                    pass
-                else:
-                    raise AssertionError(f"{kind}: create_agent_runner did not refuse")
-                assert not launches, f"{kind}: a refused runner launched a process"
-                assert not worktree_locked(tree)
-                with capture_logs() as logs:
-                    turn = await run_agent(
-                        harness=descriptor,
-                        cwd=tree,
-                        prompt=plan.write_file(server, "conformance.txt", "conformance"),
-                        run=run,
-                        agents_env=plan.agents_env,
-                    )
-                assert turn.text, f"{kind}: run_agent returned no text"
-                events = [e["event"] for e in logs]
-                assert "runner.lock.acquired" in events, f"{kind}: run_agent took no lock"
-                assert events.index("runner.lock.acquired") < events.index("turn.started"), (
-                    f"{kind}: the agent ran before the worktree was locked"
-                )
-                assert "runner.lock.released" in events, f"{kind}: the lock was not released"
-            else:
-                # 3b. a model: the lock is held while the runner is open, close is idempotent
-                runner = await create_agent_runner(
-                    descriptor, cwd=tree, run=run, agents_env=plan.agents_env
-                )
-                try:
-                    assert worktree_locked(tree), f"{kind}: the worktree is not locked while open"
-                    prompt = plan.write_file(server, "conformance.txt", "conformance")
-                    result = await generate_text(runner.model, prompt=prompt)
-                    assert result.text, f"{kind}: generate_text returned no text"
-                    assert runner.session_from(result) is not None, f"{kind}: no session"
-                finally:
-                    await runner.close()
-                await runner.close()
-                assert not worktree_locked(tree), f"{kind}: close() did not release the lock"
-            assert (tree / "conformance.txt").read_text() == "conformance", (
-                f"{kind}: the agent's own tool did not write the file"
+            yield KitContext(
+                kind=kind,
+                harness=harness,
+                descriptor=descriptor,
+                plan=plan,
+                server=server,
+                run=RunMetadata(workflow_run_id=f"conformance-{uuid.uuid4().hex[:8]}"),
+                tmp_path=tmp_path,
+                home=home,
+                launches=launches,
+                key_env=key_env,
+                key=key,
             )
 
-            # 6. resuming forks: a retried step sees exactly the history its ref names
-            await _check_fork_on_resume(kind, descriptor, plan, server, run=run, tmp_path=tmp_path)
 
-            # 7. the core's turn policy holds for this kind
-            await _check_turn_policy(
-                kind, harness, descriptor, plan, server, run=run, tmp_path=tmp_path
+# ---------------------------------------------------------------- the checks
+
+
+async def _descriptor_json(ctx: KitContext) -> None:
+    from jigs import harnesses
+
+    descriptor = ctx.descriptor
+    stored = json.dumps(descriptor.to_data())
+    back = harnesses.loads(stored)
+    assert type(back) is type(descriptor), f"{ctx.kind}: JSON came back as {type(back)}"
+    assert back == descriptor, f"{ctx.kind}: descriptor changed through JSON: {stored}"
+    assert back.describe() == descriptor.describe()
+
+
+async def _stale_resume(ctx: KitContext) -> None:
+    from jigs._types import AgentSessionRef
+    from jigs.errors import AgentSessionError
+
+    kind = ctx.kind
+    tree = ctx.worktree("stale")
+    stale = AgentSessionRef(
+        harness=kind, id=str(uuid.uuid4()), descriptor=ctx.descriptor.describe()
+    )
+    before = len(ctx.launches)
+    try:
+        await ctx.turn(tree, "x", resume=stale)
+    except AgentSessionError as exc:
+        refused = exc.session_id
+    else:
+        raise AssertionError(f"{kind}: a stale resume did not raise AgentSessionError")
+    assert refused == stale.id, f"{kind}: AgentSessionError names {refused}"
+    started = ctx.launches[before:]
+    assert not started, f"{kind}: a stale resume launched {started[0].argv[0]}"
+    assert not worktree_locked(tree), f"{kind}: a stale resume left the worktree locked"
+
+
+async def _no_model_refusal(ctx: KitContext) -> None:
+    from jigs.errors import ModelNotAvailableError
+    from jigs.steps import create_agent_runner
+
+    kind = ctx.kind
+    if ctx.harness.has_model:
+        raise CheckSkipped(f"the {kind} kind has a model: create_agent_runner serves it")
+    tree = ctx.worktree("no-model")
+    before = len(ctx.launches)
+    try:
+        await create_agent_runner(ctx.descriptor, cwd=tree, run=ctx.run)
+    except ModelNotAvailableError:
+        pass
+    else:
+        raise AssertionError(f"{kind}: create_agent_runner did not refuse")
+    assert len(ctx.launches) == before, f"{kind}: a refused runner launched a process"
+    assert not worktree_locked(tree), f"{kind}: a refused runner left the worktree locked"
+
+
+async def _lock_and_close(ctx: KitContext) -> None:
+    from jigs.models import generate_text
+    from jigs.steps import create_agent_runner
+    from structlog.testing import capture_logs
+
+    kind = ctx.kind
+    tree = ctx.worktree("turn")
+    if not ctx.harness.has_model:
+        # the step's lock, seen in the pipeline's own events
+        with capture_logs() as logs:
+            turn = await ctx.turn(tree, ctx.write_prompt("conformance.txt", "conformance"))
+        assert turn.text, f"{kind}: run_agent returned no text"
+        answer = turn.text
+        events = [e["event"] for e in logs]
+        assert "runner.lock.acquired" in events, f"{kind}: run_agent took no lock"
+        assert events.index("runner.lock.acquired") < events.index("turn.started"), (
+            f"{kind}: the agent ran before the worktree was locked"
+        )
+        assert "runner.lock.released" in events, f"{kind}: the lock was not released"
+    else:
+        # a model: the lock is held while the runner is open, close is idempotent
+        runner = await create_agent_runner(
+            ctx.descriptor, cwd=tree, run=ctx.run, agents_env=ctx.plan.agents_env
+        )
+        try:
+            assert worktree_locked(tree), f"{kind}: the worktree is not locked while open"
+            prompt = ctx.write_prompt("conformance.txt", "conformance")
+            result = await generate_text(runner.model, prompt=prompt)
+            assert result.text, f"{kind}: generate_text returned no text"
+            assert runner.session_from(result) is not None, f"{kind}: no session"
+            answer = result.text
+        finally:
+            await runner.close()
+        await runner.close()
+        assert not worktree_locked(tree), f"{kind}: close() did not release the lock"
+    ctx.assert_wrote(tree, "conformance.txt", "conformance", answer, "the first turn")
+
+
+async def _env_canaries(ctx: KitContext) -> None:
+    """Judges every launch of the run so far; run alone, it runs a turn of its own first."""
+    from jigs.env import BASE_ENV, LOCALE_ENV
+    from jigs.processes import value_digest
+
+    kind, harness = ctx.kind, ctx.harness
+    if not ctx.launches:
+        tree = ctx.worktree("env")
+        await ctx.turn(tree, ctx.write_prompt("env.txt", "env"))
+    assert ctx.launches, f"{kind}: no process was launched through jigs.processes"
+    allowed = (
+        set(BASE_ENV)
+        | set(harness.env_allowlist(ctx.descriptor))
+        | set(harness.sets_env)
+        | set(ctx.plan.agents_env)
+        | {"TRACEPARENT"}  # set by the core when the step is traced
+        | LOCALE_ENV
+    )
+    key, key_env = ctx.key, ctx.key_env
+    for launch in ctx.launches:
+        if key is not None:
+            assert value_digest(key) not in launch.value_digests, (
+                f"{kind}: the model key (${key_env}) is in the environment of "
+                f"{launch.argv[0]}; give the CLI ctx.model_endpoint instead"
             )
-
-            # 8. a killed, terminated or interrupted worker takes its whole step along
-            await _check_worker_death(kind, descriptor, plan, server, run=run, tmp_path=tmp_path)
-
-            # 9. the agent sees only its own step's processes, and no host environment
-            await _check_process_view(kind, descriptor, plan, server, run=run, tmp_path=tmp_path)
-
-            # 10. config files planted in the worktree and HOME change nothing
-            await _check_planted_config(
-                kind, harness, descriptor, plan, server, run=run, tmp_path=tmp_path, home=home
+            assert not any(key in arg for arg in launch.argv), (
+                f"{kind}: the model key (${key_env}) is on the command line of {launch.argv[0]}"
             )
+        leaked = {n for n in launch.env_names if n not in allowed}
+        assert not leaked, f"{kind}: {launch.argv[0]} got names outside the allowlist: {leaked}"
+        arrived = [n for n, v in CANARIES.items() if value_digest(v) in launch.value_digests]
+        assert not arrived, f"{kind}: canary values arrived in {launch.argv[0]}: {arrived}"
 
-            # 11. one typed event stream: the kind's decoder reports the turn as it happens
-            await _check_event_stream(kind, descriptor, plan, server, run=run, tmp_path=tmp_path)
 
-        # 4. environments: built from empty; no canary arrives; a named model key never does
-        assert launches, f"{kind}: no process was launched through jigs.processes"
-        for launch in launches:
-            if key is not None:
-                assert value_digest(key) not in launch.value_digests, (
-                    f"{kind}: the model key (${key_env}) is in the environment of "
-                    f"{launch.argv[0]}; give the CLI ctx.model_endpoint instead"
-                )
-                assert not any(key in arg for arg in launch.argv), (
-                    f"{kind}: the model key (${key_env}) is on the command line of {launch.argv[0]}"
-                )
-            leaked = {n for n in launch.env_names if n not in allowed | LOCALE_ENV}
-            assert not leaked, f"{kind}: {launch.argv[0]} got names outside the allowlist: {leaked}"
-            arrived = [n for n, v in CANARIES.items() if value_digest(v) in launch.value_digests]
-            assert not arrived, f"{kind}: canary values arrived in {launch.argv[0]}: {arrived}"
-            # 5. nothing the kind started is left running: the launched group (the isolation's
-            # outer process) and every process of the step, found by its working directory
-            assert not group_alive(launch.pgid), f"{kind}: {launch.argv[0]} outlived close()"
-            left = processes_under(launch.cwd)
-            assert not left, f"{kind}: {launch.argv[0]}'s step left processes: {_describe(left)}"
+async def _no_leftovers(ctx: KitContext) -> None:
+    """Nothing the kind started is left running: the launched group (the isolation's outer
+    process) and every process of the step, found by its working directory (the step's
+    processes live in a namespace of their own). Run alone, it runs a turn of its own first."""
+    from jigs._proctree import processes_under
+    from jigs.processes import group_alive
+
+    kind = ctx.kind
+    if not ctx.launches:
+        tree = ctx.worktree("leftovers")
+        await ctx.turn(tree, ctx.write_prompt("leftovers.txt", "leftovers"))
+    assert ctx.launches, f"{kind}: no process was launched through jigs.processes"
+    for launch in ctx.launches:
+        assert not group_alive(launch.pgid), f"{kind}: {launch.argv[0]} outlived close()"
+        left = processes_under(launch.cwd)
+        assert not left, f"{kind}: {launch.argv[0]}'s step left processes: {_describe(left)}"
 
 
 def _processes_holding(value: str) -> list[str]:
@@ -287,62 +514,50 @@ async def _expect_timeout(kind: str, what: str, call: Callable[[], Awaitable[obj
     assert not live_groups(), f"{kind}: {what} left processes: {live_groups()}"
 
 
-async def _check_turn_policy(
-    kind: str,
-    harness: Any,
-    descriptor: HarnessDescriptor,
-    plan: Any,
-    server: Any,
-    *,
-    run: Any,
-    tmp_path: Path,
-) -> None:
-    """A hung endpoint and a hung CLI end in the one timeout error in time with the lock
-    released and nothing left running; ``max_turns`` (where the kind supports it) stops a turn
-    with an error carrying a session that ``agent_session`` resumes; usage is reported."""
-    import os
+def _quick(ctx: KitContext) -> HarnessDescriptor:
+    return ctx.descriptor.model_copy(update={"idle_timeout": HANG_IDLE, "turn_timeout": 60.0})
 
-    from jigs.errors import AgentLimitError
-    from jigs.executables import Resolved
-    from jigs.steps import agent_session, run_agent
 
-    quick = descriptor.model_copy(update={"idle_timeout": HANG_IDLE, "turn_timeout": 60.0})
-
-    # a hung model endpoint
-    tree = _fresh_worktree(tmp_path, "hung-endpoint")
-    prompt = plan.hang(server)
+async def _hung_endpoint(ctx: KitContext) -> None:
+    """A turn whose model endpoint hangs ends in the one timeout error in time, with the lock
+    released and nothing left running."""
+    kind = ctx.kind
+    tree = ctx.worktree("hung-endpoint")
+    prompt = ctx.plan.hang(ctx.server)
     await _expect_timeout(
         kind,
         "a turn whose model endpoint hangs",
-        lambda: run_agent(
-            harness=quick, cwd=tree, prompt=prompt, run=run, agents_env=plan.agents_env
-        ),
+        lambda: ctx.turn(tree, prompt, harness=_quick(ctx)),
     )
     assert not worktree_locked(tree), f"{kind}: a timed-out turn left the worktree locked"
-    server.script.skip_remaining()
 
-    # a hung CLI: the kind must launch what resolve_executable returns
-    hang = tmp_path / "hung-cli"
+
+async def _hung_cli(ctx: KitContext) -> None:
+    """A CLI that hangs (the kind must launch what ``resolve_executable`` returns) ends in the
+    timeout error in time, with the lock released and nothing left running."""
+    import os
+
+    from jigs.executables import Resolved
+
+    kind, harness = ctx.kind, ctx.harness
+    hang = ctx.tmp_path / "hung-cli"
     hang.write_text("#!/bin/sh\nexec sleep 600\n")
     os.chmod(hang, 0o755)
-    tree = _fresh_worktree(tmp_path, "hung-cli")
+    tree = ctx.worktree("hung-cli")
     harness.resolve_executable = lambda env: Resolved(hang, "conformance: a CLI that hangs")
     try:
         await _expect_timeout(
-            kind,
-            "a turn whose CLI hangs",
-            lambda: run_agent(
-                harness=quick, cwd=tree, prompt="hello", run=run, agents_env=plan.agents_env
-            ),
+            kind, "a turn whose CLI hangs", lambda: ctx.turn(tree, "hello", harness=_quick(ctx))
         )
     finally:
         del harness.resolve_executable
     assert not worktree_locked(tree), f"{kind}: a hung CLI left the worktree locked"
 
-    # usage on success; while the agent's tool runs, no process the worker can see holds the key
-    route = harness.model_route(descriptor)
-    key_env = route.key_env if route is not None else ""
-    key = os.environ.get(key_env) if route is not None else None
+
+async def _usage(ctx: KitContext) -> None:
+    """A successful turn reports usage; while the agent's tool runs, no process the worker can
+    see holds the model key (when the descriptor names one)."""
+    kind, key, key_env = ctx.kind, ctx.key, ctx.key_env
     holders: list[str] = []
     scanned: list[int] = []
 
@@ -353,15 +568,8 @@ async def _check_turn_policy(
             scanned.append(1)
             holders.extend(_processes_holding(key))
 
-    tree = _fresh_worktree(tmp_path, "usage")
-    done = await run_agent(
-        harness=descriptor,
-        cwd=tree,
-        prompt=plan.write_file(server, "usage.txt", "usage"),
-        run=run,
-        agents_env=plan.agents_env,
-        on_event=scan,
-    )
+    tree = ctx.worktree("usage")
+    done = await ctx.turn(tree, ctx.write_prompt("usage.txt", "usage"), on_event=scan)
     if key:
         assert scanned, f"{kind}: the write_file turn reported no tool call event"
         assert not holders, (
@@ -372,21 +580,21 @@ async def _check_turn_policy(
     assert usage.input_tokens is not None or usage.output_tokens is not None, (
         f"{kind}: a successful turn reported no usage"
     )
-    server.script.skip_remaining()
 
-    # max_turns: stopped with a session that agent_session continues
+
+async def _max_turns(ctx: KitContext) -> None:
+    """``max_turns`` stops a turn with an error carrying a session that ``agent_session``
+    resumes (a kind whose descriptor does not support the limit: skipped by design)."""
+    from jigs.errors import AgentLimitError
+    from jigs.steps import agent_session
+
+    kind, descriptor, server = ctx.kind, ctx.descriptor, ctx.server
     if "max_turns" not in type(descriptor).supported_limits:
-        return
+        raise CheckSkipped(f"the {kind} descriptor does not support the max_turns limit")
     limited = type(descriptor).from_data({**descriptor.to_data(), "max_turns": 1})
-    tree = _fresh_worktree(tmp_path, "max-turns")
+    tree = ctx.worktree("max-turns")
     try:
-        await run_agent(
-            harness=limited,
-            cwd=tree,
-            prompt=plan.write_file(server, "limited.txt", "limited"),
-            run=run,
-            agents_env=plan.agents_env,
-        )
+        await ctx.turn(tree, ctx.write_prompt("limited.txt", "limited"), harness=limited)
     except AgentLimitError as exc:
         stopped = exc
     else:
@@ -400,11 +608,11 @@ async def _check_turn_policy(
     resumed = await agent_session(
         harness=limited,
         cwd=tree,
-        run=run,
+        run=ctx.run,
         session=stopped.session,
-        resume_prompt=plan.recall(server),
+        resume_prompt=ctx.plan.recall(server),
         fresh_prompt="(a fresh start is a failure of this check)",
-        agents_env=plan.agents_env,
+        agents_env=ctx.plan.agents_env,
     )
     assert "I remember" in resumed.text or kind == "echo", (
         f"{kind}: the resumed turn did not answer from the scripted recall: {resumed.text!r}"
@@ -417,40 +625,18 @@ async def _check_turn_policy(
     assert resumed.session is not None, f"{kind}: the resumed turn has no session"
 
 
-async def _check_fork_on_resume(
-    kind: str,
-    descriptor: HarnessDescriptor,
-    plan: Any,
-    server: Any,
-    *,
-    run: Any,
-    tmp_path: Path,
-) -> None:
+async def _fork_on_resume(ctx: KitContext) -> None:
     """Two steps resumed from the same ref (a retry after a killed attempt, say) start from the
     same state: the second does not see what the first added, and each returns a new ref."""
-    from jigs.steps import run_agent
-
-    tree = _fresh_worktree(tmp_path, "fork")
-    first = await run_agent(
-        harness=descriptor,
-        cwd=tree,
-        prompt=plan.write_file(server, "fork.txt", "fork"),
-        run=run,
-        agents_env=plan.agents_env,
-    )
+    kind, server = ctx.kind, ctx.server
+    tree = ctx.worktree("fork")
+    first = await ctx.turn(tree, ctx.write_prompt("fork.txt", "fork"))
     assert first.session is not None, f"{kind}: the first step returned no session"
     server.script.skip_remaining()
     answers: list[tuple[str, int | None]] = []
     for _ in range(2):
         before = len(server.model_requests)
-        again = await run_agent(
-            harness=descriptor,
-            cwd=tree,
-            prompt=plan.recall(server),
-            run=run,
-            resume=first.session,
-            agents_env=plan.agents_env,
-        )
+        again = await ctx.turn(tree, ctx.plan.recall(server), resume=first.session)
         requests = server.model_requests[before:]
         count = requests[0].message_count if requests else None
         answers.append((again.text, count))
@@ -471,29 +657,13 @@ DEATH_BOUND = 2.0
 START_BOUND = 60.0
 
 
-def _shell_prompt(kind: str, plan: Any, server: Any, command: str) -> str:
-    assert plan.run_command is not None, (
-        f"{kind}: DemoPlan.run_command is not set; the isolation checks need the agent to run "
-        f"a command with its own shell tool (see jigs_testing.plan.scripted_command)"
-    )
-    prompt: str = plan.run_command(server, command)
-    return prompt
-
-
-async def _check_worker_death(
-    kind: str,
-    descriptor: HarnessDescriptor,
-    plan: Any,
-    server: Any,
-    *,
-    run: Any,
-    tmp_path: Path,
-) -> None:
+async def _worker_death(ctx: KitContext) -> None:
     """A worker process running one step of the kind is SIGKILLed, SIGTERMed and SIGINTed
     mid-turn while the agent, through its own shell tool, runs ``sleep``, ``setsid sleep``,
     ``nohup sleep &`` and a double-forked ``sleep``: within :data:`DEATH_BOUND` seconds no
     process of the step is left, and the next step on the same worktree starts (the next
-    worker's step, and finally one in this process that must write a file).
+    worker's step, and finally one in this process that must write a file, or for a read-only
+    kind answer its content).
 
     Under the ``tree`` fallback a SIGKILLed worker leaves its step's descendants running (the
     documented limit); the kit then asserts the worktree stays locked while they live, and
@@ -514,12 +684,12 @@ async def _check_worker_death(
         pid_namespace,
         processes_under,
     )
-    from jigs.steps import run_agent
 
     from jigs_testing._isolation_probe import DESCENDANTS, SLEEPERS, WORKER_SCRIPT, sleepers
 
+    kind, server, tmp_path = ctx.kind, ctx.server, ctx.tmp_path
     mode = isolation().mode
-    tree = _fresh_worktree(tmp_path, "worker-death")
+    tree = ctx.worktree("worker-death")
     # a script file, not an inline command: CLIs refuse some inline forms (Claude Code blocks a
     # command that starts with a long sleep)
     script = tmp_path / "descendants.sh"
@@ -527,11 +697,11 @@ async def _check_worker_death(
     for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
         what = f"a worker {sig.name}ed mid-turn"
         args = {
-            "descriptor": json.dumps(descriptor.to_data()),
+            "descriptor": json.dumps(ctx.descriptor.to_data()),
             "cwd": str(tree),
-            "prompt": _shell_prompt(kind, plan, server, f"sh {shlex.quote(str(script))}"),
-            "run": run.workflow_run_id,
-            "agents_env": list(plan.agents_env),
+            "prompt": ctx.shell_prompt(f"sh {shlex.quote(str(script))}", "worker_death"),
+            "run": ctx.run.workflow_run_id,
+            "agents_env": list(ctx.plan.agents_env),
         }
         log = tmp_path / f"worker-{sig.name}.log"
         with log.open("wb") as err:
@@ -603,18 +773,10 @@ async def _check_worker_death(
             server.script.skip_remaining()
 
     # the next step on the worktree starts and does its work
-    done = await run_agent(
-        harness=descriptor,
-        cwd=tree,
-        prompt=plan.write_file(server, "after-death.txt", "after"),
-        run=run,
-        agents_env=plan.agents_env,
-    )
+    done = await ctx.turn(tree, ctx.write_prompt("after-death.txt", "after"))
     server.script.skip_remaining()
     assert done.text, f"{kind}: the step after the signalled workers returned no text"
-    assert (tree / "after-death.txt").read_text() == "after", (
-        f"{kind}: the step after the signalled workers did not write its file"
-    )
+    ctx.assert_wrote(tree, "after-death.txt", "after", done.text, "the step after the workers")
 
 
 def _remaining(
@@ -642,15 +804,7 @@ def _describe(procs: list[tuple[int, str]]) -> str:
     return "; ".join(names)
 
 
-async def _check_process_view(
-    kind: str,
-    descriptor: HarnessDescriptor,
-    plan: Any,
-    server: Any,
-    *,
-    run: Any,
-    tmp_path: Path,
-) -> None:
+async def _process_view(ctx: KitContext) -> None:
     """The agent's shell lists every process in ``/proc`` and reads each one's environment;
     the listing reaches the model in the next request (for a kind without a model, the turn's
     answer). Under the ``namespace`` isolation it shows only processes started after the step
@@ -659,22 +813,17 @@ async def _check_process_view(
     does see the host's processes (the documented limit), which the kit asserts instead."""
     from jigs._isolation import isolation
     from jigs.processes import value_digest
-    from jigs.steps import run_agent
 
     from jigs_testing._isolation_probe import boot_ticks, parse_view, view_command
 
+    kind, server = ctx.kind, ctx.server
     mode = isolation().mode
-    tree = _fresh_worktree(tmp_path, "process-view")
+    tree = ctx.worktree("process-view")
+    command = view_command(value_digest(v) for v in CANARIES.values())
+    prompt = ctx.shell_prompt(command, "process_view")
     before = len(server.model_requests)
     began = boot_ticks() - 1  # start times are whole ticks
-    command = view_command(value_digest(v) for v in CANARIES.values())
-    turn = await run_agent(
-        harness=descriptor,
-        cwd=tree,
-        prompt=_shell_prompt(kind, plan, server, command),
-        run=run,
-        agents_env=plan.agents_env,
-    )
+    turn = await ctx.turn(tree, prompt)
     server.script.skip_remaining()
     requests = server.model_requests[before:]
     texts = [r.text() for r in requests]
@@ -708,32 +857,24 @@ async def _check_process_view(
 PLANTED_ENV = "JIGS_PLANTED_CANARY"
 
 
-async def _check_planted_config(
-    kind: str,
-    harness: Any,
-    descriptor: HarnessDescriptor,
-    plan: Any,
-    server: Any,
-    *,
-    run: Any,
-    tmp_path: Path,
-    home: Path,
-) -> None:
+async def _planted_config(ctx: KitContext) -> None:
     """A hostile version of every config file the kind declares (:meth:`Harness.config_files`),
     planted in the worktree and in HOME, changes nothing: no hook, helper, notifier, MCP server
     or extension runs (no marker file), no request reaches the planted endpoint, and the
     planted variable is absent from the agent's shell (a scripted tool call dumps its env, so
-    a planted permission or sandbox rule that stops the command fails too). A step may instead
-    be refused with :class:`~jigs.errors.JitCheckError` naming the file: that file is removed
-    and the turn runs again with the rest, until one runs. A path declared more than once is
-    planted in rounds (the n-th declaration of each path in round n), so a guard that refuses
-    one version does not hide what the CLI would do with another. A kind that declares no file
-    passes trivially; one that does not declare (None) fails."""
+    a planted permission or sandbox rule that stops the command fails too; a read-only kind's
+    shell prints it to the model instead of a file). A step may instead be refused with
+    :class:`~jigs.errors.JitCheckError` naming the file: that file is removed and the turn runs
+    again with the rest, until one runs. A path declared more than once is planted in rounds
+    (the n-th declaration of each path in round n), so a guard that refuses one version does not
+    hide what the CLI would do with another. A kind that declares no file passes trivially; one
+    that does not declare (None) fails."""
     from jigs.plugin import ConfigFile
 
     from jigs_testing import ModelServer
 
-    files: Any = harness.config_files()
+    kind = ctx.kind
+    files: Any = ctx.harness.config_files()
     assert files is not None, (
         f"{kind}: Harness.config_files() is not declared; return the config files the CLI reads "
         f"from the worktree and HOME, or () when it reads none"
@@ -741,9 +882,7 @@ async def _check_planted_config(
     if not files:
         return  # the kind declares no config files: nothing can be planted
     assert all(isinstance(f, ConfigFile) for f in files), f"{kind}: config_files() -> ConfigFile"
-    assert plan.run_command is not None, (
-        f"{kind}: DemoPlan.run_command is needed to prove no planted variable reaches the shell"
-    )
+    ctx.require_shell("planted_config")
     rounds: list[list[Any]] = []
     seen: dict[tuple[str, str], int] = {}
     for config in files:
@@ -755,41 +894,24 @@ async def _check_planted_config(
     async with ModelServer() as evil:
         for number, configs in enumerate(rounds):
             await _planted_round(
-                kind,
-                descriptor,
-                plan,
-                server,
-                evil=evil,
-                configs=configs,
-                run=run,
-                root=tmp_path / f"planted-{number}",
-                home=home,
+                ctx, evil=evil, configs=configs, root=ctx.tmp_path / f"planted-{number}"
             )
 
 
 async def _planted_round(
-    kind: str,
-    descriptor: HarnessDescriptor,
-    plan: Any,
-    server: Any,
-    *,
-    evil: Any,
-    configs: list[Any],
-    run: Any,
-    root: Path,
-    home: Path,
+    ctx: KitContext, *, evil: ModelServer, configs: Sequence[Any], root: Path
 ) -> None:
-    """One round of :func:`_check_planted_config`: plant ``configs``, run turns until one runs
-    (each refusal removes the files it names), then judge."""
+    """One round of :func:`_planted_config`: plant ``configs``, run turns until one runs (each
+    refusal removes the files it names), then judge."""
     import shlex
 
     from jigs.errors import JitCheckError
     from jigs.plugin import Planted
-    from jigs.steps import run_agent
 
+    kind, server, home = ctx.kind, ctx.server, ctx.home
     markers = root / "markers"
     markers.mkdir(parents=True)
-    tree = _fresh_worktree(root, "worktree")
+    tree = _tree_under(root)
     planted = Planted(
         markers=markers,
         anthropic_base_url=evil.anthropic_base_url,
@@ -807,11 +929,11 @@ async def _planted_round(
     try:
         for attempt in range(len(where) + 1):
             dump = f"planted-env-{attempt}.txt"
-            prompt = plan.run_command(server, f"env > {shlex.quote(dump)}")
+            command = f"env > {shlex.quote(dump)}" if ctx.writes else "env"
+            prompt = ctx.shell_prompt(command, "planted_config")
+            before = len(server.model_requests)
             try:
-                await run_agent(
-                    harness=descriptor, cwd=tree, prompt=prompt, run=run, agents_env=plan.agents_env
-                )
+                turn = await ctx.turn(tree, prompt)
             except JitCheckError as exc:
                 named = [p for p in where if str(p) in str(exc)]
                 if not named:
@@ -831,12 +953,21 @@ async def _planted_round(
                 ) from exc
             server.script.skip_remaining()
             _assert_nothing_planted_ran(kind, markers, evil, "a turn that ran")
-            shown = tree / dump
-            assert shown.exists(), (
-                f"{kind}: the scripted shell command did not run with planted config files "
-                f"{sorted(c.path for c in where.values())}"
-            )
-            env = shown.read_text(errors="replace")
+            if ctx.writes:
+                shown = tree / dump
+                assert shown.exists(), (
+                    f"{kind}: the scripted shell command did not run with planted config files "
+                    f"{sorted(c.path for c in where.values())}"
+                )
+                env = shown.read_text(errors="replace")
+            else:
+                # a read-only kind: the command's output reaches the model (or the answer)
+                texts = [r.text() for r in server.model_requests[before:]] + [turn.text]
+                env = "\n".join(texts)
+                assert "PATH=" in env, (
+                    f"{kind}: the scripted env command's output never reached the model with "
+                    f"planted config files {sorted(c.path for c in where.values())}"
+                )
             injected = planted.env_name in env or planted.env_value in env
             assert not injected, (
                 f"{kind}: a planted config file injected {planted.env_name} into the agent's shell"
@@ -848,6 +979,13 @@ async def _planted_round(
     raise AssertionError(f"{kind}: every attempt was refused ({refused}); no turn ran")
 
 
+def _tree_under(root: Path) -> Path:
+    path = root / f"worktree-{uuid.uuid4().hex[:6]}"
+    path.mkdir(parents=True)
+    (path / "README.md").write_text("conformance worktree\n")
+    return path
+
+
 def _assert_nothing_planted_ran(kind: str, markers: Path, evil: Any, when: str) -> None:
     ran = sorted(p.name for p in markers.iterdir())
     assert not ran, f"{kind}: planted config ran ({when}): markers {ran}"
@@ -855,15 +993,7 @@ def _assert_nothing_planted_ran(kind: str, markers: Path, evil: Any, when: str) 
     assert not reached, f"{kind}: requests reached the planted endpoint ({when}): {reached}"
 
 
-async def _check_event_stream(
-    kind: str,
-    descriptor: HarnessDescriptor,
-    plan: Any,
-    server: Any,
-    *,
-    run: Any,
-    tmp_path: Path,
-) -> None:
+async def _event_stream(ctx: KitContext) -> None:
     """A turn with one tool call yields, in order: the session, a tool call started then
     finished (with its name), text deltas whose concatenation is the final text, usage, and
     exactly one ``turn-completed`` last; the same events land in the step log."""
@@ -877,20 +1007,13 @@ async def _check_event_stream(
         TurnCompleted,
         UsageUpdated,
     )
-    from jigs.steps import run_agent
 
-    tree = _fresh_worktree(tmp_path, "events")
+    kind, run = ctx.kind, ctx.run
+    tree = ctx.worktree("events")
     seen: list[Any] = []
     before = {p.name for p in step_logs(run_state_dir(run.workflow_run_id, kind).parent)}
-    result = await run_agent(
-        harness=descriptor,
-        cwd=tree,
-        prompt=plan.write_file(server, "events.txt", "events"),
-        run=run,
-        agents_env=plan.agents_env,
-        on_event=seen.append,
-    )
-    server.script.skip_remaining()
+    result = await ctx.turn(tree, ctx.write_prompt("events.txt", "events"), on_event=seen.append)
+    ctx.server.script.skip_remaining()
     types = [type(e) for e in seen]
     assert SessionStarted in types, f"{kind}: no session event"
     assert ToolCallStarted in types, f"{kind}: no tool-call-started event for the tool call"
@@ -921,3 +1044,23 @@ async def _check_event_stream(
     assert logged == [e.type for e in seen], (
         f"{kind}: the step log holds {logged}, the callback saw {[e.type for e in seen]}"
     )
+
+
+#: Every check, by name, in the order a full run takes them (see the module docstring).
+CHECKS: dict[str, Check] = {
+    "descriptor_json": _descriptor_json,
+    "stale_resume": _stale_resume,
+    "no_model_refusal": _no_model_refusal,
+    "lock_and_close": _lock_and_close,
+    "fork_on_resume": _fork_on_resume,
+    "hung_endpoint": _hung_endpoint,
+    "hung_cli": _hung_cli,
+    "usage": _usage,
+    "max_turns": _max_turns,
+    "worker_death": _worker_death,
+    "process_view": _process_view,
+    "planted_config": _planted_config,
+    "event_stream": _event_stream,
+    "env_canaries": _env_canaries,
+    "no_leftovers": _no_leftovers,
+}
