@@ -100,3 +100,21 @@ async def test_the_demo_reports_a_missing_demo_plan(capsys):
     assert not report.ok
     assert "has no demo_plan(server) method" in (report.error or "")
     assert "FAILED: the echo harness has no demo_plan(server) method" in capsys.readouterr().out
+
+
+def test_the_missing_distribution_error_pickles_with_its_fields():
+    import pickle
+
+    from jigs.errors import JigsError, MissingDistributionError
+
+    error = MissingDistributionError("jigs-testing", needed_for="jigs demo")
+    back = pickle.loads(pickle.dumps(error))
+    assert isinstance(back, JigsError)
+    assert isinstance(back, ImportError)
+    assert (back.distribution, back.needed_for, back.retryable) == (
+        "jigs-testing",
+        "jigs demo",
+        False,
+    )
+    assert str(back) == str(error)
+    assert "pip install jigs-testing" in str(back)
