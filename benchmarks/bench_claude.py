@@ -5,7 +5,7 @@
 jigs: ``create_agent_runner`` + ``generate_text`` + ``close``. Raw: ``claude -p ...
 --output-format stream-json --verbose`` with the same policy flags and environment, started with
 stdin closed and read to the end. Both use the CLI jigs resolves and the same local
-:class:`jigs.testing.ModelServer`; they alternate within one run so machine noise hits both
+:class:`jigs_testing.ModelServer`; they alternate within one run so machine noise hits both
 alike. Prints each median, the median of the per-pair ratios (jigs / raw; target at most 1.05)
 and the peak RSS of the Python process.
 """
@@ -32,8 +32,8 @@ async def main_async(runs: int) -> int:
     from jigs.env import build_env
     from jigs.models import generate_text
     from jigs.steps import create_agent_runner
-    from jigs.testing import ModelServer, text
     from jigs_harness_claude import resolve_executable
+    from jigs_testing import ModelServer, text
 
     os.environ[KEY_ENV] = "sk-bench"
     exe = resolve_executable(os.environ)

@@ -5,7 +5,7 @@
 jigs: ``create_agent_runner`` + ``generate_text`` + ``close`` (private home, ``codex app-server``,
 initialize, thread/start, one turn). Raw: ``codex exec --json --skip-git-repo-check`` with stdin
 closed, the same curated ``config.toml`` in a fresh ``CODEX_HOME`` and the same environment, read
-to the end. Both use the CLI jigs resolves and the same local :class:`jigs.testing.ModelServer`,
+to the end. Both use the CLI jigs resolves and the same local :class:`jigs_testing.ModelServer`,
 alternating within one run. Prints each median, the median of the per-pair ratios (jigs / raw;
 target at most 1.05), the raw median with a reused home (for reference), and the app server's
 start time (launch to the ``initialize`` answer).
@@ -67,9 +67,9 @@ async def main_async(runs: int) -> int:
     from jigs.env import build_env
     from jigs.models import generate_text
     from jigs.steps import create_agent_runner
-    from jigs.testing import ModelServer, text
     from jigs_harness_codex import CodexHarness
     from jigs_harness_codex._home import render_config
+    from jigs_testing import ModelServer, text
 
     os.environ[KEY_ENV] = "sk-bench"
     exe = CodexHarness().resolve_executable(os.environ)

@@ -25,7 +25,7 @@ import anyio
 async def one_turn(kind: str, server: object, plan: object, tree: Path, i: int) -> float:
     from jigs import RunMetadata
     from jigs.steps import run_agent
-    from jigs.testing import text
+    from jigs_testing import text
 
     server.add(text(f"answer {i}"))  # type: ignore[attr-defined]
     started = time.perf_counter()
@@ -42,8 +42,8 @@ async def one_turn(kind: str, server: object, plan: object, tree: Path, i: int) 
 
 async def bench(kind: str, agents: int, root: Path) -> None:
     from jigs._registry import default_registry
-    from jigs.testing import ModelServer
-    from jigs.testing._environ import patched_environ
+    from jigs_testing import ModelServer
+    from jigs_testing._environ import patched_environ
 
     harness = default_registry().get(kind)
     async with ModelServer() as server:

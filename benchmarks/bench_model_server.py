@@ -57,7 +57,7 @@ def start_server(replies: int) -> tuple[subprocess.Popen[str], str, Path]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
     process = subprocess.Popen(
-        [sys.executable, "-m", "jigs.testing._server.cli", "--script", str(script)],
+        [sys.executable, "-m", "jigs_testing._server.cli", "--script", str(script)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

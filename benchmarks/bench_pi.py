@@ -2,7 +2,7 @@
 
     uv run python benchmarks/bench_pi.py [--runs N]
 
-Both talk to the same local :class:`jigs.testing.ModelServer` and run the same Pi (the one jigs
+Both talk to the same local :class:`jigs_testing.ModelServer` and run the same Pi (the one jigs
 resolves: ``$JIGS_PI_EXECUTABLE``, ``pi`` on PATH, or ``jigs install pi``) on the same Node, with
 the same flags and an equivalent private agent dir. The two are alternated within one run, so
 machine noise hits both alike. Prints each median and the median of the per-pair ratios
@@ -31,9 +31,9 @@ async def main_async(runs: int) -> int:
     from jigs import RunMetadata, harnesses
     from jigs.env import build_env
     from jigs.steps import run_agent
-    from jigs.testing import ModelServer, text
     from jigs_harness_pi import resolve_pi
     from jigs_harness_pi._home import PiHome, model_flag
+    from jigs_testing import ModelServer, text
 
     os.environ[KEY_ENV] = "sk-bench"
     pi = resolve_pi(os.environ)

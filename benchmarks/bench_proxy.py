@@ -67,7 +67,7 @@ def start_server(size: int, replies: int, scratch: Path) -> tuple[subprocess.Pop
     script = scratch / f"script-{size}.json"
     script.write_text(json.dumps([{"text": reply_text(size)}] * replies))
     process = subprocess.Popen(
-        [sys.executable, "-m", "jigs.testing._server.cli", "--script", str(script)],
+        [sys.executable, "-m", "jigs_testing._server.cli", "--script", str(script)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

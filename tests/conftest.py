@@ -13,6 +13,10 @@ from pathlib import Path
 import pytest
 from jigs import RunMetadata
 
+# The jigs-testing pytest plugin is opt-in (no pytest11 entry point): the ``model_server`` fixture
+# and the conformance helpers.
+pytest_plugins = ["jigs_testing.pytest_plugin"]
+
 # Installed CLIs (`jigs install pi`) live in the real data dir; every test gets its own data dir
 # below, so pin the CLI dir to the real one first.
 if "JIGS_CLI_DIR" not in os.environ:

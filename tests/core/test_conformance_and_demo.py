@@ -1,12 +1,16 @@
 import pytest
-from jigs.testing.conformance import check_harness
-from jigs.testing.demo import run_demo
+from jigs_testing.conformance import CHECKS, check_harness
+from jigs_testing.demo import run_demo
 
 pytestmark = pytest.mark.anyio
 
 
 async def test_the_echo_kind_passes_the_conformance_kit(tmp_path):
-    await check_harness("echo", tmp_path=tmp_path)
+    report = await check_harness("echo", tmp_path=tmp_path)
+    assert [o.name for o in report.outcomes] == list(CHECKS)
+    # every check ran but the one for kinds without a model, which is reported by name
+    assert report.skipped.keys() == {"no_model_refusal"}
+    assert "has a model" in report.skipped["no_model_refusal"]
 
 
 async def test_the_kit_catches_a_kind_that_leaks_the_host_environment(tmp_path, monkeypatch):

@@ -7,18 +7,15 @@ The checks themselves pass for every kind in ``check_harness`` (echo in
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+import dataclasses
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from jigs import _isolation
 from jigs._proctree import kill_procs, processes_under
-from jigs._types import RunMetadata
-from jigs.testing import ModelServer
-from jigs.testing import conformance as kit
-from jigs.testing._environ import patched_environ
+from jigs_testing import conformance as kit
 
 pytestmark = pytest.mark.anyio
 
@@ -37,23 +34,8 @@ def reaped(root: Path) -> Iterator[None]:
         kill_procs(processes_under(root))
 
 
-@asynccontextmanager
-async def echo_kit(tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
-    from jigs._registry import default_registry
-
-    async with ModelServer() as server:
-        plan = default_registry().get("echo").demo_plan(server)
-        home = tmp_path / "home"
-        home.mkdir()
-        with patched_environ({"HOME": str(home), **kit.CANARIES}):
-            yield {
-                "kind": "echo",
-                "descriptor": plan.descriptor,
-                "plan": plan,
-                "server": server,
-                "run": RunMetadata(workflow_run_id="kit-isolation"),
-                "tmp_path": tmp_path,
-            }
+def echo_kit(tmp_path: Path) -> AbstractAsyncContextManager[kit.KitContext]:
+    return kit.kit_context("echo", tmp_path=tmp_path)
 
 
 @pytest.fixture
@@ -73,12 +55,12 @@ async def test_the_worker_death_check_catches_a_worker_without_isolation(
     )
     monkeypatch.setenv("PYTHONPATH", str(site))
     with reaped(tmp_path):
-        async with echo_kit(tmp_path) as args:
+        async with echo_kit(tmp_path) as ctx:
             with pytest.raises(
                 AssertionError,
                 match=r"SIGKILLed mid-turn left .* processes|run in the worker's PID namespace",
             ):
-                await kit._check_worker_death(**args)
+                await kit.CHECKS["worker_death"](ctx)
 
 
 WEAK_NAMESPACE = """
@@ -109,9 +91,9 @@ async def test_the_worker_death_check_catches_a_namespace_without_its_death_link
     (site / "sitecustomize.py").write_text(WEAK_NAMESPACE)
     monkeypatch.setenv("PYTHONPATH", str(site))
     with reaped(tmp_path):
-        async with echo_kit(tmp_path) as args:
+        async with echo_kit(tmp_path) as ctx:
             with pytest.raises(AssertionError, match=r"SIGKILLed mid-turn left \d+ processes"):
-                await kit._check_worker_death(**args)
+                await kit.CHECKS["worker_death"](ctx)
 
 
 async def test_the_worker_death_check_catches_a_step_that_never_starts_its_commands(
@@ -119,15 +101,10 @@ async def test_the_worker_death_check_catches_a_step_that_never_starts_its_comma
 ) -> None:
     # a run_command that does not run the command: the check must not pass vacuously
     with reaped(tmp_path):
-        async with echo_kit(tmp_path) as args:
-            args["plan"] = type(args["plan"])(
-                **{
-                    **{f: getattr(args["plan"], f) for f in args["plan"].__dataclass_fields__},
-                    "run_command": lambda _server, command: "sh:true",
-                }
-            )
+        async with echo_kit(tmp_path) as ctx:
+            plan = dataclasses.replace(ctx.plan, run_command=lambda _server, command: "sh:true")
             with pytest.raises(AssertionError, match="before its agent started every descendant"):
-                await kit._check_worker_death(**args)
+                await kit.CHECKS["worker_death"](dataclasses.replace(ctx, plan=plan))
 
 
 async def test_the_process_view_check_catches_an_agent_that_sees_the_host(
@@ -138,9 +115,9 @@ async def test_the_process_view_check_catches_an_agent_that_sees_the_host(
 
     monkeypatch.setattr(jigs.processes, "isolation", lambda: _isolation.PLAIN)
     with reaped(tmp_path):
-        async with echo_kit(tmp_path) as args:
+        async with echo_kit(tmp_path) as ctx:
             with pytest.raises(AssertionError, match=r"read host canaries|older than its step"):
-                await kit._check_process_view(**args)
+                await kit.CHECKS["process_view"](ctx)
 
 
 @pytest.mark.parametrize("mode", ["auto", "tree"])
@@ -152,8 +129,8 @@ async def test_the_process_view_check_asserts_what_each_mode_gives(
     _isolation.reset_isolation_cache()
     try:
         with reaped(tmp_path):
-            async with echo_kit(tmp_path) as args:
-                await kit._check_process_view(**args)
+            async with echo_kit(tmp_path) as ctx:
+                await kit.CHECKS["process_view"](ctx)
     finally:
         _isolation.reset_isolation_cache()
 
@@ -172,7 +149,7 @@ async def test_the_tree_fallback_keeps_a_killed_workers_worktree_locked(
     _isolation.reset_isolation_cache()
     try:
         with reaped(tmp_path):
-            async with echo_kit(tmp_path) as args:
-                await kit._check_worker_death(**args)
+            async with echo_kit(tmp_path) as ctx:
+                await kit.CHECKS["worker_death"](ctx)
     finally:
         _isolation.reset_isolation_cache()

@@ -8,18 +8,15 @@ import dataclasses
 import json
 import shlex
 import sys
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
-from jigs import RunMetadata
 from jigs._registry import default_registry
 from jigs.plugin import ConfigFile, Planted, TurnLaunch
-from jigs.testing import ModelServer
-from jigs.testing.conformance import _check_planted_config
+from jigs_testing.conformance import CHECKS, kit_context
 
 pytestmark = pytest.mark.anyio
 
@@ -60,23 +57,11 @@ async def _check(
 
     monkeypatch.setattr(harness, "launch_turn", obeying)
     monkeypatch.setattr(harness, "config_files", lambda: files)
-    async with ModelServer() as server:
+    async with kit_context("echo", tmp_path=tmp_path) as ctx:
         plan = dataclasses.replace(
-            harness.demo_plan(server),
-            run_command=lambda _server, command: f"sh:{quote(command, safe='')}",
+            ctx.plan, run_command=lambda _server, command: f"sh:{quote(command, safe='')}"
         )
-        home = tmp_path / "home"
-        home.mkdir()
-        await _check_planted_config(
-            "echo",
-            harness,
-            plan.descriptor,
-            plan,
-            server,
-            run=RunMetadata(workflow_run_id=f"planted-{uuid.uuid4().hex[:8]}"),
-            tmp_path=tmp_path,
-            home=home,
-        )
+        await CHECKS["planted_config"](dataclasses.replace(ctx, plan=plan))
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,7 @@ from jigs import RunMetadata
 from jigs.descriptors import HarnessDescriptor
 from jigs.plugin import ModelEndpoint
 from jigs.processes import observe_launches, value_digest
-from jigs.testing import ModelServer, text, tool_call
+from jigs_testing import ModelServer, text, tool_call
 from structlog.testing import capture_logs
 
 pytestmark = pytest.mark.anyio
@@ -104,7 +104,7 @@ KINDS = {
 def auth_seen(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
     """The auth header values each request to the model server carried (the server itself
     keeps only header names)."""
-    from jigs.testing._server import app
+    from jigs_testing._server import app
 
     seen: list[dict[str, str]] = []
     original = app.Application._record

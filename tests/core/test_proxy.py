@@ -18,7 +18,7 @@ import httpx
 import pytest
 from jigs._proxy import CredentialProxy, ProxiedRequest
 from jigs.errors import CredentialProxyError, JigsError
-from jigs.testing import ModelServer, text, tool_call
+from jigs_testing import ModelServer, text, tool_call
 from structlog.testing import capture_logs
 
 pytestmark = pytest.mark.anyio

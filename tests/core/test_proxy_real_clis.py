@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 from jigs._proxy import CredentialProxy
-from jigs.testing import ModelServer, text, tool_call
+from jigs_testing import ModelServer, text, tool_call
 
 pytestmark = pytest.mark.anyio
 

@@ -86,11 +86,13 @@ async def _drive_explain(d: Driven) -> None:
     descriptor the snippet builds gets the server as its endpoint (the kind's own demo plan)."""
     import jigs.harnesses
     from jigs._registry import default_registry
-    from jigs.testing import ModelServer, reply, text
+    from jigs_testing import ModelServer, reply, text
+    from jigs_testing.plan import demo_plan_of
 
     d.require_cli("claude")
     async with ModelServer() as server:
-        plan = default_registry().get("claude").demo_plan(server)
+        plan = demo_plan_of(default_registry().get("claude"), server)
+        assert plan is not None
         for name, value in plan.host_env.items():
             d.monkeypatch.setenv(name, value)
         _factory_env(d.root, list(plan.agents_env))
@@ -126,7 +128,7 @@ async def _drive_watch(d: Driven) -> None:
 async def _drive_mini(d: Driven) -> None:
     """The guide's kind, built from the guide's blocks, runs two real turns against the local
     model server, through the credential proxy, and resumes its session."""
-    from jigs.testing import ModelServer, reply, text, tool_call
+    from jigs_testing import ModelServer, reply, text, tool_call
 
     d.monkeypatch.setenv("MINI_KEY", "sk-docs-test")
     async with ModelServer() as server:
@@ -287,7 +289,7 @@ def test_the_conformance_snippet_passes_under_plain_pytest(
     "async def functions are not natively supported") passes under plain pytest, with the kit
     awaited for its kind. The kit itself is stubbed here: it runs for real on the echo kind in
     tests/core/test_conformance_and_demo.py and on every shipped kind."""
-    import jigs.testing.conformance as kit
+    import jigs_testing.conformance as kit
 
     awaited: list[str] = []
 

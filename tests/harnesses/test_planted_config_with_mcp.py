@@ -4,13 +4,8 @@ planted-config check, run against the real CLIs with a descriptor that declares 
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
-from jigs import RunMetadata
-from jigs._registry import default_registry
-from jigs.testing import ModelServer
-from jigs.testing.conformance import _check_planted_config
+from jigs_testing.conformance import CHECKS, kit_context
 from mcp_configs import step_server
 
 pytestmark = pytest.mark.anyio
@@ -18,28 +13,16 @@ pytestmark = pytest.mark.anyio
 
 @pytest.mark.parametrize("kind", ["claude", "codex", "pi"])
 async def test_planted_config_changes_nothing_with_step_mcp_servers(
-    kind, require_cli, tmp_path, record_file, monkeypatch
+    kind, require_cli, tmp_path, record_file
 ):
     require_cli(kind)
-    harness = default_registry().get(kind)
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    async with ModelServer() as server:
-        plan = harness.demo_plan(server)
-        for name, value in plan.host_env.items():
-            monkeypatch.setenv(name, value)
-        base = plan.descriptor
-        descriptor = type(base).from_data(
-            {**base.to_data(), "mcp_servers": {"jigs": step_server()}}
-        )
-        await _check_planted_config(
-            kind,
-            harness,
-            descriptor,
-            plan,
-            server,
-            run=RunMetadata(workflow_run_id=f"planted-mcp-{uuid.uuid4().hex[:8]}"),
-            tmp_path=tmp_path,
-            home=home,
-        )
+
+    def with_step_server(server):
+        from jigs._registry import default_registry
+        from jigs_testing.plan import demo_plan_of
+
+        base = demo_plan_of(default_registry().get(kind), server).descriptor
+        return type(base).from_data({**base.to_data(), "mcp_servers": {"jigs": step_server()}})
+
+    async with kit_context(kind, with_step_server, tmp_path=tmp_path) as ctx:
+        await CHECKS["planted_config"](ctx)

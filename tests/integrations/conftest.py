@@ -222,13 +222,13 @@ class RealCli:
         return path
 
     def script_clean(self) -> None:
-        from jigs.testing import reply, text
+        from jigs_testing import reply, text
 
         self.server.add(text("one"), reply(lambda r: text(f"count={r.message_count}")))  # type: ignore[attr-defined]
 
     def script_crash(self) -> None:
         """Step 2's first request hangs (the worker is killed meanwhile); its retry counts."""
-        from jigs.testing import reply, text
+        from jigs_testing import reply, text
 
         self.server.add(  # type: ignore[attr-defined]
             text("one"),

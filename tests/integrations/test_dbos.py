@@ -314,7 +314,7 @@ def test_real_cli_killed_mid_turn_retry_carries_the_uncrashed_history(
     step 2's request carries exactly as many messages as the uncrashed one (fork-on-resume: the
     killed attempt's partial turn never reaches the model), and nothing of the killed attempt
     runs in the worktree."""
-    from jigs.testing import ModelServer
+    from jigs_testing import ModelServer
 
     require_cli(kind)
     data_dir = tmp_path / "jigs-data"

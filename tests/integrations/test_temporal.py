@@ -358,7 +358,7 @@ async def test_real_cli_killed_mid_turn_retry_carries_the_uncrashed_history(
     is SIGKILLed while activity 2's model request hangs; the retried activity's request carries
     exactly as many messages as the uncrashed one, and nothing of the killed attempt runs in
     the worktree."""
-    from jigs.testing import ModelServer
+    from jigs_testing import ModelServer
 
     require_cli(kind)
     with ModelServer.run_in_thread() as server:

@@ -27,7 +27,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = "https://github.com/jigs-dev/jigs-python"
-#: Every distribution a release publishes (jigs-testing joins when it lands in the workspace).
+#: Every distribution a release publishes.
 RELEASED = {
     "jigs-core",
     "jigs-harness-claude",
@@ -35,6 +35,7 @@ RELEASED = {
     "jigs-harness-pi",
     "jigs-dbos",
     "jigs-temporal",
+    "jigs-testing",
 }
 PRIVATE = {"jigs-harness-echo"}
 
@@ -209,7 +210,7 @@ from pathlib import Path
 import anyio
 from jigs import RunMetadata, harnesses
 from jigs.steps import run_agent
-from jigs.testing import ModelServer, text
+from jigs_testing import ModelServer, text
 
 
 async def main() -> None:
@@ -244,7 +245,7 @@ anyio.run(main)
 
 def test_the_codex_wheel_runs_a_real_step_in_a_fresh_venv(dist, tmp_path):
     wheels = [next(dist.glob("jigs_core-*.whl")), next(dist.glob("jigs_harness_codex-*.whl"))]
-    wheels += sorted(dist.glob("jigs_testing-*.whl"))  # once jigs-testing is its own distribution
+    wheels += sorted(dist.glob("jigs_testing-*.whl"))
     python = fresh_venv(tmp_path, *wheels)
     env = scratch_env(tmp_path, python)
     site = run(

@@ -25,8 +25,8 @@ from jigs.errors import AgentSessionError
 from jigs.plugin import Harness
 from jigs.processes import observe_launches
 from jigs.steps import agent_session, run_agent
-from jigs.testing import ModelServer
-from jigs.testing._environ import patched_environ
+from jigs_testing import ModelServer
+from jigs_testing._environ import patched_environ
 
 
 def _wired(kind: str) -> bool:

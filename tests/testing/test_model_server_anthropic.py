@@ -6,7 +6,7 @@ import json
 
 import httpx
 import pytest
-from jigs.testing import ModelServer, error, text, tool_call, tool_calls
+from jigs_testing import ModelServer, error, text, tool_call, tool_calls
 
 from ._sse import anthropic_body, post_stream
 

@@ -10,14 +10,14 @@ import sys
 from pathlib import Path
 
 import httpx
-import jigs.testing
+import jigs_testing
 import pytest
-from jigs.testing import ScriptError, load_script
-from jigs.testing._server.cli import main
+from jigs_testing import ScriptError, load_script
+from jigs_testing._server.cli import main
 
 from ._sse import anthropic_body, parse_sse
 
-SRC = Path(jigs.testing.__file__).resolve().parents[2]
+SRC = Path(jigs_testing.__file__).resolve().parents[1]
 CANARY = "sk-secret-canary"
 
 
@@ -121,7 +121,7 @@ def _start(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
     return subprocess.Popen(
-        [sys.executable, "-m", "jigs.testing._server.cli", *args],
+        [sys.executable, "-m", "jigs_testing._server.cli", *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -13,7 +13,7 @@ import time
 import anyio
 import httpx
 import pytest
-from jigs.testing import ModelServer, reply, text
+from jigs_testing import ModelServer, reply, text
 
 from ._sse import anthropic_body, parse_sse
 
@@ -111,7 +111,7 @@ async def test_many_concurrent_streams():
 
 
 async def test_client_disconnect_mid_stream_is_harmless(caplog):
-    caplog.set_level(logging.INFO, logger="jigs.testing.model_server")
+    caplog.set_level(logging.INFO, logger="jigs_testing.model_server")
     big = "x" * 4_000_000  # far more than the socket buffers hold
     async with ModelServer([text(big), "still alive"]) as server:
         with anyio.fail_after(10):

@@ -7,7 +7,7 @@ import logging
 
 import httpx
 import pytest
-from jigs.testing import ModelServer, text
+from jigs_testing import ModelServer, text
 
 from ._sse import anthropic_body, chat_body, responses_body
 
@@ -17,7 +17,7 @@ CANARY = "sk-secret-canary"
 
 
 async def test_header_names_are_kept_and_values_never(caplog):
-    caplog.set_level(logging.DEBUG, logger="jigs.testing.model_server")
+    caplog.set_level(logging.DEBUG, logger="jigs_testing.model_server")
     headers = {
         "x-api-key": CANARY,
         "Authorization": f"Bearer {CANARY}-bearer",

@@ -7,7 +7,7 @@ import logging
 import anyio
 import httpx
 import pytest
-from jigs.testing import ModelServer
+from jigs_testing import ModelServer
 
 from ._sse import anthropic_body
 
@@ -29,7 +29,7 @@ async def _raw_exchange(port: int, data: bytes) -> bytes:
 
 
 async def test_connect_is_refused_and_logged(caplog):
-    caplog.set_level(logging.INFO, logger="jigs.testing.model_server")
+    caplog.set_level(logging.INFO, logger="jigs_testing.model_server")
     async with ModelServer() as server:
         request = b"CONNECT api.anthropic.com:443 HTTP/1.1\r\nHost: api.anthropic.com:443\r\n\r\n"
         answer = await _raw_exchange(server.port, request)

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from jigs.testing import ModelServer, text, tool_call
+from jigs_testing import ModelServer, text, tool_call
 
 from ._sse import anthropic_body, chat_body, post_stream, responses_body
 

@@ -8,7 +8,7 @@ import anyio
 import anyio.lowlevel
 import httpx
 import pytest
-from jigs.testing import ModelServer, Script, error, reply, text, tool_call
+from jigs_testing import ModelServer, Script, error, reply, text, tool_call
 
 from ._sse import anthropic_body, chat_body, parse_sse, responses_body
 
@@ -189,7 +189,7 @@ async def test_script_exhaustion_is_a_clear_api_error(path, body, message_of):
             response = await c.post(path, json=body)
     assert response.status_code == 500
     assert message_of(response.json()) == (
-        f"jigs.testing.ModelServer: the script has no reply left for request #1 (POST {path})"
+        f"jigs_testing.ModelServer: the script has no reply left for request #1 (POST {path})"
     )
     assert server.requests[1].reply_index is None
     assert server.failures == [message_of(response.json())]
@@ -266,7 +266,7 @@ async def test_bad_json_is_a_400_in_the_api_shape(path, anthropic_shape, content
         assert body["error"]["type"] == "invalid_request_error"
     else:
         assert body["error"]["type"] == "invalid_request_error"
-    assert body["error"]["message"].startswith("jigs.testing.ModelServer: ")
+    assert body["error"]["message"].startswith("jigs_testing.ModelServer: ")
     assert server.script.used == 0
     assert server.requests[0].problem
 

@@ -2,7 +2,7 @@
 
 :func:`new_kind` writes ``jigs-harness-NAME/`` (a pyproject with the ``jigs.harnesses`` entry
 point and ``jigs-core`` bound, ``py.typed``, a harness that drives a small Python CLI script, a
-README and ``tests/test_conformance.py`` running :func:`jigs.testing.conformance.check_harness`).
+README and ``tests/test_conformance.py`` running :func:`jigs_testing.conformance.check_harness`).
 The CLI script stands in for the author's real agent CLI: each part to replace says so. The
 template files are the string constants below (no package data to find at run time).
 
@@ -44,8 +44,8 @@ dependencies = [
 ]
 
 [project.optional-dependencies]
-# the conformance kit (jigs.testing.conformance) and its test runner
-test = ["pytest>=8"]
+# the conformance kit (jigs_testing.conformance) and its test runner
+test = ["pytest>=8", "jigs-testing__CORE_RANGE__"]
 
 [project.entry-points."jigs.harnesses"]
 __KIND__ = "__MODULE__.plugin"
@@ -220,8 +220,8 @@ from jigs.plugin import (
 
 if TYPE_CHECKING:
     from jigs.plugin import ConfigFile
-    from jigs.testing import ModelServer
-    from jigs.testing.plan import DemoPlan
+    from jigs_testing import ModelServer
+    from jigs_testing.plan import DemoPlan
 
 
 class __CLASS__Descriptor(HarnessDescriptor):
@@ -337,9 +337,9 @@ class __CLASS__Harness(Harness[__CLASS__Descriptor]):
     def demo_plan(self, server: ModelServer) -> DemoPlan:
         """How `jigs demo` and the conformance kit drive this kind. The stand-in CLI needs no
         model server: its "tools" are prompt words. A kind whose CLI talks to a model points its
-        descriptor at ``server.base_url`` and scripts replies (jigs.testing.plan.scripted_write,
+        descriptor at ``server.base_url`` and scripts replies (jigs_testing.plan.scripted_write,
         scripted_command)."""
-        from jigs.testing.plan import DemoPlan
+        from jigs_testing.plan import DemoPlan
 
         return DemoPlan(
             descriptor=__CLASS__Descriptor(),
@@ -356,7 +356,7 @@ _TEST = '''\
 from pathlib import Path
 
 import pytest
-from jigs.testing.conformance import check_harness
+from jigs_testing.conformance import check_harness
 
 pytestmark = pytest.mark.anyio
 

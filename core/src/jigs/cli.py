@@ -204,18 +204,34 @@ def cmd_install(args: argparse.Namespace) -> int:
     return install(list(args.kinds))
 
 
-def cmd_model_server(args: argparse.Namespace) -> int:
-    from jigs.testing._server.cli import main as server_main
+def _testing(module: str, command: str) -> Any:
+    """``jigs_testing.<module>``, imported when the command runs; jigs-testing is a distribution
+    of its own, so a missing one is a :class:`~jigs.errors.MissingDistributionError` naming the
+    ``pip install``."""
+    from importlib import import_module
 
+    try:
+        return import_module(f"jigs_testing.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] != "jigs_testing":
+            raise
+        from jigs.errors import MissingDistributionError
+
+        raise MissingDistributionError("jigs-testing", needed_for=f"jigs {command}") from exc
+
+
+def cmd_model_server(args: argparse.Namespace) -> int:
+    server_main = _testing("_server.cli", "model-server").main
     argv = ["--port", str(args.port), "--host", args.host]
     if args.script is not None:
         argv += ["--script", args.script]
     for model in args.model:
         argv += ["--model", model]
-    return server_main(argv)
+    return int(server_main(argv))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    demo = _testing("demo", "demo")
     if args.workflow == "dbos":
         try:
             from jigs_dbos._demo import main as workflow_demo
@@ -226,9 +242,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             return 1
         result: int = workflow_demo(kinds=args.harness or None)
         return result
-    from jigs.testing.demo import main as demo_main
-
-    return demo_main(kinds=args.harness or None)
+    result = demo.main(kinds=args.harness or None)
+    return int(result)
 
 
 def cmd_new_kind(args: argparse.Namespace) -> int:

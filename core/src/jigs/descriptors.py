@@ -153,8 +153,15 @@ class HarnessDescriptor(BaseModel):
         return json.dumps(self.to_data(), sort_keys=True, separators=(",", ":"))
 
     def env_names(self) -> frozenset[str]:
-        """Step-side variable names the descriptor references (MCP credentials and the like)."""
+        """Step-side variable names the descriptor references: its model key (a string field
+        ``api_key_env``, when the kind's descriptor has one and it is set) and MCP credentials.
+        A kind need not override this for its key to reach the agent; when the kind declares a
+        :meth:`~jigs.plugin.Harness.model_route`, the core proxies the key and removes it from
+        the agent's environment instead."""
         names: set[str] = set()
+        key = getattr(self, "api_key_env", None)
+        if isinstance(key, str) and key:
+            names.add(key)
         for server in self.mcp_servers.values():
             names |= server.env_names()
         return frozenset(names)

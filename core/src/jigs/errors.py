@@ -39,6 +39,7 @@ __all__ = [
     "InvalidInputError",
     "JigsError",
     "JitCheckError",
+    "MissingDistributionError",
     "ModelNotAvailableError",
     "PromptError",
     "RunnerClosedError",
@@ -490,3 +491,22 @@ class HarnessContractError(HarnessNotFoundError):
         )
         super().__init__(kind, [], load_error=message)
         self.args = (message,)
+
+
+class MissingDistributionError(JigsError, ImportError):
+    """A command needs an optional distribution that is not installed (``jigs demo`` and
+    ``jigs model-server`` need jigs-testing). ``distribution`` is what to ``pip install``,
+    ``needed_for`` what needed it. Not retryable: installing it is the fix."""
+
+    retryable = False
+
+    def __init__(self, distribution: str, *, needed_for: str) -> None:
+        super().__init__(
+            f"{needed_for} needs the {distribution} distribution, which is not installed; "
+            f"install it with: pip install {distribution}"
+        )
+        self.distribution = distribution
+        self.needed_for = needed_for
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

@@ -93,8 +93,6 @@ if TYPE_CHECKING:
     from jigs.events import AgentEvent
     from jigs.executables import Resolved
     from jigs.models._types import GenerateResult
-    from jigs.testing._server.server import ModelServer
-    from jigs.testing.plan import DemoPlan
 
 #: The plugin contract this jigs-core implements, as ``"major.minor"``. A kind declares the
 #: version it was built for as a string literal on its class (``contract = "1.0"`` on the
@@ -490,11 +488,6 @@ class Harness(ABC, Generic[D]):
         :func:`jigs.executables.installed_dir`) and say what was installed. Kinds whose CLI
         arrives with ``pip install`` need not override it."""
         raise NotImplementedError(f"the {self.kind} harness has no installer")
-
-    def demo_plan(self, server: ModelServer) -> DemoPlan | None:
-        """How this kind runs in ``jigs demo`` and the conformance kit against the local
-        model server (see :class:`jigs.testing.plan.DemoPlan`); None when it cannot."""
-        return None
 
     def session_artifacts(
         self,

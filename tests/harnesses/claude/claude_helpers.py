@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from jigs import harnesses
 from jigs.descriptors import HarnessDescriptor
-from jigs.testing import ModelServer
+from jigs_testing import ModelServer
 
 KEY_ENV = "JIGS_TEST_ANTHROPIC_KEY"
 AGENTS_ENV = ["IS_SANDBOX"]

@@ -1,4 +1,4 @@
-"""Fixtures for the claude kind: the real CLI against ``jigs.testing.ModelServer``.
+"""Fixtures for the claude kind: the real CLI against ``jigs_testing.ModelServer``.
 
 Every test gets a private ``HOME`` (so transcripts and Claude Code's own files never touch the
 operator's), ``IS_SANDBOX=1`` in the parent (passed to the agent through ``agents_env``, since
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from claude_helpers import KEY_ENV
-from jigs.testing import ModelServer
+from jigs_testing import ModelServer
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from jigs.errors import (
 )
 from jigs.processes import live_groups
 from jigs.steps import create_agent_runner, run_agent
-from jigs.testing import ModelServer, error, text
+from jigs_testing import ModelServer, error, text
 
 pytestmark = pytest.mark.anyio
 

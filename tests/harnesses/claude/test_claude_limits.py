@@ -14,7 +14,7 @@ from jigs.errors import AgentLimitError, AgentTimeoutError
 from jigs.events import AgentEvent, ModelCallStarted, UsageUpdated
 from jigs.processes import live_groups
 from jigs.steps import agent_session, create_agent_runner, run_agent
-from jigs.testing import ModelServer, text, tool_call
+from jigs_testing import ModelServer, text, tool_call
 
 pytestmark = pytest.mark.anyio
 

@@ -16,7 +16,7 @@ from claude_helpers import AGENTS_ENV, descriptor_for
 from jigs import RunMetadata
 from jigs.models import generate_text
 from jigs.steps import create_agent_runner
-from jigs.testing import ModelServer, text, tool_call
+from jigs_testing import ModelServer, text, tool_call
 from mcp_configs import records, step_server, stray_server
 
 pytestmark = pytest.mark.anyio

@@ -18,8 +18,8 @@ from jigs.checks import run_checks
 from jigs.models import generate_text
 from jigs.plugin import HarnessContext, HarnessTarget, ModelEndpoint, TurnSpec
 from jigs.steps import create_agent_runner, run_agent
-from jigs.testing import ModelServer, text
 from jigs_harness_claude import ClaudeDescriptor, ClaudeHarness, transcript_path
+from jigs_testing import ModelServer, text
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,7 @@ from jigs.env import BASE_ENV
 from jigs.models import generate_text
 from jigs.processes import group_alive, live_groups
 from jigs.steps import create_agent_runner
-from jigs.testing import ModelServer, text, tool_call
+from jigs_testing import ModelServer, text, tool_call
 
 pytestmark = pytest.mark.anyio
 

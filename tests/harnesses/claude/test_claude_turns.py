@@ -26,7 +26,7 @@ from jigs.models import (
 )
 from jigs.processes import live_groups
 from jigs.steps import create_agent_runner, run_agent
-from jigs.testing import ModelServer, text, tool_call
+from jigs_testing import ModelServer, text, tool_call
 from pydantic import BaseModel
 
 pytestmark = pytest.mark.anyio

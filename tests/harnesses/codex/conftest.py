@@ -1,4 +1,4 @@
-"""Fixtures for the codex kind: the real CLI against ``jigs.testing.ModelServer``.
+"""Fixtures for the codex kind: the real CLI against ``jigs_testing.ModelServer``.
 
 Every test that opens a runner gets: the model server (also the refusing HTTPS proxy), a key
 variable the descriptor names, and a descriptor pointing at the server with retries off.
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from codex_helpers import KEY_ENV, KEY_VALUE
-from jigs.testing import ModelServer
+from jigs_testing import ModelServer
 
 
 @pytest.fixture

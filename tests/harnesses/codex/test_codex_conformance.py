@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from jigs.testing.conformance import check_harness
+from jigs_testing.conformance import check_harness
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli("codex")]
 
@@ -13,7 +13,7 @@ async def test_codex_conforms(codex_cli, tmp_path):
 
 
 async def test_jigs_demo_shows_codex_end_to_end(codex_cli):
-    from jigs.testing.demo import run_demo
+    from jigs_testing.demo import run_demo
 
     (report,) = await run_demo(["codex"])
     assert report.error is None, report.error

@@ -14,8 +14,8 @@ from jigs import harnesses
 from jigs.errors import DescriptorError
 from jigs.models import generate_object, generate_text
 from jigs.steps import create_agent_runner, run_agent
-from jigs.testing import text
 from jigs_harness_codex._home import render_config
+from jigs_testing import text
 from pydantic import BaseModel
 
 pytestmark = pytest.mark.anyio

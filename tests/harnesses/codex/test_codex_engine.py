@@ -10,7 +10,7 @@ from jigs.errors import AgentLimitError, AgentTimeoutError
 from jigs.events import ModelCallStarted, UsageUpdated
 from jigs.processes import live_groups
 from jigs.steps import agent_session, run_agent
-from jigs.testing import text, tool_call
+from jigs_testing import text, tool_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli("codex")]
 

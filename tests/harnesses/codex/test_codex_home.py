@@ -202,8 +202,8 @@ def test_descriptor_refuses_policy_keys_and_secret_values():
 async def test_homes_start_from_a_pristine_seed(
     model_server, descriptor, worktree, run_meta, jigs_data_dir
 ):
-    from jigs.testing import text
     from jigs_harness_codex._seed import seed_path
+    from jigs_testing import text
 
     model_server.add(text("seeded"))
     state = jigs_data_dir / "runs" / run_meta.workflow_run_id / "codex"

@@ -13,7 +13,7 @@ from jigs.errors import JitCheckError
 from jigs.models import generate_text
 from jigs.processes import live_groups
 from jigs.steps import AgentSessionError, create_agent_runner
-from jigs.testing import text, tool_call
+from jigs_testing import text, tool_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli("codex")]
 

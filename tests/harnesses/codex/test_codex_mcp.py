@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from jigs.models import generate_text
 from jigs.steps import create_agent_runner
-from jigs.testing import text, tool_call
+from jigs_testing import text, tool_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli("codex")]
 

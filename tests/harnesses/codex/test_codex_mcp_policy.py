@@ -22,7 +22,7 @@ from jigs import RunMetadata
 from jigs.errors import AgentTurnError, JitCheckError
 from jigs.models import generate_text
 from jigs.steps import create_agent_runner
-from jigs.testing import ModelServer, text, tool_call
+from jigs_testing import ModelServer, text, tool_call
 from mcp_configs import FIXTURE, records, step_server, stray_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli("codex")]

@@ -8,7 +8,7 @@ import pytest
 from codex_helpers import KEY_ENV, KEY_VALUE
 from jigs.models import ToolCallPart, ToolResultPart, generate_object, generate_text, stream_text
 from jigs.steps import create_agent_runner, run_agent
-from jigs.testing import reply, text, tool_call
+from jigs_testing import reply, text, tool_call
 from pydantic import BaseModel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli("codex")]
@@ -157,7 +157,7 @@ async def test_failed_turn_raises_agent_turn_error(
     model_server, descriptor, worktree, run_meta, status, reason, retryable
 ):
     from jigs.errors import AgentTurnError
-    from jigs.testing import error
+    from jigs_testing import error
 
     model_server.add(error(status, "scripted bad request"))
     async with create_agent_runner(

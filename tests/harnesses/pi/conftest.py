@@ -1,5 +1,5 @@
 """Fixtures for the pi kind: the real Pi (found the way users install it), a fake Pi for fault
-injection, and a descriptor pointing at a :class:`jigs.testing.ModelServer`.
+injection, and a descriptor pointing at a :class:`jigs_testing.ModelServer`.
 
 The root conftest keeps ``JIGS_CLI_DIR`` on the real CLI dir, so ``pi_cli`` finds the Pi that
 ``jigs install pi`` installed the way users' steps do.

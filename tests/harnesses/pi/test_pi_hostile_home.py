@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from jigs import RunMetadata
 from jigs.steps import run_agent
-from jigs.testing import ModelServer, text, tool_call
+from jigs_testing import ModelServer, text, tool_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("pi_cli", "model_key")]
 

@@ -21,7 +21,7 @@ import pytest
 from jigs import RunMetadata
 from jigs._proctree import processes_under
 from jigs.steps import run_agent
-from jigs.testing import ModelServer, text, tool_call
+from jigs_testing import ModelServer, text, tool_call
 from mcp_configs import FIXTURE, records, step_server, stray_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("pi_cli", "model_key")]

@@ -1,4 +1,4 @@
-"""The real Pi CLI against jigs.testing.ModelServer (Chat Completions)."""
+"""The real Pi CLI against jigs_testing.ModelServer (Chat Completions)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from jigs._paths import data_dir
 from jigs.errors import AgentSessionError, AgentTurnError
 from jigs.processes import group_alive, live_groups
 from jigs.steps import run_agent
-from jigs.testing import ModelServer, error, reply, text, tool_call
+from jigs_testing import ModelServer, error, reply, text, tool_call
 from pydantic import BaseModel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("pi_cli", "model_key")]

@@ -54,8 +54,8 @@ from jigs_harness_claude._shell import write_shell_prefix
 
 if TYPE_CHECKING:
     from jigs.plugin import ConfigFile
-    from jigs.testing import ModelServer
-    from jigs.testing.plan import DemoPlan
+    from jigs_testing import ModelServer
+    from jigs_testing.plan import DemoPlan
 
 __all__ = ["ClaudeHarness"]
 
@@ -166,7 +166,7 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
         own Bash tool, then resumes and answers from its history."""
         import shlex
 
-        from jigs.testing.plan import DemoPlan, scripted_command, scripted_write
+        from jigs_testing.plan import DemoPlan, scripted_command, scripted_write
 
         key = "JIGS_DEMO_ANTHROPIC_KEY"
         root = os.geteuid() == 0

@@ -31,7 +31,7 @@ from jigs_harness_codex._home import rollout_for, sessions_dir
 
 if TYPE_CHECKING:
     from jigs.plugin import ConfigFile
-    from jigs.testing.plan import DemoPlan
+    from jigs_testing.plan import DemoPlan
 
     from jigs_harness_codex._transport import CodexTransport
 
@@ -140,7 +140,7 @@ class CodexHarness(Harness[CodexDescriptor]):
         tool, then a second step resumes the thread and answers from its history."""
         import shlex
 
-        from jigs.testing.plan import DemoPlan, scripted_command, scripted_write
+        from jigs_testing.plan import DemoPlan, scripted_command, scripted_write
 
         key = "JIGS_DEMO_CODEX_KEY"
         return DemoPlan(

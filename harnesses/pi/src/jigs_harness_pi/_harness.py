@@ -74,8 +74,8 @@ from jigs_harness_pi._mcp import allowed_tools, excluded_tools
 from jigs_harness_pi._stream import PiDecoder
 
 if TYPE_CHECKING:
-    from jigs.testing import ModelServer
-    from jigs.testing.plan import DemoPlan
+    from jigs_testing import ModelServer
+    from jigs_testing.plan import DemoPlan
 
 __all__ = ["SETTLE_GRACE", "PiHarness"]
 
@@ -255,7 +255,7 @@ class PiHarness(Harness[PiDescriptor]):
     def demo_plan(self, server: ModelServer) -> DemoPlan | None:
         """Pi against the local server's Chat Completions API; files are written with Pi's
         own ``write`` tool."""
-        from jigs.testing.plan import DemoPlan, scripted_command, scripted_write
+        from jigs_testing.plan import DemoPlan, scripted_command, scripted_write
 
         from jigs_harness_pi._descriptor import OpenAICompatible
 

@@ -1,6 +1,6 @@
 """``jigs demo --workflow dbos``: a two-step workflow on DBOS (SQLite), its worker SIGKILLed
 during step 2 and the workflow recovered by a second worker process. Offline: the agent talks to
-the local model server (``jigs.testing.ModelServer``). Exits 1 if anything did not happen as
+the local model server (``jigs_testing.ModelServer``). Exits 1 if anything did not happen as
 shown.
 
 The worker is this module run as ``python -m jigs_dbos._demo worker ...``.
@@ -77,7 +77,8 @@ def _wait(predicate: Any, timeout: float, proc: subprocess.Popen[bytes], what: s
 def main(kinds: Sequence[str] | None = None) -> int:
     """Run the demo with the first of ``kinds`` that is installed (default: claude, codex, pi)."""
     from jigs._registry import default_registry
-    from jigs.testing import ModelServer, text
+    from jigs_testing import ModelServer, text
+    from jigs_testing.plan import demo_plan_of
 
     kind = _pick_kind(kinds)
     print("jigs demo --workflow dbos: a two-step workflow on DBOS (SQLite), its worker killed")
@@ -91,7 +92,7 @@ def main(kinds: Sequence[str] | None = None) -> int:
         ModelServer.run_in_thread() as server,
     ):
         root = Path(tmp)
-        plan = default_registry().get(kind).demo_plan(server)
+        plan = demo_plan_of(default_registry().get(kind), server)
         if plan is None:
             print(f"the {kind} harness has no demo plan; pick another with --harness")
             return 1

@@ -41,8 +41,8 @@ from jigs.plugin import (
 
 if TYPE_CHECKING:
     from jigs.plugin import ConfigFile
-    from jigs.testing import ModelServer
-    from jigs.testing.plan import DemoPlan
+    from jigs_testing import ModelServer
+    from jigs_testing.plan import DemoPlan
 
 #: Prompts longer than this go through stdin.
 _MAX_PROMPT_ARG = 100_000
@@ -185,7 +185,7 @@ class EchoHarness(Harness[EchoDescriptor]):
     def demo_plan(self, server: ModelServer) -> DemoPlan:
         """The echo CLI needs no model server: its "tool calls" are prompt directives (``sh:``
         runs a shell command and answers with its output)."""
-        from jigs.testing.plan import DemoPlan
+        from jigs_testing.plan import DemoPlan
 
         return DemoPlan(
             descriptor=EchoDescriptor(),

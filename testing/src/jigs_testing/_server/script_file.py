@@ -43,7 +43,7 @@ class _ToolCallEntry(_Strict):
 
 class _ErrorEntry(_Strict):
     status: int = Field(default=500, ge=400, le=599)
-    message: str = "error scripted by jigs.testing.ModelServer"
+    message: str = "error scripted by jigs_testing.ModelServer"
     type: str | None = None
     code: str | None = None
     in_stream: bool = False

@@ -18,7 +18,7 @@ DEFAULT_MODEL = "fake-model"
 
 
 class ServerState:
-    """The shared, lock-protected state of one :class:`~jigs.testing.ModelServer`."""
+    """The shared, lock-protected state of one :class:`~jigs_testing.ModelServer`."""
 
     def __init__(self, script: Script, models: Sequence[str]) -> None:
         self.script = script

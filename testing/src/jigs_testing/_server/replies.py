@@ -124,7 +124,7 @@ ReplyFunction: TypeAlias = "Callable[[RecordedRequest], Reply | str | Awaitable[
 class DynamicReply:
     """A reply computed from the request when it arrives.
 
-    ``function`` receives the :class:`~jigs.testing.RecordedRequest` and returns (or, if it is
+    ``function`` receives the :class:`~jigs_testing.RecordedRequest` and returns (or, if it is
     ``async``, resolves to) a :class:`Reply` or a string (taken as :func:`text`). ``delay`` is
     added to the returned reply's own delay. If the function raises, the request gets an HTTP
     500 API error naming the exception and the failure is kept in ``ModelServer.failures``.
@@ -287,7 +287,7 @@ def tool_calls(
 
 def error(
     status: int = 500,
-    message: str = "error scripted by jigs.testing.ModelServer",
+    message: str = "error scripted by jigs_testing.ModelServer",
     *,
     type: str | None = None,
     code: str | None = None,

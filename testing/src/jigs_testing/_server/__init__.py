@@ -1,4 +1,4 @@
-"""The scripted loopback model server behind :mod:`jigs.testing` (private: import from there).
+"""The scripted loopback model server behind :mod:`jigs_testing` (private: import from there).
 
 One job per module: ``replies`` (what to answer), ``script`` and ``script_file`` (the queue and
 its file format), ``record`` (the request log entry), ``state`` (the logs, thread-safe),

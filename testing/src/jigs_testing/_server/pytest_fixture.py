@@ -1,4 +1,4 @@
-"""The ``model_server`` pytest fixture (registered through :mod:`jigs.testing.pytest_plugin`).
+"""The ``model_server`` pytest fixture (registered through :mod:`jigs_testing.pytest_plugin`).
 
 Importing this module is cheap: the server loads when the fixture is first used.
 """
@@ -18,7 +18,7 @@ __all__ = ["model_server"]
 
 @pytest.fixture
 async def model_server(anyio_backend: object) -> AsyncIterator[ModelServer]:
-    """A running :class:`~jigs.testing.ModelServer` with an empty script.
+    """A running :class:`~jigs_testing.ModelServer` with an empty script.
 
     Add replies with ``model_server.add(text("hi"))``. Needs the anyio pytest plugin: mark the
     test ``@pytest.mark.anyio``. The server stops when the test ends.

@@ -109,7 +109,7 @@ class ModelServer:
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 return
             except OSError as exc:  # e.g. too many open files: back off, keep serving
-                self._state.add_failure(f"jigs.testing.ModelServer: accept failed: {exc}")
+                self._state.add_failure(f"jigs_testing.ModelServer: accept failed: {exc}")
                 await anyio.sleep(0.05)
                 continue
             group.start_soon(serve_connection, stream, app)

@@ -5,6 +5,10 @@
 (:func:`text`, :func:`tool_call`, :func:`tool_calls`, :func:`error`, :func:`reply`), logs every
 request without header values, and refuses outside connections when used as ``HTTPS_PROXY``.
 
+:class:`DemoPlan` (:mod:`jigs_testing.plan`) is how a harness kind takes part in ``jigs demo`` and
+the conformance kit (:mod:`jigs_testing.conformance`): a kind that defines
+``demo_plan(server) -> DemoPlan | None`` satisfies :class:`SupportsDemo`.
+
 Importing this package is cheap: the server modules load on first use of a name.
 """
 
@@ -29,8 +33,10 @@ if TYPE_CHECKING:
     from ._server.script import Script
     from ._server.script_file import ScriptError, load_script
     from ._server.server import ModelServer
+    from .plan import DemoPlan, SupportsDemo
 
 __all__ = [
+    "DemoPlan",
     "DynamicReply",
     "ErrorSpec",
     "ModelServer",
@@ -38,6 +44,7 @@ __all__ = [
     "Reply",
     "Script",
     "ScriptError",
+    "SupportsDemo",
     "ToolCall",
     "WireFormat",
     "error",
@@ -64,6 +71,8 @@ _WHERE = {
     "ScriptError": "script_file",
     "load_script": "script_file",
     "ModelServer": "server",
+    "DemoPlan": "..plan",
+    "SupportsDemo": "..plan",
 }
 
 
@@ -71,7 +80,10 @@ def __getattr__(name: str) -> object:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}._server.{module}"), name)
+    where = (
+        f"{__name__}.{module[2:]}" if module.startswith("..") else f"{__name__}._server.{module}"
+    )
+    value = getattr(import_module(where), name)
     globals()[name] = value
     return value
 

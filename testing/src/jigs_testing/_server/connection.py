@@ -62,7 +62,7 @@ async def _serve_requests(conn: HttpConnection, app: Application) -> None:
 
 
 async def _internal_error(conn: HttpConnection, app: Application, exc: Exception) -> None:
-    message = f"jigs.testing.ModelServer: internal error: {type(exc).__name__}: {exc}"
+    message = f"jigs_testing.ModelServer: internal error: {type(exc).__name__}: {exc}"
     app.state.add_failure(message)
     logger.error("%s", message, exc_info=exc)
     if not conn.response_started:

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import anyio
 
-from jigs.testing._environ import patched_environ
+from jigs_testing._environ import patched_environ
+from jigs_testing.plan import demo_plan_of, has_demo_plan, how_to_write_demo_plan
 
 __all__ = ["KindReport", "main", "run_demo"]
 
@@ -77,13 +78,13 @@ async def _install_fix(kind: str, agents_env: Sequence[str]) -> str | None:
 
 
 async def _demo_kind(kind: str, root: Path) -> KindReport:
-    from structlog.testing import capture_logs
-
     from jigs._registry import default_registry
     from jigs._types import RunMetadata
     from jigs.errors import JigsError
     from jigs.steps import run_agent
-    from jigs.testing import ModelServer
+    from structlog.testing import capture_logs
+
+    from jigs_testing import ModelServer
 
     report = KindReport(kind)
     try:
@@ -92,7 +93,10 @@ async def _demo_kind(kind: str, root: Path) -> KindReport:
         report.error = str(exc)
         return report
     async with ModelServer() as server:
-        plan = harness.demo_plan(server)
+        if not has_demo_plan(harness):
+            report.error = how_to_write_demo_plan(kind)
+            return report
+        plan = demo_plan_of(harness, server)
         if plan is None:
             report.skipped = f"the {kind} harness has no demo plan"
             return report

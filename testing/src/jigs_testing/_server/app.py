@@ -42,7 +42,7 @@ RENDERERS: dict[str, WireRenderer] = {
 }
 
 _PROXY_REFUSAL = (
-    b"jigs.testing.ModelServer refuses to proxy: outside connections are not allowed in tests\n"
+    b"jigs_testing.ModelServer refuses to proxy: outside connections are not allowed in tests\n"
 )
 
 
@@ -159,7 +159,7 @@ class Application:
             if not isinstance(body, dict):
                 problem = problem or "the request body must be a JSON object"
                 recorded = self._record(ex, route.wire, body, problem=problem)
-                payload = renderer.error_payload(400, f"jigs.testing.ModelServer: {problem}")
+                payload = renderer.error_payload(400, f"jigs_testing.ModelServer: {problem}")
                 await send_json(ex.conn, recorded, 400, payload)
             elif route.wire == "count_tokens":
                 recorded = self._record(ex, route.wire, body)
@@ -173,10 +173,10 @@ class Application:
         method = ex.request.method
         if route.wire == "other":
             status, code = 404, "unknown_url"
-            message = f"jigs.testing.ModelServer: no {method} {ex.path} here"
+            message = f"jigs_testing.ModelServer: no {method} {ex.path} here"
         else:
             status, code = 405, "method_not_allowed"
-            message = f"jigs.testing.ModelServer: {ex.path} does not accept {method}"
+            message = f"jigs_testing.ModelServer: {ex.path} does not accept {method}"
         recorded = self._record(ex, route.wire, body, problem=code)
         await send_json(ex.conn, recorded, status, _generic_error(status, message, code))
 
@@ -188,7 +188,7 @@ class Application:
         elif route.model_id in ids:
             await send_json(ex.conn, recorded, 200, model_object(route.model_id))
         else:
-            message = f"jigs.testing.ModelServer: the model {route.model_id!r} does not exist"
+            message = f"jigs_testing.ModelServer: the model {route.model_id!r} does not exist"
             payload = _generic_error(404, message, "model_not_found")
             await send_json(ex.conn, recorded, 404, payload)
 
@@ -200,7 +200,7 @@ class Application:
         recorded = self._record(ex, wire, body, reply_index=taken[0] if taken else None)
         if taken is None:
             message = (
-                "jigs.testing.ModelServer: the script has no reply left for request "
+                "jigs_testing.ModelServer: the script has no reply left for request "
                 f"#{recorded.index} ({ex.request.method} {recorded.target})"
             )
             self.state.add_failure(message)
@@ -240,7 +240,7 @@ class Application:
         return dataclasses.replace(result, delay=result.delay + entry.delay)
 
     def _failed(self, what: str) -> Reply:
-        message = f"jigs.testing.ModelServer: {what}"
+        message = f"jigs_testing.ModelServer: {what}"
         self.state.add_failure(message)
         logger.error("%s", message)
         return Reply(error=ErrorSpec(status=500, message=message))

@@ -10,7 +10,7 @@ from .record import RecordedRequest
 
 __all__ = ["LOGGER_NAME", "logger", "request_line", "safe_query", "strip_userinfo"]
 
-LOGGER_NAME = "jigs.testing.model_server"
+LOGGER_NAME = "jigs_testing.model_server"
 logger = logging.getLogger(LOGGER_NAME)
 logger.addHandler(logging.NullHandler())  # a library logs nowhere until the application says
 
