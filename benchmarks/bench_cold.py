@@ -1,0 +1,324 @@
+"""A cold step per kind: whole fresh processes, jigs against the raw CLI and the official SDKs.
+
+    uv run python benchmarks/bench_cold.py [--runs N] [--kinds claude,codex,pi]
+
+Every sample is one whole process, started and read to its exit, against one loopback
+:class:`jigs.testing.ModelServer` scripted with one answer per step:
+
+- raw: the CLI the way people run it, with a reused home (``claude -p PROMPT``; ``codex exec``
+  with a reused ``CODEX_HOME``; ``pi -p`` with a reused agent dir), see ``_kinds.py``;
+- jigs: a fresh ``python -c`` that runs one ``run_agent`` step, and (claude, codex) one
+  ``create_agent_runner`` + ``generate_text`` step;
+- SDK: a fresh ``python -c`` that runs one ``claude_agent_sdk.query`` (installed in the
+  workspace) or one ``openai_codex`` ``Codex().thread_start().run()`` (the ``openai-codex``
+  distribution, installed into this benchmark's own venv under ``$JIGS_BENCH_CACHE`` or
+  ``~/.cache/jigs-bench``, pinned to the workspace's ``openai-codex-cli-bin`` version).
+
+All sides run the same CLI executable. The sides rotate their order every round so machine drift
+spreads over all of them. Prints each side's median, its ratio to raw, its overhead (median minus
+the raw median) and, per kind, jigs' overhead divided by the SDK's (target at most 1/6 for claude
+and codex) or, for Pi, jigs minus raw (target at most +150 ms). Figures, not pass/fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from _kinds import ANSWER, KINDS, PROMPT, Kind, prepare_environ, setup
+
+JIGS_RUN_AGENT = """
+import asyncio, json, sys
+from jigs import RunMetadata, harnesses
+from jigs.steps import run_agent
+
+kind, cwd, settings, agents_env, run_id = sys.argv[1:6]
+
+async def main():
+    result = await run_agent(
+        harness=getattr(harnesses, kind)(**json.loads(settings)),
+        cwd=cwd,
+        prompt=PROMPT_LITERAL,
+        run=RunMetadata(workflow_run_id=run_id),
+        agents_env=json.loads(agents_env),
+    )
+    print(result.text)
+
+asyncio.run(main())
+""".replace("PROMPT_LITERAL", repr(PROMPT))
+
+JIGS_RUNNER = """
+import asyncio, json, sys
+from jigs import RunMetadata, harnesses
+from jigs.models import generate_text
+from jigs.steps import create_agent_runner
+
+kind, cwd, settings, agents_env, run_id = sys.argv[1:6]
+
+async def main():
+    async with create_agent_runner(
+        getattr(harnesses, kind)(**json.loads(settings)),
+        cwd=cwd,
+        run=RunMetadata(workflow_run_id=run_id),
+        agents_env=json.loads(agents_env),
+    ) as runner:
+        result = await generate_text(runner.model, prompt=PROMPT_LITERAL)
+    print(result.text)
+
+asyncio.run(main())
+""".replace("PROMPT_LITERAL", repr(PROMPT))
+
+CLAUDE_SDK = """
+import asyncio, sys
+from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query
+
+cwd, exe = sys.argv[1:3]
+
+async def main():
+    text = None
+    options = ClaudeAgentOptions(cwd=cwd, cli_path=exe)
+    async for message in query(prompt=PROMPT_LITERAL, options=options):
+        if isinstance(message, ResultMessage):
+            text = message.result
+    print(text)
+
+asyncio.run(main())
+""".replace("PROMPT_LITERAL", repr(PROMPT))
+
+CODEX_SDK = """
+import sys
+from openai_codex import Codex, CodexConfig
+
+cwd, exe = sys.argv[1:3]
+with Codex(CodexConfig(codex_bin=exe, cwd=cwd)) as codex:
+    result = codex.thread_start(cwd=cwd).run(PROMPT_LITERAL)
+print(result.final_response)
+""".replace("PROMPT_LITERAL", repr(PROMPT))
+
+
+@dataclass
+class Side:
+    label: str
+    argv: Callable[[int], list[str]]
+    env: dict[str, str]
+    ok: Callable[[bytes], bool]
+    samples: list[float] = field(default_factory=list)
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("JIGS_BENCH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "jigs-bench"
+    )
+    return Path(base)
+
+
+def uv_command() -> list[str]:
+    try:
+        import uv  # type: ignore[import-not-found]
+
+        return [uv.find_uv_bin()]
+    except ImportError:
+        found = shutil.which("uv")
+        return [found] if found else ["python3", "-m", "uv"]
+
+
+def codex_sdk_python(version: str) -> tuple[str | None, str]:
+    """The python of a venv holding ``openai-codex==version`` (made on first use), or None and
+    why not."""
+    venv = cache_dir() / f"openai-codex-{version}"
+    python = venv / "bin" / "python"
+    marker = venv / ".installed"
+    if marker.exists() and python.exists():
+        return str(python), f"openai-codex {version} in {venv}"
+    uv = uv_command()
+    try:
+        subprocess.run(
+            [*uv, "venv", "-q", "--python", sys.executable, str(venv)],
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            [*uv, "pip", "install", "-q", "--python", str(python), f"openai-codex=={version}"],
+            check=True,
+            capture_output=True,
+        )
+    except (OSError, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", b"") or b""
+        return None, f"could not install openai-codex=={version}: {exc} {detail.decode()[-300:]}"
+    marker.write_text(version)
+    return str(python), f"openai-codex {version} installed into {venv}"
+
+
+def sides_for(kind: Kind, tree: str, codex_python: str | None) -> list[Side]:
+    py = sys.executable
+    settings = json.dumps(kind.settings)
+    agents_env = json.dumps(kind.agents_env)
+
+    def says(out: bytes) -> bool:
+        return out.strip().endswith(ANSWER.encode())
+
+    def jigs(code: str, tag: str) -> Callable[[int], list[str]]:
+        return lambda i: [py, "-c", code, kind.kind, tree, settings, agents_env, f"cold-{tag}-{i}"]
+
+    sides = [
+        Side(f"raw {kind.kind} (reused home)", lambda i: kind.raw_argv, kind.raw_env, kind.raw_ok),
+        Side("jigs run_agent (fresh python)", jigs(JIGS_RUN_AGENT, "run"), kind.jigs_env, says),
+    ]
+    if kind.kind in ("claude", "codex"):
+        sides.append(
+            Side("jigs runner + generate_text", jigs(JIGS_RUNNER, "gen"), kind.jigs_env, says)
+        )
+    if kind.kind == "claude":
+        claude = [py, "-c", CLAUDE_SDK, tree, kind.exe]
+        label = "claude_agent_sdk.query (fresh python)"
+        sides.append(Side(label, lambda i: claude, kind.sdk_env, says))
+    if kind.kind == "codex" and codex_python is not None:
+        codex = [codex_python, "-c", CODEX_SDK, tree, kind.exe]
+        label = "openai_codex thread.run (fresh python)"
+        sides.append(Side(label, lambda i: codex, kind.sdk_env, says))
+    return sides
+
+
+async def timed(side: Side, i: int, tree: str, server: object) -> float:
+    from jigs.testing import text
+
+    server.add(text(ANSWER))  # type: ignore[attr-defined]
+    started = time.perf_counter()
+    result = await anyio.run_process(
+        side.argv(i), cwd=tree, env=side.env, stdin=subprocess.DEVNULL, check=False
+    )
+    elapsed = time.perf_counter() - started
+    if result.returncode != 0 or not side.ok(result.stdout):
+        raise SystemExit(
+            f"{side.label} failed (exit {result.returncode}):\n"
+            f"stdout: {result.stdout.decode(errors='replace')[-600:]}\n"
+            f"stderr: {result.stderr.decode(errors='replace')[-1500:]}"
+        )
+    return elapsed
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:7.0f} ms"
+
+
+def report(kind: str, sides: list[Side], runs: int, sdk_note: str | None) -> None:
+    raw = statistics.median(sides[0].samples)
+    print(f"\n{kind}: medians of {runs} alternated runs, each a whole process")
+    width = max(len(s.label) for s in sides)
+    overheads: dict[str, float] = {}
+    for side in sides:
+        med = statistics.median(side.samples)
+        ratios = [s / r for s, r in zip(side.samples, sides[0].samples, strict=True)]
+        line = f"  {side.label:<{width}} {ms(med)}"
+        if side is not sides[0]:
+            overheads[side.label] = med - raw
+            over = (med - raw) * 1000
+            line += f"  {statistics.median(ratios):5.2f}x raw  overhead {over:+6.0f} ms"
+        print(line)
+    if sdk_note:
+        print(f"  ({sdk_note})")
+    sdk = [label for label in overheads if not label.startswith("jigs")]
+    if kind == "pi":
+        jigs = overheads["jigs run_agent (fresh python)"]
+        print(f"  Pi: jigs - raw = {jigs * 1000:+.0f} ms (target <= +150 ms)")
+        return
+    if not sdk:
+        print("  no SDK side: jigs overhead / SDK overhead not measured")
+        return
+    sdk_over = overheads[sdk[0]]
+    for label, over in overheads.items():
+        if label.startswith("jigs"):
+            print(
+                f"  jigs overhead / SDK overhead ({label.split(' (')[0]}): "
+                f"{over / sdk_over:.3f} (target <= 1/6 = 0.167)"
+            )
+
+
+async def bench_kind(kind_name: str, runs: int, root: Path, codex_python: str | None) -> list[Side]:
+    from jigs.testing import ModelServer
+
+    async with ModelServer() as server:
+        kind_root = root / kind_name
+        tree = kind_root / "tree"
+        tree.mkdir(parents=True)
+        await anyio.run_process(["git", "init", "-q", str(tree)], check=True)
+        kind = setup(kind_name, server, kind_root)
+        try:
+            sides = sides_for(kind, str(tree), codex_python)
+            for side in sides:  # warm-up: page cache, first-run files in the reused homes
+                await timed(side, -1, str(tree), server)
+            for i in range(runs):
+                shift = i % len(sides)
+                order = sides[shift:] + sides[:shift]
+                if (i // len(sides)) % 2:
+                    order.reverse()
+                for side in order:
+                    side.samples.append(await timed(side, i, str(tree), server))
+        finally:
+            kind.remove()
+    return sides
+
+
+def uptime() -> str:
+    try:
+        return subprocess.run(
+            ["uptime"], check=False, capture_output=True, text=True
+        ).stdout.strip()
+    except OSError:
+        return f"load average {os.getloadavg()}"
+
+
+async def main_async(kinds: list[str], runs: int, codex_sdk_version: str) -> int:
+    codex_python, codex_note = None, None
+    if "codex" in kinds:
+        codex_python, codex_note = codex_sdk_python(codex_sdk_version)
+        print(f"codex SDK: {codex_note}")
+    print(f"before: {uptime()}")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="jigs-bench-cold-") as tmp:
+        for kind in kinds:
+            started = time.perf_counter()
+            sides = await bench_kind(kind, runs, Path(tmp), codex_python)
+            results.append((kind, sides, time.perf_counter() - started))
+    for kind, sides, seconds in results:
+        note = codex_note if kind == "codex" else None
+        if kind == "claude":
+            note = f"claude-agent-sdk {importlib.metadata.version('claude-agent-sdk')}"
+        report(kind, sides, runs, note)
+        print(f"  ({seconds:.0f} s for this kind)")
+    print(f"\nafter: {uptime()}")
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated kinds")
+    parser.add_argument(
+        "--codex-sdk-version",
+        default=importlib.metadata.version("openai-codex-cli-bin"),
+        help="openai-codex version for the SDK side (default: the workspace's CLI version)",
+    )
+    args = parser.parse_args()
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    for kind in kinds:
+        if kind not in KINDS:
+            parser.error(f"unknown kind {kind!r}: choose from {', '.join(KINDS)}")
+    prepare_environ()
+    sys.exit(anyio.run(main_async, kinds, args.runs, args.codex_sdk_version))
+
+
+if __name__ == "__main__":
+    main()
