@@ -15,9 +15,12 @@ Every sample is one whole process, started and read to its exit, against one loo
   ``~/.cache/jigs-bench``, pinned to the workspace's ``openai-codex-cli-bin`` version).
 
 All sides run the same CLI executable. The sides rotate their order every round so machine drift
-spreads over all of them. Prints each side's median, its ratio to raw, its overhead (median minus
-the raw median) and, per kind, jigs' overhead divided by the SDK's (target at most 1/6 for claude
-and codex) or, for Pi, jigs minus raw (target at most +150 ms). Figures, not pass/fail.
+spreads over all of them. Prints each side's median wall time and CPU time (user + system of the
+whole process tree it waited for; steadier than wall time on a loaded machine), its ratio to raw,
+its overhead (median minus the raw median) and, per kind, jigs' overhead divided by the SDK's
+(target at most 1/6 for claude and codex) or, for Pi, jigs minus raw (target at most +150 ms);
+then the outermost imports of one jigs process by ``-X importtime``, so a heavy import on the
+step's path shows. Figures, not pass/fail.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import argparse
 import importlib.metadata
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -115,6 +119,8 @@ class Side:
     env: dict[str, str]
     ok: Callable[[bytes], bool]
     samples: list[float] = field(default_factory=list)
+    #: CPU seconds (user + system) of the process and the children it waited for.
+    cpu: list[float] = field(default_factory=list)
 
 
 def cache_dir() -> Path:
@@ -191,22 +197,46 @@ def sides_for(kind: Kind, tree: str, codex_python: str | None) -> list[Side]:
     return sides
 
 
-async def timed(side: Side, i: int, tree: str, server: object) -> float:
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def timed(
+    side: Side, i: int, tree: str, server: object, *, argv: list[str] | None = None
+) -> tuple[float, float, bytes]:
+    """Wall and CPU seconds of one whole run, and its stderr (one run at a time: the CPU
+    figure is the growth of this process's reaped-children usage)."""
     from jigs.testing import text
 
     server.add(text(ANSWER))  # type: ignore[attr-defined]
+    cpu = children_cpu()
     started = time.perf_counter()
     result = await anyio.run_process(
-        side.argv(i), cwd=tree, env=side.env, stdin=subprocess.DEVNULL, check=False
+        argv or side.argv(i), cwd=tree, env=side.env, stdin=subprocess.DEVNULL, check=False
     )
     elapsed = time.perf_counter() - started
+    cpu = children_cpu() - cpu
     if result.returncode != 0 or not side.ok(result.stdout):
         raise SystemExit(
             f"{side.label} failed (exit {result.returncode}):\n"
             f"stdout: {result.stdout.decode(errors='replace')[-600:]}\n"
             f"stderr: {result.stderr.decode(errors='replace')[-1500:]}"
         )
-    return elapsed
+    return elapsed, cpu, result.stderr
+
+
+def top_imports(stderr: bytes, top: int) -> list[str]:
+    """The ``top`` outermost imports by cumulative time in ``-X importtime`` output."""
+    rows = []
+    for line in stderr.decode(errors="replace").splitlines():
+        if not line.startswith("import time:") or "imported package" in line:
+            continue
+        _, cumulative, name = line.removeprefix("import time:").split("|", 2)
+        if not name[1:].startswith(" "):  # depth 0: imported by the step's own code
+            rows.append((int(cumulative), name.strip()))
+    rows.sort(reverse=True)
+    return [f"{us / 1000:6.0f} ms  {name}" for us, name in rows[:top]]
 
 
 def ms(seconds: float) -> str:
@@ -215,15 +245,18 @@ def ms(seconds: float) -> str:
 
 def report(kind: str, sides: list[Side], runs: int, sdk_note: str | None) -> None:
     raw = statistics.median(sides[0].samples)
-    print(f"\n{kind}: medians of {runs} alternated runs, each a whole process")
+    raw_cpu = statistics.median(sides[0].cpu)
+    print(f"\n{kind}: medians of {runs} alternated runs, each a whole process (wall; CPU)")
     width = max(len(s.label) for s in sides)
     overheads: dict[str, float] = {}
+    cpu_overheads: dict[str, float] = {}
     for side in sides:
-        med = statistics.median(side.samples)
+        med, cpu = statistics.median(side.samples), statistics.median(side.cpu)
         ratios = [s / r for s, r in zip(side.samples, sides[0].samples, strict=True)]
-        line = f"  {side.label:<{width}} {ms(med)}"
+        line = f"  {side.label:<{width}} {ms(med)}; CPU {ms(cpu)}"
         if side is not sides[0]:
             overheads[side.label] = med - raw
+            cpu_overheads[side.label] = cpu - raw_cpu
             over = (med - raw) * 1000
             line += f"  {statistics.median(ratios):5.2f}x raw  overhead {over:+6.0f} ms"
         print(line)
@@ -237,16 +270,19 @@ def report(kind: str, sides: list[Side], runs: int, sdk_note: str | None) -> Non
     if not sdk:
         print("  no SDK side: jigs overhead / SDK overhead not measured")
         return
-    sdk_over = overheads[sdk[0]]
+    sdk_over, sdk_cpu = overheads[sdk[0]], cpu_overheads[sdk[0]]
     for label, over in overheads.items():
         if label.startswith("jigs"):
             print(
                 f"  jigs overhead / SDK overhead ({label.split(' (')[0]}): "
-                f"{over / sdk_over:.3f} (target <= 1/6 = 0.167)"
+                f"{over / sdk_over:.3f} (target <= 1/6 = 0.167); "
+                f"in CPU time {cpu_overheads[label] / sdk_cpu:.3f}"
             )
 
 
-async def bench_kind(kind_name: str, runs: int, root: Path, codex_python: str | None) -> list[Side]:
+async def bench_kind(
+    kind_name: str, runs: int, root: Path, codex_python: str | None, top: int
+) -> tuple[list[Side], list[str]]:
     from jigs.testing import ModelServer
 
     async with ModelServer() as server:
@@ -265,10 +301,16 @@ async def bench_kind(kind_name: str, runs: int, root: Path, codex_python: str | 
                 if (i // len(sides)) % 2:
                     order.reverse()
                 for side in order:
-                    side.samples.append(await timed(side, i, str(tree), server))
+                    elapsed, cpu, _ = await timed(side, i, str(tree), server)
+                    side.samples.append(elapsed)
+                    side.cpu.append(cpu)
+            jigs = sides[1]
+            argv = jigs.argv(runs)
+            argv[1:1] = ["-X", "importtime"]
+            _, _, stderr = await timed(jigs, runs, str(tree), server, argv=argv)
         finally:
             kind.remove()
-    return sides
+    return sides, top_imports(stderr, top)
 
 
 def uptime() -> str:
@@ -280,7 +322,7 @@ def uptime() -> str:
         return f"load average {os.getloadavg()}"
 
 
-async def main_async(kinds: list[str], runs: int, codex_sdk_version: str) -> int:
+async def main_async(kinds: list[str], runs: int, codex_sdk_version: str, top: int) -> int:
     codex_python, codex_note = None, None
     if "codex" in kinds:
         codex_python, codex_note = codex_sdk_python(codex_sdk_version)
@@ -290,13 +332,16 @@ async def main_async(kinds: list[str], runs: int, codex_sdk_version: str) -> int
     with tempfile.TemporaryDirectory(prefix="jigs-bench-cold-") as tmp:
         for kind in kinds:
             started = time.perf_counter()
-            sides = await bench_kind(kind, runs, Path(tmp), codex_python)
-            results.append((kind, sides, time.perf_counter() - started))
-    for kind, sides, seconds in results:
+            sides, imports = await bench_kind(kind, runs, Path(tmp), codex_python, top)
+            results.append((kind, sides, imports, time.perf_counter() - started))
+    for kind, sides, imports, seconds in results:
         note = codex_note if kind == "codex" else None
         if kind == "claude":
             note = f"claude-agent-sdk {importlib.metadata.version('claude-agent-sdk')}"
         report(kind, sides, runs, note)
+        print(f"  outermost imports of one jigs run_agent process (-X importtime, top {top}):")
+        for line in imports:
+            print(f"    {line}")
         print(f"  ({seconds:.0f} s for this kind)")
     print(f"\nafter: {uptime()}")
     return 0
@@ -311,13 +356,14 @@ def main() -> None:
         default=importlib.metadata.version("openai-codex-cli-bin"),
         help="openai-codex version for the SDK side (default: the workspace's CLI version)",
     )
+    parser.add_argument("--top", type=int, default=8, help="import-time entries per kind")
     args = parser.parse_args()
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     for kind in kinds:
         if kind not in KINDS:
             parser.error(f"unknown kind {kind!r}: choose from {', '.join(KINDS)}")
     prepare_environ()
-    sys.exit(anyio.run(main_async, kinds, args.runs, args.codex_sdk_version))
+    sys.exit(anyio.run(main_async, kinds, args.runs, args.codex_sdk_version, args.top))
 
 
 if __name__ == "__main__":
