@@ -15,12 +15,13 @@ Every sample is one whole process, started and read to its exit, against one loo
   ``~/.cache/jigs-bench``, pinned to the workspace's ``openai-codex-cli-bin`` version).
 
 All sides run the same CLI executable. The sides rotate their order every round so machine drift
-spreads over all of them. Prints each side's median wall time and CPU time (user + system of the
-whole process tree it waited for; steadier than wall time on a loaded machine), its ratio to raw,
-its overhead (median minus the raw median) and, per kind, jigs' overhead divided by the SDK's
-(target at most 1/6 for claude and codex) or, for Pi, jigs minus raw (target at most +150 ms);
-then the outermost imports of one jigs process by ``-X importtime``, so a heavy import on the
-step's path shows. Figures, not pass/fail.
+spreads over all of them. Python children run with bytecode caches, as on a user's machine (see
+``_pycache.py``: this machine sets ``PYTHONDONTWRITEBYTECODE=1``). Prints each side's median wall
+time and CPU time (user + system of the whole process tree it waited for; steadier than wall time
+on a loaded machine), its ratio to raw, its overhead (median minus the raw median) and, per kind,
+jigs' overhead divided by the SDK's (target at most 1/6 for claude and codex) or, for Pi, jigs
+minus raw (target at most +150 ms); then the outermost imports of one jigs process by
+``-X importtime``, so a heavy import on the step's path shows. Figures, not pass/fail.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from pathlib import Path
 
 import anyio
 from _kinds import ANSWER, KINDS, PROMPT, Kind, prepare_environ, setup
+from _pycache import cache_dir, describe, with_bytecode_cache
 
 JIGS_RUN_AGENT = """
 import asyncio, json, sys
@@ -123,13 +125,6 @@ class Side:
     cpu: list[float] = field(default_factory=list)
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("JIGS_BENCH_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "jigs-bench"
-    )
-    return Path(base)
-
-
 def uv_command() -> list[str]:
     try:
         import uv  # type: ignore[import-not-found]
@@ -171,6 +166,8 @@ def sides_for(kind: Kind, tree: str, codex_python: str | None) -> list[Side]:
     py = sys.executable
     settings = json.dumps(kind.settings)
     agents_env = json.dumps(kind.agents_env)
+    jigs_env = with_bytecode_cache(kind.jigs_env)
+    sdk_env = with_bytecode_cache(kind.sdk_env)
 
     def says(out: bytes) -> bool:
         return out.strip().endswith(ANSWER.encode())
@@ -180,20 +177,18 @@ def sides_for(kind: Kind, tree: str, codex_python: str | None) -> list[Side]:
 
     sides = [
         Side(f"raw {kind.kind} (reused home)", lambda i: kind.raw_argv, kind.raw_env, kind.raw_ok),
-        Side("jigs run_agent (fresh python)", jigs(JIGS_RUN_AGENT, "run"), kind.jigs_env, says),
+        Side("jigs run_agent (fresh python)", jigs(JIGS_RUN_AGENT, "run"), jigs_env, says),
     ]
     if kind.kind in ("claude", "codex"):
-        sides.append(
-            Side("jigs runner + generate_text", jigs(JIGS_RUNNER, "gen"), kind.jigs_env, says)
-        )
+        sides.append(Side("jigs runner + generate_text", jigs(JIGS_RUNNER, "gen"), jigs_env, says))
     if kind.kind == "claude":
         claude = [py, "-c", CLAUDE_SDK, tree, kind.exe]
         label = "claude_agent_sdk.query (fresh python)"
-        sides.append(Side(label, lambda i: claude, kind.sdk_env, says))
+        sides.append(Side(label, lambda i: claude, sdk_env, says))
     if kind.kind == "codex" and codex_python is not None:
         codex = [codex_python, "-c", CODEX_SDK, tree, kind.exe]
         label = "openai_codex thread.run (fresh python)"
-        sides.append(Side(label, lambda i: codex, kind.sdk_env, says))
+        sides.append(Side(label, lambda i: codex, sdk_env, says))
     return sides
 
 
@@ -327,6 +322,7 @@ async def main_async(kinds: list[str], runs: int, codex_sdk_version: str, top: i
     if "codex" in kinds:
         codex_python, codex_note = codex_sdk_python(codex_sdk_version)
         print(f"codex SDK: {codex_note}")
+    print(describe())
     print(f"before: {uptime()}")
     results = []
     with tempfile.TemporaryDirectory(prefix="jigs-bench-cold-") as tmp:

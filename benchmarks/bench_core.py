@@ -3,10 +3,11 @@
     uv run python benchmarks/bench_core.py [--runs N] [--kind KIND] [--top N]
 
 Each round runs every fresh-process side once (``python -c pass``, ``import jigs``, ``import
-jigs.steps, jigs.models``, and that import plus resolving one kind through its entry point),
-rotating the order every round so drift spreads over all sides; each side's figure is the median
-of its per-round difference and ratio to ``pass`` in the same round. Target: the import plus
-resolving one kind at most +100 ms over ``python -c pass``.
+jigs.steps, jigs.models``, and that import plus resolving one kind through its entry point), with
+bytecode caches as on a user's machine (see ``_pycache.py``), rotating the order every round so
+drift spreads over all sides; each side's figure is the median of its per-round difference and
+ratio to ``pass`` in the same round. Target: the import plus resolving one kind at most +100 ms
+over ``python -c pass``.
 
 Then one ``create_agent_runner`` + ``close`` round trip with the echo test kind, in process (the
 pipeline's own cost: env, checks, lock, open, close; no model call), and an import-time report:
@@ -26,13 +27,14 @@ import time
 from collections import defaultdict
 
 import anyio
+from _pycache import describe, with_bytecode_cache
 
 IMPORT = "import jigs.steps, jigs.models"
 
 
 def run_python(code: str) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, env=with_bytecode_cache(os.environ))
     return time.perf_counter() - started
 
 
@@ -76,6 +78,7 @@ def import_times(code: str, runs: int = 3) -> dict[str, tuple[float, float]]:
         out = subprocess.run(
             [sys.executable, "-X", "importtime", "-c", code],
             check=True,
+            env=with_bytecode_cache(os.environ),
             capture_output=True,
             text=True,
         ).stderr
@@ -120,6 +123,7 @@ def main() -> None:
         (IMPORT, IMPORT),
         (f"{IMPORT} + harnesses.{args.kind}()", resolve),
     ]
+    print(describe())
     samples = alternated(sides, args.runs)
     base = samples["python -c pass"]
     print(f"python -c pass: median {statistics.median(base) * 1000:.1f} ms ({args.runs} rounds)")
