@@ -45,7 +45,12 @@ import anyio
 from _kinds import ANSWER, KINDS, PROMPT, Kind, prepare_environ, setup
 from _pycache import cache_dir, describe, with_bytecode_cache
 
+#: The jigs children write this marker and three wall-clock stamps to stderr: started, top-level
+#: imports done, step done (the parent adds spawn and exit).
+PHASES = "jigs-bench-phases"
+
 JIGS_RUN_AGENT = """
+import time; T0 = time.time()
 import asyncio, json, sys
 from jigs import RunMetadata, harnesses
 from jigs.steps import run_agent
@@ -62,10 +67,13 @@ async def main():
     )
     print(result.text)
 
+T1 = time.time()
 asyncio.run(main())
-""".replace("PROMPT_LITERAL", repr(PROMPT))
+sys.stderr.write(f"{PHASES} {T0} {T1} {time.time()}\\n")
+""".replace("PROMPT_LITERAL", repr(PROMPT)).replace("{PHASES}", PHASES)
 
 JIGS_RUNNER = """
+import time; T0 = time.time()
 import asyncio, json, sys
 from jigs import RunMetadata, harnesses
 from jigs.models import generate_text
@@ -83,8 +91,10 @@ async def main():
         result = await generate_text(runner.model, prompt=PROMPT_LITERAL)
     print(result.text)
 
+T1 = time.time()
 asyncio.run(main())
-""".replace("PROMPT_LITERAL", repr(PROMPT))
+sys.stderr.write(f"{PHASES} {T0} {T1} {time.time()}\\n")
+""".replace("PROMPT_LITERAL", repr(PROMPT)).replace("{PHASES}", PHASES)
 
 CLAUDE_SDK = """
 import asyncio, sys
@@ -101,7 +111,7 @@ async def main():
     print(text)
 
 asyncio.run(main())
-""".replace("PROMPT_LITERAL", repr(PROMPT))
+""".replace("PROMPT_LITERAL", repr(PROMPT)).replace("{PHASES}", PHASES)
 
 CODEX_SDK = """
 import sys
@@ -111,7 +121,7 @@ cwd, exe = sys.argv[1:3]
 with Codex(CodexConfig(codex_bin=exe, cwd=cwd)) as codex:
     result = codex.thread_start(cwd=cwd).run(PROMPT_LITERAL)
 print(result.final_response)
-""".replace("PROMPT_LITERAL", repr(PROMPT))
+""".replace("PROMPT_LITERAL", repr(PROMPT)).replace("{PHASES}", PHASES)
 
 
 @dataclass
@@ -123,6 +133,8 @@ class Side:
     samples: list[float] = field(default_factory=list)
     #: CPU seconds (user + system) of the process and the children it waited for.
     cpu: list[float] = field(default_factory=list)
+    #: Per run, for the jigs sides: (interpreter start, top-level imports, step, exit) seconds.
+    phases: list[tuple[float, float, float, float]] = field(default_factory=list)
 
 
 def uv_command() -> list[str]:
@@ -206,18 +218,24 @@ async def timed(
 
     server.add(text(ANSWER))  # type: ignore[attr-defined]
     cpu = children_cpu()
+    spawned = time.time()
     started = time.perf_counter()
     result = await anyio.run_process(
         argv or side.argv(i), cwd=tree, env=side.env, stdin=subprocess.DEVNULL, check=False
     )
     elapsed = time.perf_counter() - started
     cpu = children_cpu() - cpu
+    exited = time.time()
     if result.returncode != 0 or not side.ok(result.stdout):
         raise SystemExit(
             f"{side.label} failed (exit {result.returncode}):\n"
             f"stdout: {result.stdout.decode(errors='replace')[-600:]}\n"
             f"stderr: {result.stderr.decode(errors='replace')[-1500:]}"
         )
+    for line in result.stderr.decode(errors="replace").splitlines():
+        if line.startswith(PHASES):
+            t0, t1, t2 = (float(x) for x in line.split()[1:4])
+            side.phases.append((t0 - spawned, t1 - t0, t2 - t1, exited - t2))
     return elapsed, cpu, result.stderr
 
 
@@ -255,6 +273,16 @@ def report(kind: str, sides: list[Side], runs: int, sdk_note: str | None) -> Non
             over = (med - raw) * 1000
             line += f"  {statistics.median(ratios):5.2f}x raw  overhead {over:+6.0f} ms"
         print(line)
+    for side in sides:
+        if side.phases:
+            start, imports, step, end = (
+                statistics.median(p[k] for p in side.phases) for k in range(4)
+            )
+            print(
+                f"  {side.label.split(' (')[0]} phases: interpreter start {start * 1000:.0f} ms, "
+                f"top-level imports {imports * 1000:.0f} ms, step {step * 1000:.0f} ms "
+                f"(lazy imports included), exit {end * 1000:.0f} ms"
+            )
     if sdk_note:
         print(f"  ({sdk_note})")
     sdk = [label for label in overheads if not label.startswith("jigs")]
