@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -137,3 +138,92 @@ def test_the_redacting_logger_class_is_still_exported() -> None:
     assert issubclass(_logging.RedactingLogger, structlog.stdlib.BoundLogger)
     with pytest.raises(AttributeError):
         _ = _logging.NoSuchName  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------ entry points
+
+
+def _standard(group: str) -> list[tuple[str, str, str | None, str | None]]:
+    from importlib.metadata import entry_points
+
+    rows = []
+    for ep in entry_points(group=group):
+        dist = ep.dist
+        about = (dist.metadata["Name"], dist.version) if dist is not None else (None, None)
+        rows.append((ep.name, ep.value, *about))
+    return sorted(rows)
+
+
+def _ours(group: str) -> list[tuple[str, str, str | None, str | None]]:
+    from jigs._entry_points import entry_points
+
+    return sorted((ep.name, ep.value, *ep.distribution()) for ep in entry_points(group))
+
+
+@pytest.mark.parametrize(
+    "group", ["jigs.harnesses", "console_scripts", "pytest11", "jigs.session_stores", "none.such"]
+)
+def test_entry_points_match_importlib_metadata(group: str) -> None:
+    assert _ours(group) == _standard(group)
+
+
+def _dist(site: Path, folder: str, name: str, text: str) -> None:
+    info = site / folder
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n\nbody\n")
+    (info / "entry_points.txt").write_text(text)
+
+
+def test_entry_points_follow_importlib_rules_and_see_a_new_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.setattr(sys, "path", [str(first), str(second), *sys.path])
+    group = "jigs.test-group"
+    _dist(
+        first,
+        "My.Pkg-1.0.dist-info",
+        "My.Pkg",
+        f"# a comment\n[other]\nx = nope\n[{group}]\n  one = mod.one:attr [extra]  \n"
+        "two=mod.two\nbroken line without equals\n",
+    )
+    # the same distribution further down sys.path is shadowed, as importlib.metadata does
+    _dist(second, "my_pkg-0.9.dist-info", "my-pkg", f"[{group}]\nshadowed = mod.old\n")
+    assert _ours(group) == [
+        ("one", "mod.one:attr [extra]", "My.Pkg", "1.0"),
+        ("two", "mod.two", "My.Pkg", "1.0"),
+    ]
+    # installed after the first look: found on the next one (nothing is cached)
+    _dist(second, "late_kind-2.0.dist-info", "late-kind", f"[{group}]\nlate = late.plugin\n")
+    assert ("late", "late.plugin", "late-kind", "1.0") in _ours(group)
+
+
+def test_entry_points_ask_importlib_for_a_zip_on_sys_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zipfile
+
+    archive = tmp_path / "bundle.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("zipped_kind-1.0.dist-info/METADATA", "Name: zipped-kind\nVersion: 1.0\n")
+        zipped.writestr(
+            "zipped_kind-1.0.dist-info/entry_points.txt", "[jigs.harnesses]\nzipped = z.plugin\n"
+        )
+    monkeypatch.setattr(sys, "path", [str(archive), *sys.path])
+    ours = _ours("jigs.harnesses")
+    assert ("zipped", "z.plugin", "zipped-kind", "1.0") in ours
+    assert ours == _standard("jigs.harnesses")
+
+
+def test_resolving_a_kind_does_not_import_importlib_metadata_for_jigs() -> None:
+    loaded = _loaded(
+        """
+        import sys
+        from jigs._registry import Registry
+        Registry().kinds()
+        assert "importlib.metadata" not in sys.modules
+        """
+    )
+    assert "jigs" in loaded
