@@ -39,7 +39,7 @@ def _loaded(code: str) -> set[str]:
 
 
 def test_importing_steps_and_models_loads_no_heavy_library() -> None:
-    loaded = _loaded("import jigs.steps, jigs.models")
+    loaded = _loaded("import jigs.steps, jigs.models, jigs.harnesses, jigs.errors")
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
 
 
