@@ -61,6 +61,31 @@ def test_the_lazy_names_still_resolve() -> None:
     assert result.usage == Usage()
 
 
+def test_agent_result_keeps_its_name_and_resolvable_type_hints() -> None:
+    """Temporal's and DBOS' converters call get_type_hints on a dataclass result; pickles and
+    stored results name the class jigs.steps.AgentResult."""
+    done = _fresh(
+        """
+        import pickle, typing
+        from jigs.steps import AgentResult
+        from jigs._types import AgentSessionRef
+        from jigs.models._types import Usage
+        hints = typing.get_type_hints(AgentResult)
+        assert hints["session"] == AgentSessionRef | None, hints
+        assert hints["usage"] is Usage, hints
+        assert AgentResult.__module__ == "jigs.steps"
+        assert AgentResult.__qualname__ == "AgentResult"
+        ref = AgentSessionRef(harness="echo", id="s-1", descriptor="{}")
+        result = AgentResult(text="t", session=ref, output=None, usage=Usage(input_tokens=3))
+        assert pickle.loads(pickle.dumps(result)) == result
+        assert AgentResult[None] is not None
+        print("ok")
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
 def test_an_event_nobody_can_hear_does_not_import_structlog() -> None:
     loaded = _loaded(
         """

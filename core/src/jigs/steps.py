@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from jigs._logging import logger
 from jigs.errors import AgentSessionError, RunnerClosedError
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
     from jigs._engine import EventCallback, TurnRecord
     from jigs._pipeline import Step
     from jigs._registry import Registry
+    from jigs._result import AgentResult
     from jigs._types import AgentSessionRef, RunMetadata
     from jigs.descriptors import HarnessDescriptor
     from jigs.models._protocol import LanguageModel
@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     from jigs.stores import SessionStore
 
 # Importing this module stays cheap (no pydantic, no engine): a step may run in a fresh process,
-# so what a function needs is imported when it is first called.
+# so what a function needs is imported when it is first called, and AgentResult (whose fields
+# are pydantic types) is defined by jigs._result on first access (see __getattr__ below).
 
 __all__ = [
     "AgentResult",
@@ -211,24 +212,6 @@ def create_agent_runner(
     )
 
 
-def _new_usage() -> Usage:
-    from jigs.models._types import Usage
-
-    return Usage()
-
-
-@dataclass(frozen=True, slots=True)
-class AgentResult(Generic[OutputT]):
-    """A whole turn: the text, the session to resume, and the structured output (typed as the
-    model asked for with ``output=``; None when none was)."""
-
-    text: str
-    session: AgentSessionRef | None
-    output: OutputT
-    usage: Usage = field(default_factory=_new_usage)
-    provider_metadata: dict[str, dict[str, Any]] | None = None
-
-
 @overload
 async def run_agent(
     *,
@@ -356,6 +339,8 @@ async def run_agent(
     )
     model = getattr(descriptor, "model", None)  # Pi's is a model source, not a name
     result = result_of(kind, record, [], model if isinstance(model, str) else None)
+    from jigs._result import AgentResult
+
     return AgentResult(
         text=record.text,
         session=session,
@@ -457,6 +442,14 @@ def stream_agent(
             "registry": registry,
         }
     )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AgentResult":
+        from jigs._result import AgentResult
+
+        return AgentResult
+    raise AttributeError(f"module 'jigs.steps' has no attribute {name!r}")
 
 
 def _is_model_class(value: object) -> bool:
