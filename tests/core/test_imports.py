@@ -252,3 +252,23 @@ def test_resolving_a_kind_does_not_import_importlib_metadata_for_jigs() -> None:
         """
     )
     assert "jigs" in loaded
+
+
+def test_entry_points_ask_importlib_where_file_access_is_forbidden(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Temporal's workflow sandbox forbids os and open() to non-stdlib modules (importlib.metadata
+    is passed through): the reader must still give the standard answer there."""
+    from jigs import _entry_points
+
+    class Forbidden(RuntimeError):
+        pass
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise Forbidden("Cannot access __builtins__.open from inside a workflow")
+
+    expected = _standard("jigs.harnesses")
+    assert expected  # the workspace installs kinds
+    # open() as the sandbox has it, for this module only (importlib.metadata keeps the real one)
+    monkeypatch.setattr(_entry_points, "open", forbidden, raising=False)
+    assert _ours("jigs.harnesses") == expected

@@ -9,8 +9,10 @@ wins, and each one's ``entry_points.txt`` is parsed the way importlib.metadata p
 is cached across calls, so a kind installed a moment ago is found.
 
 When ``sys.path`` holds something this reader does not model (a zip file, an ``.egg``, a
-non-string entry) or another meta path finder serves distributions of its own, it asks
-importlib.metadata instead, so the answer is never different from the standard one.
+non-string entry), another meta path finder serves distributions of its own, or reading fails
+in a way listing a folder cannot (a sandbox that forbids file access, as Temporal's workflow
+sandbox does for non-stdlib modules), it asks importlib.metadata instead, so the answer is never
+different from the standard one.
 """
 
 from __future__ import annotations
@@ -61,6 +63,12 @@ def _name_and_version(folder: str) -> tuple[str | None, str | None]:
                     found[key] = value.strip()
     except OSError:
         pass
+    except Exception:  # a sandbox forbidding file access: ask importlib.metadata
+        from importlib.metadata import PathDistribution
+        from pathlib import Path
+
+        dist = PathDistribution(Path(folder))
+        return dist.metadata["Name"], dist.version
     return found.get("Name"), found.get("Version")
 
 
@@ -112,8 +120,15 @@ def _from_importlib(group: str) -> list[FoundEntryPoint]:
 
 def entry_points(group: str) -> list[FoundEntryPoint]:
     """The entry points of ``group`` of every installed distribution, in ``sys.path`` order."""
-    if not _standard_layout():
-        return _from_importlib(group)
+    try:
+        if _standard_layout():
+            return _scan(group)
+    except Exception:  # e.g. a sandbox (Temporal's workflow sandbox) that
+        pass  # forbids file access to non-stdlib modules: the standard reader still may
+    return _from_importlib(group)
+
+
+def _scan(group: str) -> list[FoundEntryPoint]:
     seen: set[str] = set()
     found: list[FoundEntryPoint] = []
     for entry in sys.path:
