@@ -1,4 +1,5 @@
-"""Finding harness kinds: pluggy plus ``importlib.metadata`` entry points (``jigs.harnesses``).
+"""Finding harness kinds: pluggy plus entry points (``jigs.harnesses``), read by
+:mod:`jigs._entry_points` (importlib.metadata's rules without its import cost).
 
 Entry points are listed cheaply and loaded lazily, one kind at a time, each in its own try/except:
 a broken plugin records an error naming its distribution, entry point and exception, and every
@@ -17,12 +18,13 @@ import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 import pluggy
 
 from jigs._contract import check_contract
+from jigs._entry_points import FoundEntryPoint as EntryPoint
+from jigs._entry_points import entry_points
 from jigs.errors import HarnessContractError, HarnessNotFoundError, HarnessPluginError
 from jigs.plugin import Harness, HarnessSpecs
 
@@ -63,10 +65,7 @@ class PluginInfo:
 
 
 def _dist_of(ep: EntryPoint) -> tuple[str | None, str | None]:
-    dist = ep.dist
-    if dist is None:
-        return None, None
-    return dist.metadata["Name"], dist.version
+    return ep.distribution()
 
 
 class Registry:
@@ -90,7 +89,7 @@ class Registry:
     def _entry_points(self) -> dict[str, list[EntryPoint]]:
         if self._eps is None:
             found: dict[str, list[EntryPoint]] = {}
-            for ep in entry_points(group=self.group):
+            for ep in entry_points(self.group):
                 found.setdefault(ep.name, [])
                 # the same distribution can appear twice on sys.path; count distinct ones
                 if all(_dist_of(other) != _dist_of(ep) for other in found[ep.name]):

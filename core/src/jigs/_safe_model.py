@@ -44,7 +44,7 @@ class SafeModel(BaseModel):
     """Frozen, extra-forbidding data whose construction raises :class:`DescriptorError`
     (never a raw ``ValidationError``), whether built directly or through ``model_validate``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     def __init__(self, /, **data: Any) -> None:
         message = None

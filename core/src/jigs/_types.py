@@ -16,7 +16,7 @@ __all__ = ["AgentSessionRef", "RunMetadata"]
 
 
 class _Data(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     def __init__(self, /, **data: Any) -> None:
         try:

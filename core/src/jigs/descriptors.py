@@ -72,7 +72,7 @@ def validation_message(exc: ValidationError, kind: str) -> str:
 class HarnessDescriptor(BaseModel):
     """Base of every kind's descriptor. Subclasses set ``kind`` as a ``Literal`` field."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, defer_build=True)
 
     #: Extra policy keys of the kind, on top of :data:`COMMON_POLICY_KEYS`.
     policy_keys: ClassVar[Mapping[str, str]] = {}

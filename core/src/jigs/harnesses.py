@@ -3,16 +3,19 @@
 ``harnesses.<kind>(**settings)`` resolves the kind's plugin on first use and builds its frozen
 descriptor; an uninstalled kind raises :class:`~jigs.errors.HarnessNotFoundError` saying
 ``pip install jigs-harness-<kind>``. :func:`load` turns stored JSON data back into the right class.
+Importing this module loads no plugin and no pydantic.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jigs.descriptors import HarnessDescriptor
 from jigs.errors import DescriptorError
+
+if TYPE_CHECKING:
+    from jigs.descriptors import HarnessDescriptor
 
 __all__ = ["installed", "load", "loads"]
 
@@ -33,6 +36,8 @@ def load(data: Mapping[str, Any] | HarnessDescriptor, *, registry: Any = None) -
     """Validate stored descriptor data (with its ``kind``) into the kind's descriptor class,
     resolving the kind through ``registry`` (default: the installed plugins). Raises
     :class:`DescriptorError` for anything that is not such data."""
+    from jigs.descriptors import HarnessDescriptor
+
     if isinstance(data, HarnessDescriptor):
         return data
     if not isinstance(data, Mapping):

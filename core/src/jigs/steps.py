@@ -15,27 +15,31 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from pydantic import BaseModel
-
-from jigs._engine import EventCallback, TurnRecord, TurnRequest
 from jigs._logging import logger
-from jigs._pipeline import Step, validate_prompt
-from jigs._types import AgentSessionRef, RunMetadata
-from jigs.descriptors import HarnessDescriptor
 from jigs.errors import AgentSessionError, RunnerClosedError
-from jigs.models._protocol import LanguageModel
-from jigs.models._types import GenerateResult, Usage
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from pydantic import BaseModel
+
+    from jigs._engine import EventCallback, TurnRecord
+    from jigs._pipeline import Step
     from jigs._registry import Registry
+    from jigs._result import AgentResult
+    from jigs._types import AgentSessionRef, RunMetadata
+    from jigs.descriptors import HarnessDescriptor
+    from jigs.models._protocol import LanguageModel
+    from jigs.models._types import GenerateResult, Usage
     from jigs.stores import SessionStore
+
+# Importing this module stays cheap (no pydantic, no engine): a step may run in a fresh process,
+# so what a function needs is imported when it is first called, and AgentResult (whose fields
+# are pydantic types) is defined by jigs._result on first access (see __getattr__ below).
 
 __all__ = [
     "AgentResult",
@@ -48,9 +52,9 @@ __all__ = [
     "stream_agent",
 ]
 
-T = TypeVar("T", bound=BaseModel)
+T = TypeVar("T", bound="BaseModel")
 #: The structured output of a turn: a pydantic model, or None when none was asked for.
-OutputT = TypeVar("OutputT", bound=BaseModel | None)
+OutputT = TypeVar("OutputT", bound="BaseModel | None")
 
 
 class AgentRunner:
@@ -81,6 +85,8 @@ class AgentRunner:
     def session_from(self, result: GenerateResult) -> AgentSessionRef | None:
         """The session a later step can resume, or None. Always read it from the latest
         result: a resumed run can report a new id."""
+        from jigs._types import AgentSessionRef
+
         session_id = self._harness.session_id(result)
         if session_id is None:
             return None
@@ -127,6 +133,8 @@ async def _open_runner(
     registry: Registry | None,
     session_store: object = None,
 ) -> AgentRunner:
+    from jigs._pipeline import Step
+
     step = Step(registry, session_store)
     try:
         await step.open(
@@ -204,18 +212,6 @@ def create_agent_runner(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class AgentResult(Generic[OutputT]):
-    """A whole turn: the text, the session to resume, and the structured output (typed as the
-    model asked for with ``output=``; None when none was)."""
-
-    text: str
-    session: AgentSessionRef | None
-    output: OutputT
-    usage: Usage = field(default_factory=Usage)
-    provider_metadata: dict[str, dict[str, Any]] | None = None
-
-
 @overload
 async def run_agent(
     *,
@@ -275,7 +271,10 @@ async def run_agent(
     errors (:class:`~jigs.errors.AgentTurnError` and its subclasses, which keep the session id,
     usage and cost).
     """
+    from jigs._engine import TurnRecord, TurnRequest
     from jigs._model import result_of
+    from jigs._pipeline import Step, validate_prompt
+    from jigs._types import AgentSessionRef
     from jigs.models._functions import parse_output
 
     validate_prompt(prompt)
@@ -340,6 +339,8 @@ async def run_agent(
     )
     model = getattr(descriptor, "model", None)  # Pi's is a model source, not a name
     result = result_of(kind, record, [], model if isinstance(model, str) else None)
+    from jigs._result import AgentResult
+
     return AgentResult(
         text=record.text,
         session=session,
@@ -443,11 +444,23 @@ def stream_agent(
     )
 
 
+def __getattr__(name: str) -> Any:
+    if name == "AgentResult":
+        from jigs._result import AgentResult
+
+        return AgentResult
+    raise AttributeError(f"module 'jigs.steps' has no attribute {name!r}")
+
+
 def _is_model_class(value: object) -> bool:
+    from pydantic import BaseModel
+
     return isinstance(value, type) and issubclass(value, BaseModel)
 
 
 def _add_usage(a: Usage, b: Usage) -> Usage:
+    from jigs.models._types import Usage
+
     def add(x: Any, y: Any) -> Any:
         return None if x is None and y is None else (x or 0) + (y or 0)
 

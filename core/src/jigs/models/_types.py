@@ -25,7 +25,7 @@ FinishReason = Literal["stop", "length", "tool-calls", "content-filter", "error"
 
 
 class _Data(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Usage(_Data):
@@ -70,7 +70,9 @@ class ModelRequest(BaseModel):
     callback, an event logger), keyed by provider name; it is never persisted.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
 
     prompt: str
     system: str | None = None

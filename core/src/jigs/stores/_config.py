@@ -26,7 +26,6 @@ value is a callable taking the table (a dict) and returning a :class:`SessionSto
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -158,6 +157,8 @@ def find_store_config(start: Path) -> tuple[Mapping[str, Any], str] | None:
             path = directory / filename
             if not path.is_file():
                 continue
+            import tomllib  # only when there is a file to read (its import compiles regexes)
+
             try:
                 data = tomllib.loads(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

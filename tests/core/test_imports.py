@@ -1,0 +1,274 @@
+"""What a step's imports cost: ``import jigs.steps, jigs.models`` and resolving a kind stay free
+of the heavy libraries, and jigs' lazy logger imports structlog only for an event someone hears.
+
+Each check runs in a fresh interpreter (what was imported is a property of a process). These
+are behaviour checks, not timings: a module that comes back here is what costs tens of ms.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+#: Libraries a step's import path must not load (each costs tens of ms in a fresh process).
+HEAVY = ("structlog", "pydantic", "pydantic_core", "httpx", "mcp", "anyio", "pluggy")
+
+
+def _fresh(code: str, *, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+
+
+def _loaded(code: str) -> set[str]:
+    """Top-level packages in ``sys.modules`` after ``code`` ran in a fresh process."""
+    report = "import json, sys\nprint(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    done = _fresh(textwrap.dedent(code) + "\n" + report)
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_importing_steps_and_models_loads_no_heavy_library() -> None:
+    loaded = _loaded("import jigs.steps, jigs.models, jigs.harnesses, jigs.errors")
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_the_lazy_names_still_resolve() -> None:
+    import jigs.models
+    import jigs.steps
+
+    for name in jigs.models.__all__:
+        assert getattr(jigs.models, name) is not None
+    for name in jigs.steps.__all__:
+        assert callable(getattr(jigs.steps, name))
+    with pytest.raises(AttributeError):
+        _ = jigs.models.NoSuchName  # type: ignore[attr-defined]
+    assert set(jigs.models.__all__) <= set(dir(jigs.models))
+    from jigs.models._types import Usage
+
+    assert jigs.models.Usage is Usage
+    result = jigs.steps.AgentResult(text="t", session=None, output=None)
+    assert result.usage == Usage()
+
+
+def test_agent_result_keeps_its_name_and_resolvable_type_hints() -> None:
+    """Temporal's and DBOS' converters call get_type_hints on a dataclass result; pickles and
+    stored results name the class jigs.steps.AgentResult."""
+    done = _fresh(
+        """
+        import pickle, typing
+        from jigs.steps import AgentResult
+        from jigs._types import AgentSessionRef
+        from jigs.models._types import Usage
+        hints = typing.get_type_hints(AgentResult)
+        assert hints["session"] == AgentSessionRef | None, hints
+        assert hints["usage"] is Usage, hints
+        assert AgentResult.__module__ == "jigs.steps"
+        assert AgentResult.__qualname__ == "AgentResult"
+        ref = AgentSessionRef(harness="echo", id="s-1", descriptor="{}")
+        result = AgentResult(text="t", session=ref, output=None, usage=Usage(input_tokens=3))
+        assert pickle.loads(pickle.dumps(result)) == result
+        assert AgentResult[None] is not None
+        print("ok")
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_an_event_nobody_can_hear_does_not_import_structlog() -> None:
+    loaded = _loaded(
+        """
+        import logging  # imported but not configured: INFO is below the root's WARNING
+        from jigs._logging import logger, timed
+        logger.bind(run_id="r").info("step.opened", kind="echo")
+        logger.debug("step.detail")
+        with timed("step.stage", logger.bind(kind="echo")):
+            pass
+        """
+    )
+    assert "structlog" not in loaded
+
+
+def test_stdlib_logging_at_info_receives_jigs_events_through_structlog() -> None:
+    done = _fresh(
+        """
+        import logging, sys
+        logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s|%(message)s")
+        from jigs._logging import logger
+        logger.bind(run_id="r-1").info("step.opened", kind="echo")
+        print("structlog" in sys.modules)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "True"
+    event = next(line for line in lines if "step.opened" in line)
+    assert event.startswith("jigs|")
+    assert "kind=echo" in event
+    assert "run_id=r-1" in event
+
+
+def test_a_warning_reaches_stderr_with_nothing_configured() -> None:
+    done = _fresh(
+        """
+        from jigs._logging import logger
+        logger.warning("steplog.unwritable", path="x")
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert "steplog.unwritable" in done.stderr
+    assert "path=x" in done.stderr or "'path': 'x'" in done.stderr
+
+
+def test_structlog_capture_sees_events_with_their_bound_fields() -> None:
+    from jigs._logging import logger
+    from structlog.testing import capture_logs
+
+    log = logger.bind(run_id="r", kind="echo")
+    with capture_logs() as logs:
+        log.bind(stage="checks").info("stage.done", seconds=0.5)
+        log.try_unbind("kind").warning("stage.slow")
+        log.new(only="this").error("stage.failed")
+    assert logs == [
+        {
+            "run_id": "r",
+            "kind": "echo",
+            "stage": "checks",
+            "seconds": 0.5,
+            "event": "stage.done",
+            "log_level": "info",
+        },
+        {"run_id": "r", "event": "stage.slow", "log_level": "warning"},
+        {"only": "this", "event": "stage.failed", "log_level": "error"},
+    ]
+    with pytest.raises(KeyError):
+        log.unbind("missing")
+
+
+def test_the_redacting_logger_class_is_still_exported() -> None:
+    import structlog
+    from jigs import _logging
+
+    assert issubclass(_logging.RedactingLogger, structlog.stdlib.BoundLogger)
+    with pytest.raises(AttributeError):
+        _ = _logging.NoSuchName  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------ entry points
+
+
+def _standard(group: str) -> list[tuple[str, str, str | None, str | None]]:
+    from importlib.metadata import entry_points
+
+    rows = []
+    for ep in entry_points(group=group):
+        dist = ep.dist
+        about = (dist.metadata["Name"], dist.version) if dist is not None else (None, None)
+        rows.append((ep.name, ep.value, *about))
+    return sorted(rows)
+
+
+def _ours(group: str) -> list[tuple[str, str, str | None, str | None]]:
+    from jigs._entry_points import entry_points
+
+    return sorted((ep.name, ep.value, *ep.distribution()) for ep in entry_points(group))
+
+
+@pytest.mark.parametrize(
+    "group", ["jigs.harnesses", "console_scripts", "pytest11", "jigs.session_stores", "none.such"]
+)
+def test_entry_points_match_importlib_metadata(group: str) -> None:
+    assert _ours(group) == _standard(group)
+
+
+def _dist(site: Path, folder: str, name: str, text: str) -> None:
+    info = site / folder
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n\nbody\n")
+    (info / "entry_points.txt").write_text(text)
+
+
+def test_entry_points_follow_importlib_rules_and_see_a_new_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.setattr(sys, "path", [str(first), str(second), *sys.path])
+    group = "jigs.test-group"
+    _dist(
+        first,
+        "My.Pkg-1.0.dist-info",
+        "My.Pkg",
+        f"# a comment\n[other]\nx = nope\n[{group}]\n  one = mod.one:attr [extra]  \n"
+        "two=mod.two\nbroken line without equals\n",
+    )
+    # the same distribution further down sys.path is shadowed, as importlib.metadata does
+    _dist(second, "my_pkg-0.9.dist-info", "my-pkg", f"[{group}]\nshadowed = mod.old\n")
+    assert _ours(group) == [
+        ("one", "mod.one:attr [extra]", "My.Pkg", "1.0"),
+        ("two", "mod.two", "My.Pkg", "1.0"),
+    ]
+    # installed after the first look: found on the next one (nothing is cached)
+    _dist(second, "late_kind-2.0.dist-info", "late-kind", f"[{group}]\nlate = late.plugin\n")
+    assert ("late", "late.plugin", "late-kind", "1.0") in _ours(group)
+
+
+def test_entry_points_ask_importlib_for_a_zip_on_sys_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zipfile
+
+    archive = tmp_path / "bundle.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("zipped_kind-1.0.dist-info/METADATA", "Name: zipped-kind\nVersion: 1.0\n")
+        zipped.writestr(
+            "zipped_kind-1.0.dist-info/entry_points.txt", "[jigs.harnesses]\nzipped = z.plugin\n"
+        )
+    monkeypatch.setattr(sys, "path", [str(archive), *sys.path])
+    ours = _ours("jigs.harnesses")
+    assert ("zipped", "z.plugin", "zipped-kind", "1.0") in ours
+    assert ours == _standard("jigs.harnesses")
+
+
+def test_resolving_a_kind_does_not_import_importlib_metadata_for_jigs() -> None:
+    loaded = _loaded(
+        """
+        import sys
+        from jigs._registry import Registry
+        Registry().kinds()
+        assert "importlib.metadata" not in sys.modules
+        """
+    )
+    assert "jigs" in loaded
+
+
+def test_entry_points_ask_importlib_where_file_access_is_forbidden(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Temporal's workflow sandbox forbids os and open() to non-stdlib modules (importlib.metadata
+    is passed through): the reader must still give the standard answer there."""
+    from jigs import _entry_points
+
+    class Forbidden(RuntimeError):
+        pass
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise Forbidden("Cannot access __builtins__.open from inside a workflow")
+
+    expected = _standard("jigs.harnesses")
+    assert expected  # the workspace installs kinds
+    # open() as the sandbox has it, for this module only (importlib.metadata keeps the real one)
+    monkeypatch.setattr(_entry_points, "open", forbidden, raising=False)
+    assert _ours("jigs.harnesses") == expected
