@@ -80,7 +80,7 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
     def env_allowlist(self, descriptor: ClaudeDescriptor) -> Collection[str]:
         # the operator's config dir (login, transcripts); the model key is NOT listed: it is
         # copied into ANTHROPIC_API_KEY at launch and never reaches the agent under its own name
-        return {*descriptor.env_names(), "CLAUDE_CONFIG_DIR"}
+        return {*(descriptor.env_names() - {descriptor.api_key_env}), "CLAUDE_CONFIG_DIR"}
 
     def resolve_executable(self, env: Mapping[str, str]) -> Resolved:
         """The CLI: ``$JIGS_CLAUDE_EXECUTABLE``, ``claude`` on PATH, the pip-bundled copy."""
