@@ -25,9 +25,13 @@ Each forwarded request is recorded as a :class:`ProxiedRequest` (status, timings
 token ``usage`` the upstream reported) in :attr:`CredentialProxy.requests` and handed to the
 ``on_request`` callback when it ends.
 
-The upstream side is ``httpx`` (imported when the proxy starts), with ``trust_env=True``: the
-host's ``HTTPS_PROXY`` / ``NO_PROXY`` and ``SSL_CERT_FILE`` apply. The loopback side is h11 on
-an anyio listener.
+The upstream side is ``httpx``, with ``trust_env=True``: the host's ``HTTPS_PROXY`` /
+``NO_PROXY`` and ``SSL_CERT_FILE`` apply. The loopback side is h11 on an anyio listener. The
+port is bound when the proxy reports started; the upstream client (importing httpx and
+httpcore, ~150 ms in a fresh process, and the TLS context) is built right after, on the
+proxy's own loop, so it overlaps the CLI's start-up instead of delaying it. A request that
+arrives first waits for it; if it cannot be built (an unreadable ``SSL_CERT_FILE``), every
+request gets 502 naming the error and ``jigs.proxy.client_failed`` is logged.
 """
 
 from __future__ import annotations
@@ -268,6 +272,9 @@ class CredentialProxy:
         self._records: list[ProxiedRequest] = []
         self._refused = 0
         self._group: anyio.abc.TaskGroup | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._client_error: Exception | None = None
+        self._client_ready = anyio.Event()
 
     # -- addresses and logs ------------------------------------------------------------------
 
@@ -359,42 +366,30 @@ class CredentialProxy:
             )
         self._started = True
         try:
-            import httpx
-
             listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
         except BaseException:
             self._closed = True
             self._stopped.set()
             raise
-        client = httpx.AsyncClient(
-            trust_env=self._trust_env,
-            verify=_verify(self._upstream, self._trust_env),
-            follow_redirects=False,
-            timeout=httpx.Timeout(
-                connect=self._connect_timeout,
-                read=self._read_timeout,
-                write=self._read_timeout,
-                pool=self._connect_timeout,
-            ),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
-        )
-        for name in _HTTPX_DEFAULTS:  # forward the client's own headers, not httpx's
-            del client.headers[name]
         try:
             sockets = listener.listeners
             self._port = int(sockets[0].extra(anyio.abc.SocketAttribute.local_port))
             async with anyio.create_task_group() as group:
                 for sub in sockets:
-                    group.start_soon(self._accept_loop, sub, group, client)
+                    group.start_soon(self._accept_loop, sub, group)
                 logger.info("jigs.proxy.started", port=self._port, upstream=self._upstream)
                 task_status.started()
+                # after started: the caller goes on launching its CLI meanwhile
+                self._build_client()
                 await self._close_requested.wait()
                 group.cancel_scope.cancel()
         finally:
             self._closed = True
+            self._client_ready.set()
             with anyio.CancelScope(shield=True):
                 await listener.aclose()
-                await client.aclose()
+                if self._client is not None:
+                    await self._client.aclose()
             self._stopped.set()
             logger.info(
                 "jigs.proxy.stopped",
@@ -404,11 +399,42 @@ class CredentialProxy:
                 refused=self._refused,
             )
 
+    def _build_client(self) -> None:
+        """The upstream client (blocks this proxy's loop while httpx loads); on failure the
+        error is kept and every request answered 502 with it. Never raises."""
+        try:
+            import httpx
+
+            client = httpx.AsyncClient(
+                trust_env=self._trust_env,
+                verify=_verify(self._upstream, self._trust_env),
+                follow_redirects=False,
+                timeout=httpx.Timeout(
+                    connect=self._connect_timeout,
+                    read=self._read_timeout,
+                    write=self._read_timeout,
+                    pool=self._connect_timeout,
+                ),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
+            )
+            for name in _HTTPX_DEFAULTS:  # forward the client's own headers, not httpx's
+                del client.headers[name]
+            self._client = client
+        except Exception as exc:
+            self._client_error = exc
+            logger.error(
+                "jigs.proxy.client_failed",
+                error=type(exc).__name__,
+                upstream=self._upstream,
+                port=self._port,
+            )
+        finally:
+            self._client_ready.set()
+
     async def _accept_loop(
         self,
         listener: anyio.abc.Listener[anyio.abc.SocketStream],
         group: anyio.abc.TaskGroup,
-        client: httpx.AsyncClient,
     ) -> None:
         if not isinstance(listener, anyio.abc.SocketListener):
             raise TypeError(f"expected a socket listener, got {type(listener).__name__}")
@@ -421,13 +447,11 @@ class CredentialProxy:
                 logger.warning("jigs.proxy.accept_failed", port=self._port, error=str(exc))
                 await anyio.sleep(0.05)
                 continue
-            group.start_soon(self._serve_connection, stream, client)
+            group.start_soon(self._serve_connection, stream)
 
     # -- one client connection ---------------------------------------------------------------
 
-    async def _serve_connection(
-        self, stream: anyio.abc.SocketStream, client: httpx.AsyncClient
-    ) -> None:
+    async def _serve_connection(self, stream: anyio.abc.SocketStream) -> None:
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
         async with stream:
             try:
@@ -435,7 +459,7 @@ class CredentialProxy:
                     event = await _next_event(conn, stream)
                     if not isinstance(event, h11.Request):
                         return
-                    if not await self._handle(conn, stream, event, client):
+                    if not await self._handle(conn, stream, event):
                         return
                     if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                         return
@@ -493,7 +517,6 @@ class CredentialProxy:
         conn: h11.Connection,
         stream: anyio.abc.SocketStream,
         request: h11.Request,
-        client: httpx.AsyncClient,
     ) -> bool:
         """Answer one request; ``False`` if the connection must close afterwards."""
         target = request.target.decode("latin-1")
@@ -521,7 +544,40 @@ class CredentialProxy:
                 conn, stream, request, status=403, reason="not_allowed", path=path
             )
         url = self._upstream + path + ("?" + query if has_query else "")
+        await self._client_ready.wait()
+        client = self._client
+        if client is None:
+            return await self._no_client(conn, stream, request, path)
         return await self._forward(conn, stream, request, client, url=url, path=path)
+
+    async def _no_client(
+        self, conn: h11.Connection, stream: anyio.abc.SocketStream, request: h11.Request, path: str
+    ) -> bool:
+        """The upstream client could not be built (or the proxy closed first): 502, recorded."""
+        error = self._client_error
+        why = f"{type(error).__name__}: {error}"[:300] if error is not None else "proxy closed"
+        body = _error_body(
+            "api_error",
+            f"the credential proxy cannot reach the upstream {self._upstream}: its HTTP client "
+            f"could not be built ({why}); check SSL_CERT_FILE / SSL_CERT_DIR",
+        )
+        with contextlib.suppress(_ClientGone, h11.LocalProtocolError):
+            await _send_plain(conn, stream, 502, body)
+        self._record(
+            ProxiedRequest(
+                method=request.method.decode("ascii", "replace"),
+                path=path,
+                status=502,
+                usage=None,
+                model=None,
+                request_bytes=0,
+                response_bytes=0,
+                seconds=0.0,
+                first_byte_seconds=None,
+                outcome="upstream_unreachable",
+            )
+        )
+        return False
 
     async def _forward(
         self,
