@@ -51,13 +51,13 @@ from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
-import h11
 
 from jigs._logging import logger
 from jigs._usage_tap import TokenUsage, UsageTap
 from jigs.errors import CredentialProxyError
 
 if TYPE_CHECKING:
+    import h11
     import httpx
 
 __all__ = ["AuthScheme", "CredentialProxy", "Outcome", "ProxiedRequest", "TokenUsage"]
@@ -400,9 +400,11 @@ class CredentialProxy:
             )
 
     def _build_client(self) -> None:
-        """The upstream client (blocks this proxy's loop while httpx loads); on failure the
-        error is kept and every request answered 502 with it. Never raises."""
+        """The upstream client (blocks this proxy's loop while httpx, and h11 for the loopback
+        side, load); on failure the error is kept and every request answered 502 with it.
+        Never raises."""
         try:
+            import h11  # noqa: F401  (loaded here, off the step's critical path)
             import httpx
 
             client = httpx.AsyncClient(
@@ -452,6 +454,8 @@ class CredentialProxy:
     # -- one client connection ---------------------------------------------------------------
 
     async def _serve_connection(self, stream: anyio.abc.SocketStream) -> None:
+        import h11
+
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
         async with stream:
             try:
@@ -554,6 +558,8 @@ class CredentialProxy:
         self, conn: h11.Connection, stream: anyio.abc.SocketStream, request: h11.Request, path: str
     ) -> bool:
         """The upstream client could not be built (or the proxy closed first): 502, recorded."""
+        import h11
+
         error = self._client_error
         why = f"{type(error).__name__}: {error}"[:300] if error is not None else "proxy closed"
         body = _error_body(
@@ -589,6 +595,7 @@ class CredentialProxy:
         url: str,
         path: str,
     ) -> bool:
+        import h11
         import httpx
 
         started = time.perf_counter()
@@ -735,6 +742,8 @@ class CredentialProxy:
         path: str,
         exc: Exception,
     ) -> None:
+        import h11
+
         logger.warning(
             "jigs.proxy.upstream_failed",
             path=path,
@@ -837,6 +846,8 @@ async def _finish(chunks: AsyncIterator[bytes]) -> None:
 
 async def _next_event(conn: h11.Connection, stream: anyio.abc.SocketStream) -> h11.Event:
     """The next h11 event; a vanished peer reads as ``ConnectionClosed``."""
+    import h11
+
     while True:
         event = conn.next_event()
         if event is h11.NEED_DATA:
@@ -868,6 +879,8 @@ async def _send_plain(
     conn: h11.Connection, stream: anyio.abc.SocketStream, status: int, body: bytes
 ) -> None:
     """A complete JSON response that closes the connection."""
+    import h11
+
     headers = [
         ("content-type", "application/json"),
         ("content-length", str(len(body))),
