@@ -13,20 +13,17 @@ real benchmark.
 
 from __future__ import annotations
 
-import argparse
-import json
-import math
-import os
-import resource
-import statistics
-import subprocess
-import sys
-import tempfile
 import time
-import uuid
-from collections.abc import MutableMapping
-from pathlib import Path
-from typing import Any
+
+_STARTED = (time.time(), time.process_time())  # before anything else this file imports
+
+import json  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import MutableMapping  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 KEY_ENV = "JIGS_BENCH_COLD_KEY"
 
@@ -35,7 +32,9 @@ KEY_ENV = "JIGS_BENCH_COLD_KEY"
 
 
 def child(kind: str, url: str, tree: str, t0: float) -> None:
-    marks: list[tuple[str, float, float]] = [("interpreter up", time.time(), time.process_time())]
+    marks: list[tuple[str, float, float]] = [("interpreter up", *_STARTED)]
+    import uuid
+
     import anyio
     from jigs import RunMetadata, harnesses
     from jigs.models import generate_text
@@ -104,11 +103,14 @@ def child(kind: str, url: str, tree: str, t0: float) -> None:
         import cProfile
         import pstats
 
-        profile = cProfile.Profile(time.thread_time)
+        timer = time.perf_counter if os.environ.get("PROBE_TIMER") == "wall" else time.thread_time
+        profile = cProfile.Profile(timer)
         profile.runcall(anyio.run, step)
         main_cpu = time.thread_time()
         stats = pstats.Stats(profile, stream=sys.stderr)
-        stats.sort_stats(os.environ["PROBE_PROFILE"]).print_stats(40)
+        stats.sort_stats(os.environ["PROBE_PROFILE"]).print_stats(
+            os.environ.get("PROBE_FILTER", ""), 40
+        )
         print(
             f"main thread CPU {main_cpu * 1000:.0f} ms, process CPU "
             f"{time.process_time() * 1000:.0f} ms",
@@ -124,12 +126,22 @@ def child(kind: str, url: str, tree: str, t0: float) -> None:
     sys.stdout.flush()
     if os.environ.get("PROBE_EXIT") == "hard":  # how long the interpreter's shutdown takes
         os._exit(0)
+    if os.environ.get("PROBE_EXIT") == "freeze":  # ... and how much of it is the cyclic GC
+        import gc
+
+        gc.freeze()
 
 
 # ------------------------------------------------------------------ the parent
 
 
 async def main_async(kind: str, runs: int, show: bool, bytecode: str, versus: list[str]) -> None:
+    import resource
+    import statistics
+    import subprocess
+    import tempfile
+    import uuid
+
     import anyio
     from jigs.env import build_env
     from jigs.testing import ModelServer, text
@@ -139,6 +151,8 @@ async def main_async(kind: str, runs: int, show: bool, bytecode: str, versus: li
     jigs_times: list[float] = []
     raw_times: list[float] = []
     variant_times: list[float] = []
+    variant_spans: list[float] = []
+    floor_times: list[float] = []
     cpu: dict[str, list[float]] = {"jigs": [], "raw": []}
 
     def used() -> float:
@@ -175,10 +189,17 @@ async def main_async(kind: str, runs: int, show: bool, bytecode: str, versus: li
                 raise SystemExit(result.stderr.decode()[-3000:])
             if variant:
                 variant_times.append(elapsed)
+                variant_spans.append(_cli_span(json.loads(result.stdout.splitlines()[-1])))
                 return elapsed
             cpu["jigs"].append(used() - before)
             timelines.append(json.loads(result.stdout.splitlines()[-1]))
             return elapsed
+
+        async def floor() -> float:
+            # the interpreter alone: `python -c pass` in the same conditions as the jigs side
+            t0 = time.time()
+            await anyio.run_process([sys.executable, "-c", "pass"], env=child_env, check=True)
+            return time.time() - t0
 
         async def raw() -> float:
             server.add(text("cold answer"))
@@ -200,15 +221,18 @@ async def main_async(kind: str, runs: int, show: bool, bytecode: str, versus: li
         cpu["jigs"].clear()
         cpu["raw"].clear()
         for i in range(runs):
-            sides = ["raw", "jigs", *(["variant"] if versus else [])]
+            sides = ["raw", "jigs", "floor", *(["variant"] if versus else [])]
             for side in sides if i % 2 == 0 else reversed(sides):
-                if side == "raw":
+                if side == "floor":
+                    floor_times.append(await floor())
+                elif side == "raw":
                     raw_times.append(await raw())
                 elif side == "jigs":
                     jigs_times.append(await jigs())
                 else:
                     await jigs(variant=True)
     _print(kind, timelines, jigs_times, raw_times, show)
+    print(f"python -c pass:      median {statistics.median(floor_times) * 1000:.0f} ms")
     jc, rc = statistics.median(cpu["jigs"]), statistics.median(cpu["raw"])
     print(f"CPU of the whole process tree: jigs {jc * 1000:.0f} ms, raw {rc * 1000:.0f} ms")
     if versus:
@@ -218,10 +242,15 @@ async def main_async(kind: str, runs: int, show: bool, bytecode: str, versus: li
             f"jigs with {' '.join(versus)}: median {vm * 1000:.0f} ms ({(vm - jm) * 1000:+.0f} ms; "
             f"median pair difference {statistics.median(diffs) * 1000:+.0f} ms)"
         )
+        print(
+            f"  its CLI span (launch to turn finished): {statistics.median(variant_spans):.0f} ms"
+        )
     print(f"load average: {os.getloadavg()}")
 
 
 def _raw(kind: str, url: str, tree: str, build_env: Any) -> tuple[list[str], dict[str, str]]:
+    import tempfile
+
     if kind == "claude":
         from jigs_harness_claude import resolve_executable
 
@@ -265,6 +294,11 @@ def _raw(kind: str, url: str, tree: str, build_env: Any) -> tuple[list[str], dic
     return argv, env
 
 
+def _cli_span(timeline: list[tuple[str, float, float]]) -> float:
+    at = {name: ms for name, ms, _ in timeline}
+    return at["turn.finished"] - at["process.launched (start)"]
+
+
 def _print(
     kind: str,
     timelines: list[list[tuple[str, float, float]]],
@@ -272,6 +306,8 @@ def _print(
     raw_times: list[float],
     show: bool,
 ) -> None:
+    import statistics
+
     names: list[str] = []
     values: dict[str, list[float]] = {}
     cpus: dict[str, list[float]] = {}
@@ -291,6 +327,10 @@ def _print(
     if show:
         for timeline in timelines:
             print("  ", timeline)
+    spans = [_cli_span(timeline) for timeline in timelines]
+    print(
+        f"CLI span under jigs (launch to turn finished): median {statistics.median(spans):.0f} ms"
+    )
     jm, rm = statistics.median(jigs_times), statistics.median(raw_times)
     ratios = [j - r for j, r in zip(jigs_times, raw_times, strict=True)]
     print(f"jigs fresh process: median {jm * 1000:.0f} ms")
@@ -299,6 +339,9 @@ def _print(
 
 
 def main() -> None:
+    import argparse
+    import tempfile
+
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         kind, url, tree, t0 = sys.argv[2:6]
         child(kind, url, tree, float(t0))
