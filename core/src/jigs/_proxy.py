@@ -366,17 +366,15 @@ class CredentialProxy:
             )
         self._started = True
         try:
-            listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+            listener = await _loopback_listener()
         except BaseException:
             self._closed = True
             self._stopped.set()
             raise
         try:
-            sockets = listener.listeners
-            self._port = int(sockets[0].extra(anyio.abc.SocketAttribute.local_port))
+            self._port = int(listener.extra(anyio.abc.SocketAttribute.local_port))
             async with anyio.create_task_group() as group:
-                for sub in sockets:
-                    group.start_soon(self._accept_loop, sub, group)
+                group.start_soon(self._accept_loop, listener, group)
                 logger.info("jigs.proxy.started", port=self._port, upstream=self._upstream)
                 task_status.started()
                 # after started: the caller goes on launching its CLI meanwhile
@@ -778,6 +776,24 @@ class CredentialProxy:
                 self._on_request(record)
             except Exception as exc:
                 logger.warning("jigs.proxy.hook_failed", error=type(exc).__name__, port=self._port)
+
+
+async def _loopback_listener() -> anyio.abc.SocketListener:
+    """A listener on ``127.0.0.1`` and a fresh port, bound here rather than through
+    ``anyio.create_tcp_listener``, whose address lookup starts an executor thread on the
+    proxy's new event loop (the first step of a process pays for it). Raises ``OSError``."""
+    import socket
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as anyio does
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(socket.SOMAXCONN)
+        sock.setblocking(False)
+        return await anyio.abc.SocketListener.from_socket(sock)
+    except BaseException:
+        sock.close()
+        raise
 
 
 async def _relay(
