@@ -152,6 +152,7 @@ async def main_async(kind: str, runs: int, show: bool, bytecode: str, versus: li
     raw_times: list[float] = []
     variant_times: list[float] = []
     variant_spans: list[float] = []
+    variant_launched: list[float] = []
     floor_times: list[float] = []
     cpu: dict[str, list[float]] = {"jigs": [], "raw": []}
 
@@ -189,7 +190,9 @@ async def main_async(kind: str, runs: int, show: bool, bytecode: str, versus: li
                 raise SystemExit(result.stderr.decode()[-3000:])
             if variant:
                 variant_times.append(elapsed)
-                variant_spans.append(_cli_span(json.loads(result.stdout.splitlines()[-1])))
+                variant_timeline = json.loads(result.stdout.splitlines()[-1])
+                variant_spans.append(_cli_span(variant_timeline))
+                variant_launched.append(_at(variant_timeline, "turn.launched"))
                 return elapsed
             cpu["jigs"].append(used() - before)
             timelines.append(json.loads(result.stdout.splitlines()[-1]))
@@ -245,6 +248,11 @@ async def main_async(kind: str, runs: int, show: bool, bytecode: str, versus: li
         print(
             f"  its CLI span (launch to turn finished): {statistics.median(variant_spans):.0f} ms"
         )
+        launched = statistics.median(_at(t, "turn.launched") for t in timelines)
+        print(
+            f"  its turn.launched at {statistics.median(variant_launched):.0f} ms "
+            f"(plain jigs: {launched:.0f} ms)"
+        )
     print(f"load average: {os.getloadavg()}")
 
 
@@ -292,6 +300,10 @@ def _raw(kind: str, url: str, tree: str, build_env: Any) -> tuple[list[str], dic
     argv += ["--session-dir", sessions, "--session-id", "SESSION"]
     argv += ["-ne", "-ns", "-np", "--no-themes", "-na", "--no-mcp", "-nc", "--", "say something"]
     return argv, env
+
+
+def _at(timeline: list[tuple[str, float, float]], name: str) -> float:
+    return next(ms for n, ms, _ in timeline if n == name)
 
 
 def _cli_span(timeline: list[tuple[str, float, float]]) -> float:

@@ -28,8 +28,9 @@ token ``usage`` the upstream reported) in :attr:`CredentialProxy.requests` and h
 The upstream side is ``httpx``, with ``trust_env=True``: the host's ``HTTPS_PROXY`` /
 ``NO_PROXY`` and ``SSL_CERT_FILE`` apply. The loopback side is h11 on an anyio listener. The
 port is bound when the proxy reports started; the upstream client (importing httpx and
-httpcore, ~150 ms in a fresh process, and the TLS context) is built right after, on the
-proxy's own loop, so it overlaps the CLI's start-up instead of delaying it. A request that
+httpcore, ~150 ms in a fresh process, and the TLS context) is built 50 ms later or at the
+first request, whichever comes first, on the proxy's own loop, so it overlaps the CLI's
+start-up instead of delaying it. A request that
 arrives first waits for it; if it cannot be built (an unreadable ``SSL_CERT_FILE``), every
 request gets 502 naming the error and ``jigs.proxy.client_failed`` is logged.
 """
@@ -88,6 +89,8 @@ _DROPPED_REQUEST = _HOP_BY_HOP | _CLIENT_AUTH | {"host"}
 _HTTPX_DEFAULTS = ("accept", "accept-encoding", "connection", "user-agent")
 
 _READ_SIZE = 65536
+_CLIENT_DELAY = 0.05
+"""Seconds after the start the upstream client is built when no request asked for it first."""
 _MAX_HEAD = 256 * 1024
 _LINGER = 1.0
 """Seconds a refused connection waits for the client to finish sending before it closes."""
@@ -275,6 +278,7 @@ class CredentialProxy:
         self._client: httpx.AsyncClient | None = None
         self._client_error: Exception | None = None
         self._client_ready = anyio.Event()
+        self._client_wanted = anyio.Event()
 
     # -- addresses and logs ------------------------------------------------------------------
 
@@ -377,8 +381,7 @@ class CredentialProxy:
                 group.start_soon(self._accept_loop, listener, group)
                 logger.info("jigs.proxy.started", port=self._port, upstream=self._upstream)
                 task_status.started()
-                # after started: the caller goes on launching its CLI meanwhile
-                self._build_client()
+                group.start_soon(self._build_client_soon)
                 await self._close_requested.wait()
                 group.cancel_scope.cancel()
         finally:
@@ -396,6 +399,14 @@ class CredentialProxy:
                 requests=len(self._records),
                 refused=self._refused,
             )
+
+    async def _build_client_soon(self) -> None:
+        """Build the upstream client :data:`_CLIENT_DELAY` after the start, or at the first
+        request if one comes sooner: the caller's own work up to launching its CLI (a few tens
+        of milliseconds) then does not share the interpreter with the import."""
+        with anyio.move_on_after(_CLIENT_DELAY):
+            await self._client_wanted.wait()
+        self._build_client()
 
     def _build_client(self) -> None:
         """The upstream client (blocks this proxy's loop while httpx, and h11 for the loopback
@@ -546,6 +557,7 @@ class CredentialProxy:
                 conn, stream, request, status=403, reason="not_allowed", path=path
             )
         url = self._upstream + path + ("?" + query if has_query else "")
+        self._client_wanted.set()
         await self._client_ready.wait()
         client = self._client
         if client is None:
