@@ -56,9 +56,10 @@ run takes them (name -> an async function of one :class:`KitContext`):
   its work (or fails closed with :class:`~jigs.errors.JitCheckError` naming the file, which is
   then removed until a step runs);
 - ``event_stream``: one typed event stream, the same in the step log;
-- ``env_canaries``: every launched environment is built from empty (only allowlisted names), no
-  canary planted in the host arrives, and a named model key reaches no launched process
-  (environment or argv): the kind must give its CLI ``ctx.model_endpoint``, never the key;
+- ``env_canaries``: every launched environment is built from empty (only allowlisted names, plus
+  the ``agents_env`` name ``bad_output`` gives its fake CLIs), no canary planted in the host
+  arrives, and a named model key reaches no launched process (environment or argv): the kind
+  must give its CLI ``ctx.model_endpoint``, never the key;
 - ``no_leftovers``: nothing any check launched is left running.
 
 The last two judge every launch of the run so far (run alone, they first run a turn of their own).
