@@ -11,6 +11,7 @@ async def test_the_echo_kind_passes_the_conformance_kit(tmp_path):
     # every check ran but the one for kinds without a model, which is reported by name
     assert report.skipped.keys() == {"no_model_refusal"}
     assert "has a model" in report.skipped["no_model_refusal"]
+    assert {"bad_output", "stray_mcp_configs"} <= set(report.passed)
 
 
 async def test_the_kit_catches_a_kind_that_leaks_the_host_environment(tmp_path, monkeypatch):

@@ -12,6 +12,11 @@ async def test_kind_passes_the_conformance_kit(kind, require_cli, tmp_path):
     report = await check_harness(kind, tmp_path=tmp_path)
     # a shipped kind writes files and has a shell: only the checks that do not apply to it skip
     assert report.skipped.keys() <= {"no_model_refusal", "max_turns"}, report.skipped
-    assert {"lock_and_close", "worker_death", "process_view", "planted_config"} <= set(
-        report.passed
-    )
+    assert {
+        "lock_and_close",
+        "bad_output",
+        "worker_death",
+        "process_view",
+        "planted_config",
+        "stray_mcp_configs",
+    } <= set(report.passed)

@@ -94,13 +94,17 @@ MAX_ARG_BYTES = 128 * 1024
 def decode_line(
     raw: bytes, *, kind: str, number: int, session_id: str | None = None
 ) -> dict[str, Any]:
-    """One output line as a JSON object, or :class:`AgentOutputError` naming the line."""
+    """One output line as a JSON object, or :class:`AgentOutputError` naming the line (what it
+    shows of the line has every known secret value redacted: a CLI may print its environment)."""
     try:
         message = json.loads(raw)
     except ValueError:
         message = None
     if not isinstance(message, dict):
-        shown = raw[:120].decode("utf-8", errors="replace")
+        from jigs._secrets import redact_known
+
+        # redact before cutting, so a secret that straddles the cut is not half shown
+        shown = redact_known(raw[:4096].decode("utf-8", errors="replace"))[:120]
         raise AgentOutputError(
             f"the {kind} CLI printed a line that is not a JSON object (line {number}): "
             f"{shown!r}; is the resolved executable really the {kind} CLI, and does nothing else "
@@ -179,7 +183,17 @@ class _ProcessTurn:
             if not raw.strip():
                 continue
             self._lines += 1
-            message = decode_line(raw, kind=self.kind, number=self._lines)
+            try:
+                message = decode_line(raw, kind=self.kind, number=self._lines)
+            except AgentOutputError:
+                if not self.process.stdout_ended:
+                    raise
+                # a last line cut short by the end of the stream: a CLI that then exits
+                # non-zero (or by a signal) crashed mid-write
+                ended = await self.ended_without_result()
+                if isinstance(ended, AgentCrashedError):
+                    raise ended from None
+                raise
             if self._driver is not None and await self._driver.handle(message):
                 continue
             return message

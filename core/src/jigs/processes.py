@@ -261,6 +261,7 @@ class ManagedProcess:
         self._secrets = secrets
         self._max_line = max_line_bytes
         self._reader: BufferedByteReceiveStream | None = None
+        self._stdout_ended = False
         self._stopped = False
         self._stop_lock = anyio.Lock()
         self._init: _proctree.Proc | None = None  # the namespace's first process, outer pid
@@ -299,11 +300,18 @@ class ManagedProcess:
         text = redact_known(text, self._secrets)
         return text[-limit:] if len(text) > limit else text
 
+    @property
+    def stdout_ended(self) -> bool:
+        """Whether :meth:`read_line` has met the end of stdout (so a final line it returned
+        without a newline was cut short by the end of the stream)."""
+        return self._stdout_ended
+
     async def read_line(self) -> bytes | None:
         """The next stdout line without its newline, or None at end of stream.
 
-        A final line without a newline is returned as is. A line longer than the limit raises
-        :class:`AgentOutputError` (the reader never buffers without bound).
+        A final line without a newline is returned as is (:attr:`stdout_ended` is then True). A
+        line longer than the limit raises :class:`AgentOutputError` (the reader never buffers
+        without bound).
         """
         stdout = self._process.stdout
         if stdout is None:
@@ -313,6 +321,7 @@ class ManagedProcess:
         try:
             return await self._reader.receive_until(b"\n", self._max_line)
         except anyio.IncompleteRead:
+            self._stdout_ended = True
             rest = bytes(self._reader.buffer)
             self._reader = BufferedByteReceiveStream(stdout)
             return rest or None
@@ -323,6 +332,7 @@ class ManagedProcess:
                 kind=self.kind,
             ) from None
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._stdout_ended = True
             return None
 
     def lines(self) -> AsyncIterator[bytes]:

@@ -32,6 +32,14 @@ run takes them (name -> an async function of one :class:`KitContext`):
 - ``fork_on_resume``: two steps resumed from one ref see the same history, each under a new id;
 - ``hung_endpoint`` / ``hung_cli``: a turn whose model endpoint or CLI hangs ends in
   :class:`~jigs.errors.AgentTimeoutError` in time, unlocked, nothing left running;
+- ``bad_output``: the kind pointed at fake CLIs, one per round (``crash``: half a line, then
+  exit 3; ``garbage``: lines that are not JSON; ``oversized``: a line over
+  :data:`jigs.processes.MAX_LINE_BYTES`), each printing a secret from its environment: the step
+  raises :class:`~jigs.errors.AgentCrashedError` (its ``returncode``, a redacted
+  ``stderr_tail``) or :class:`~jigs.errors.AgentOutputError`, no error text holds the secret,
+  the worktree is unlocked, nothing is left running, and a real step on the same worktree then
+  works (a kind with an app-server transport meets the faults while its transport reads the
+  server's first answer, through the same line reader its turns use);
 - ``usage``: a successful turn reports usage and, when the descriptor names a model key
   (:meth:`~jigs.plugin.Harness.model_route`), no process the worker can see holds the key in
   ``/proc/<pid>/environ`` or ``cmdline`` while the agent's tool runs;
@@ -41,10 +49,17 @@ run takes them (name -> an async function of one :class:`KitContext`):
   step along (detached ones included) and frees the worktree;
 - ``process_view``: the agent's own shell sees no process outside its step and no host canary;
 - ``planted_config``: hostile config files planted in the worktree and HOME change nothing;
+- ``stray_mcp_configs``: the MCP configs of every well-known agent (``.mcp.json``,
+  ``.cursor/mcp.json``, ``.vscode/mcp.json``, ``.gemini/settings.json``, ``.codex/config.toml``,
+  ``~/.claude.json``, ``~/.codex/config.toml``, ...: ``STRAY_MCP_CONFIGS``), declared by the
+  kind or not, planted in the worktree and HOME: no server of theirs starts and the step does
+  its work (or fails closed with :class:`~jigs.errors.JitCheckError` naming the file, which is
+  then removed until a step runs);
 - ``event_stream``: one typed event stream, the same in the step log;
-- ``env_canaries``: every launched environment is built from empty (only allowlisted names), no
-  canary planted in the host arrives, and a named model key reaches no launched process
-  (environment or argv): the kind must give its CLI ``ctx.model_endpoint``, never the key;
+- ``env_canaries``: every launched environment is built from empty (only allowlisted names, plus
+  the ``agents_env`` name ``bad_output`` gives its fake CLIs), no canary planted in the host
+  arrives, and a named model key reaches no launched process (environment or argv): the kind
+  must give its CLI ``ctx.model_endpoint``, never the key;
 - ``no_leftovers``: nothing any check launched is left running.
 
 The last two judge every launch of the run so far (run alone, they first run a turn of their own).
@@ -69,7 +84,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from jigs._lock import worktree_locked
 from jigs.descriptors import HarnessDescriptor
 
+from jigs_testing._bad_output import SECRET_ENV, bad_output
 from jigs_testing._environ import patched_environ
+from jigs_testing._stray_mcp import STRAY_MCP_CONFIGS, stray_mcp_configs
 from jigs_testing.plan import demo_plan_of, has_demo_plan, how_to_write_demo_plan
 
 if TYPE_CHECKING:
@@ -83,6 +100,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CANARIES",
     "CHECKS",
+    "STRAY_MCP_CONFIGS",
     "CheckOutcome",
     "CheckSkipped",
     "KitContext",
@@ -166,13 +184,13 @@ class KitContext:
         return path
 
     async def turn(self, cwd: Path, prompt: str, **kwargs: Any) -> AgentResult[Any]:
-        """One :func:`jigs.steps.run_agent` step of this run with the plan's ``agents_env``."""
+        """One :func:`jigs.steps.run_agent` step of this run with the plan's ``agents_env`` (unless
+        ``kwargs`` name others)."""
         from jigs.steps import run_agent
 
         kwargs.setdefault("harness", self.descriptor)
-        result: AgentResult[Any] = await run_agent(
-            cwd=cwd, prompt=prompt, run=self.run, agents_env=self.plan.agents_env, **kwargs
-        )
+        kwargs.setdefault("agents_env", self.plan.agents_env)
+        result: AgentResult[Any] = await run_agent(cwd=cwd, prompt=prompt, run=self.run, **kwargs)
         return result
 
     def write_prompt(self, name: str, content: str) -> str:
@@ -427,6 +445,7 @@ async def _env_canaries(ctx: KitContext) -> None:
         | set(harness.sets_env)
         | set(ctx.plan.agents_env)
         | {"TRACEPARENT"}  # set by the core when the step is traced
+        | {SECRET_ENV}  # given to bad_output's fake CLIs with agents_env
         | LOCALE_ENV
     )
     key, key_env = ctx.key, ctx.key_env
@@ -1055,11 +1074,13 @@ CHECKS: dict[str, Check] = {
     "fork_on_resume": _fork_on_resume,
     "hung_endpoint": _hung_endpoint,
     "hung_cli": _hung_cli,
+    "bad_output": bad_output,
     "usage": _usage,
     "max_turns": _max_turns,
     "worker_death": _worker_death,
     "process_view": _process_view,
     "planted_config": _planted_config,
+    "stray_mcp_configs": stray_mcp_configs,
     "event_stream": _event_stream,
     "env_canaries": _env_canaries,
     "no_leftovers": _no_leftovers,

@@ -11,6 +11,7 @@ hang-turn     accept ``turn/start``, then say nothing
 stubborn      accept ``turn/start``, start a ``setsid`` child, ignore SIGTERM and hang
 chatter       accept ``turn/start``, send one delta, then status notifications forever
 crash-turn    accept ``turn/start``, then exit 1
+cut-turn      accept ``turn/start``, then print half a line (no newline) and exit 3
 bigline       answer with a 2 MiB message (one 2 MiB JSON line per notification)
 fail-turn     complete the turn with status "failed"
 requests      during the turn, send approval requests and an unknown request; the answer text
@@ -97,6 +98,10 @@ def main():
                 sys.stderr.write("fake app server: died mid-turn\n")
                 sys.stderr.flush()
                 return 1
+            if MODE == "cut-turn":
+                sys.stdout.write('{"method": "item/agentMessage/delta", "params": {"del')
+                sys.stdout.flush()
+                return 3
             answer = "fake answer"
             if (msg.get("params") or {}).get("outputSchema"):
                 answer = json.dumps({"ok": True})

@@ -120,6 +120,16 @@ async def test_crash_mid_turn_is_agent_crashed_error(fake_codex, worktree, run_m
     _nothing_left()
 
 
+async def test_a_line_cut_short_by_a_crash_mid_turn_is_agent_crashed_error(
+    fake_codex, worktree, run_meta
+):
+    fake_codex("cut-turn")
+    with pytest.raises(AgentCrashedError) as info:
+        await _one_turn(worktree, run_meta)
+    assert info.value.returncode == 3
+    _nothing_left()
+
+
 async def test_garbage_is_agent_output_error(fake_codex, worktree, run_meta):
     fake_codex("garbage")
     with pytest.raises(AgentOutputError) as info:

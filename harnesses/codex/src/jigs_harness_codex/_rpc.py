@@ -5,8 +5,9 @@ It has no background task: whoever waits reads the lines itself, one reader at a
 engine runs one turn at a time). While reading it answers each server->client request at once
 through ``on_request`` (an unhandled one gets a JSON-RPC error, so the server never blocks on
 jigs) and queues the notifications that arrive while a response is awaited. A closed stdout is
-:class:`AgentCrashedError`, a line that is not a JSON object :class:`AgentOutputError`, a JSON-RPC
-error :class:`AppServerRpcError`. Only :meth:`AppServer.request` has a deadline of its own (for
+:class:`AgentCrashedError` (so is a last line cut short by a server that then exits non-zero), a
+line that is not a JSON object :class:`AgentOutputError`, a JSON-RPC error
+:class:`AppServerRpcError`. Only :meth:`AppServer.request` has a deadline of its own (for
 start-up); the engine applies ``idle_timeout`` / ``turn_timeout`` around a turn's reads.
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 
 import anyio
 from jigs._engine import decode_line
-from jigs.errors import AgentCrashedError, AgentTimeoutError, AgentTurnError
+from jigs.errors import AgentCrashedError, AgentOutputError, AgentTimeoutError, AgentTurnError
 from jigs.processes import ManagedProcess
 
 __all__ = ["AppServer", "AppServerRpcError", "NotHandled", "RequestHandler"]
@@ -88,7 +89,17 @@ class AppServer:
             self._lines += 1
             if not raw.strip():
                 continue
-            message = decode_line(raw, kind="codex", number=self._lines)
+            try:
+                message = decode_line(raw, kind="codex", number=self._lines)
+            except AgentOutputError:
+                if not self.process.stdout_ended:
+                    raise
+                # a last line cut short by the end of the stream: a server that then exits
+                # non-zero (or by a signal) crashed mid-write
+                crashed = await self._crashed(waiting_for)
+                if crashed.returncode in (0, None):
+                    raise
+                raise crashed from None
             if "method" not in message or "id" not in message:
                 return message
             method = str(message["method"])

@@ -29,6 +29,13 @@ def emit(event: dict[str, object]) -> None:
     sys.stdout.flush()
 
 
+def _save(path: Path, history: list[str]) -> None:
+    # atomically: a turn stopped mid-write (a limit, a timeout) never leaves an empty session
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_text(json.dumps(history))
+    os.replace(partial, path)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", required=True)
@@ -95,7 +102,7 @@ def main() -> int:
                 time.sleep(0.05)
         elif name == "fail":
             history.append(args.prompt)
-            path.write_text(json.dumps(history))
+            _save(path, history)
             emit({"type": "failed", "reason": value, "message": f"echo failed: {value}"})
             return 1
         elif name == "json":
@@ -103,7 +110,7 @@ def main() -> int:
         elif name == "env":
             answer = " ".join(sorted(os.environ))
     history.append(args.prompt)
-    path.write_text(json.dumps(history))
+    _save(path, history)
     emit({"type": "text", "text": answer})
     emit({"type": "usage", "cost": 0.0, "input": len(args.prompt)})
     emit({"type": "result", "text": answer, "session_id": session_id, "turns": len(history)})
