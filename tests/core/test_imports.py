@@ -43,6 +43,114 @@ def test_importing_steps_and_models_loads_no_heavy_library() -> None:
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
 
 
+#: Modules resolving a kind and building its descriptor must not load: the engine, the events,
+#: processes and the libraries a step only needs once it runs. (importlib.metadata is imported,
+#: by pydantic alone: building the first model scans the ``pydantic`` entry points; see below.)
+NOT_ON_RESOLVE = (
+    "anyio",
+    "httpx",
+    "mcp",
+    "structlog",
+    "subprocess",
+    "tomllib",
+    "jigs._engine",
+    "jigs._pipeline",
+    "jigs.events",
+    "jigs.processes",
+    "jigs.models._types",
+)
+
+#: How each installed kind's descriptor is built (Pi needs a model source).
+BUILD = {
+    "claude": "harnesses.claude()",
+    "codex": "harnesses.codex()",
+    "echo": "harnesses.echo()",
+    "pi": (
+        "harnesses.pi(model={'type': 'openai-compatible', 'name': 'local', "
+        "'base_url': 'http://127.0.0.1:1/v1', 'model': 'm', 'api_key_env': 'LOCAL_KEY'})"
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BUILD))
+def test_resolving_a_kind_and_building_its_descriptor_stays_light(kind: str) -> None:
+    """What the step's first lines cost: the import, the kind's plugin, one descriptor. The
+    descriptor is real (validated: a bad setting is still refused) and its harness is usable."""
+    done = _fresh(
+        f"""
+        import json, sys, traceback
+
+        class Who:
+            \"\"\"Records which file imports importlib.metadata (finds nothing itself).\"\"\"
+            importers = []
+
+            def find_spec(self, name, path=None, target=None):
+                if name == "importlib.metadata":
+                    frames = [f.filename for f in traceback.extract_stack()[:-1]]
+                    outside = [f for f in frames if "importlib" not in f and "<frozen" not in f]
+                    self.importers.append(outside[-1])
+                return None
+
+        sys.meta_path.insert(0, Who())
+        import jigs.steps, jigs.models
+        from jigs import harnesses
+        from jigs.errors import DescriptorError
+        descriptor = {BUILD[kind]}
+        harness = harnesses._registry().get({kind!r})
+        assert isinstance(descriptor, harness.descriptor_type), descriptor
+        assert descriptor.kind == {kind!r}
+        assert descriptor.describe()
+        try:
+            harnesses.{kind}(no_such_setting=1)
+        except DescriptorError:
+            pass
+        else:
+            raise AssertionError("an unknown setting was accepted")
+        print(json.dumps(Who.importers))
+        print(json.dumps(sorted(m for m in {NOT_ON_RESOLVE!r} if m in sys.modules)))
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    *_, importers, loaded = (json.loads(line) for line in done.stdout.strip().splitlines())
+    assert loaded == [], f"resolving {kind} imported {loaded}"
+    # only pydantic's plugin loader asks importlib.metadata (no jigs module, no kind)
+    assert all(Path(f).as_posix().endswith("pydantic/plugin/_loader.py") for f in importers), (
+        importers
+    )
+
+
+def test_a_kind_package_exports_its_names_on_first_access() -> None:
+    """The harness packages' public names are imported on first access, and stay the same
+    objects as in their modules."""
+    done = _fresh(
+        """
+        import sys
+        import jigs_harness_claude, jigs_harness_codex, jigs_harness_pi
+        assert "jigs.events" not in sys.modules and "anyio" not in sys.modules
+        for package in (jigs_harness_claude, jigs_harness_codex, jigs_harness_pi):
+            for name in package.__all__:
+                assert getattr(package, name) is not None, (package.__name__, name)
+            assert set(package.__all__) <= set(dir(package))
+            try:
+                package.NoSuchName
+            except AttributeError:
+                pass
+            else:
+                raise AssertionError(package.__name__)
+        from jigs_harness_codex._rpc import AppServerRpcError
+        from jigs_harness_claude._events import ClaudeDecoder
+        from jigs_harness_pi._executable import resolve_pi
+        assert jigs_harness_codex.AppServerRpcError is AppServerRpcError
+        assert jigs_harness_claude.ClaudeDecoder is ClaudeDecoder
+        assert jigs_harness_pi.resolve_pi is resolve_pi
+        assert jigs_harness_codex.__version__
+        print("ok")
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
 def test_the_lazy_names_still_resolve() -> None:
     import jigs.models
     import jigs.steps

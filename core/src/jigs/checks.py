@@ -13,8 +13,6 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-import anyio
-
 __all__ = [
     "CHECK_TIMEOUT",
     "Check",
@@ -93,6 +91,8 @@ async def _run_one(check: Check, default_timeout: float) -> CheckOutcome:
 
 
 async def _run_check(check: Check, default_timeout: float) -> CheckOutcome:
+    import anyio  # here, not at module level: a kind imports this module to resolve
+
     timeout = check.timeout if check.timeout is not None else default_timeout
     started = time.perf_counter()
     try:
@@ -143,6 +143,8 @@ async def run_checks(
     checks: Sequence[Check], *, timeout: float = CHECK_TIMEOUT
 ) -> list[CheckOutcome]:
     """Run every check concurrently and return their outcomes in the order given."""
+    import anyio
+
     outcomes: list[CheckOutcome | None] = [None] * len(checks)
 
     async def one(index: int, check: Check) -> None:

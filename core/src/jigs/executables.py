@@ -11,12 +11,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import anyio
 
 from jigs._paths import data_dir
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
@@ -117,6 +114,10 @@ async def cli_version(
     path: Path, env: Mapping[str, str], *, args: Sequence[str] = ("--version",), timeout: float = 12
 ) -> str:
     """What ``<path> --version`` prints, run under ``env`` with stdin closed."""
+    import subprocess
+
+    import anyio  # here, not at module level: a kind imports this module to resolve
+
     with anyio.fail_after(timeout):
         result = await anyio.run_process(
             [str(path), *args],

@@ -59,11 +59,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 
 import pluggy
 
-from jigs._types import AgentSessionRef, RunMetadata
-from jigs.checks import Check
-from jigs.descriptors import HarnessDescriptor
 from jigs.errors import AgentSessionError, RunnerClosedError
-from jigs.processes import ManagedProcess, launch
 
 __all__ = [
     "CONTRACT_VERSION",
@@ -90,9 +86,13 @@ if TYPE_CHECKING:
     import anyio.abc
     from structlog.stdlib import BoundLogger
 
+    from jigs._types import AgentSessionRef, RunMetadata
+    from jigs.checks import Check
+    from jigs.descriptors import HarnessDescriptor
     from jigs.events import AgentEvent
     from jigs.executables import Resolved
     from jigs.models._types import GenerateResult
+    from jigs.processes import ManagedProcess
 
 #: The plugin contract this jigs-core implements, as ``"major.minor"``. A kind declares the
 #: version it was built for as a string literal on its class (``contract = "1.0"`` on the
@@ -107,7 +107,7 @@ CONTRACT_VERSION = "1.0"
 hookspec = pluggy.HookspecMarker("jigs")
 hookimpl = pluggy.HookimplMarker("jigs")
 
-D = TypeVar("D", bound=HarnessDescriptor)
+D = TypeVar("D", bound="HarnessDescriptor")
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +195,8 @@ class HarnessContext:
         """
         if self.closed:
             raise RunnerClosedError(self.kind, self.run.workflow_run_id)
+        from jigs.processes import launch
+
         process = await launch(
             argv,
             cwd=cwd,

@@ -161,8 +161,8 @@ async def test_stale_thread_id_raises_before_any_process_starts(
         launched.append(args)
         raise AssertionError("no process may start for a stale session")
 
+    # HarnessContext.launch looks jigs.processes.launch up when called: this covers it too
     monkeypatch.setattr(jigs.processes, "launch", refuse)
-    monkeypatch.setattr("jigs.plugin.launch", refuse)
     harness = descriptor()
     stale = AgentSessionRef(
         harness="codex", id="01a2298a-b476-7b73-a05b-6d7505ce0789", descriptor=harness.describe()

@@ -103,7 +103,7 @@ class GenerateResult(_Data):
 
     text: str
     finish_reason: FinishReason = "stop"
-    usage: Usage = Usage()
+    usage: Usage = Field(default_factory=Usage)
     warnings: tuple[CallWarning, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()
     tool_results: tuple[ToolResult, ...] = ()

@@ -11,18 +11,24 @@ with every :mod:`jigs.events` event) and ``approve_tool``
 (``fn(tool_name, arguments) -> bool | str | Awaitable[bool | str]``).
 """
 
-from jigs_harness_claude._approval import ApproveTool
-from jigs_harness_claude._descriptor import ClaudeDescriptor, Effort
-from jigs_harness_claude._events import ClaudeDecoder
-from jigs_harness_claude._executable import (
-    ENV_VAR,
-    MINIMUM_VERSION,
-    TESTED_VERSION,
-    bundled_cli,
-    resolve_executable,
-)
-from jigs_harness_claude._harness import ClaudeHarness
-from jigs_harness_claude._sessions import transcript_path
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jigs_harness_claude._approval import ApproveTool
+    from jigs_harness_claude._descriptor import ClaudeDescriptor, Effort
+    from jigs_harness_claude._events import ClaudeDecoder
+    from jigs_harness_claude._executable import (
+        ENV_VAR,
+        MINIMUM_VERSION,
+        TESTED_VERSION,
+        bundled_cli,
+        resolve_executable,
+    )
+    from jigs_harness_claude._harness import ClaudeHarness
+    from jigs_harness_claude._sessions import transcript_path
 
 __all__ = [
     "ENV_VAR",
@@ -37,3 +43,33 @@ __all__ = [
     "resolve_executable",
     "transcript_path",
 ]
+
+#: Each public name and the module it lives in.
+_EXPORTS: dict[str, str] = {
+    "ApproveTool": "jigs_harness_claude._approval",
+    "ClaudeDescriptor": "jigs_harness_claude._descriptor",
+    "Effort": "jigs_harness_claude._descriptor",
+    "ClaudeDecoder": "jigs_harness_claude._events",
+    "ENV_VAR": "jigs_harness_claude._executable",
+    "MINIMUM_VERSION": "jigs_harness_claude._executable",
+    "TESTED_VERSION": "jigs_harness_claude._executable",
+    "bundled_cli": "jigs_harness_claude._executable",
+    "resolve_executable": "jigs_harness_claude._executable",
+    "ClaudeHarness": "jigs_harness_claude._harness",
+    "transcript_path": "jigs_harness_claude._sessions",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The public names, imported on first access: importing the package (as resolving the kind
+    does, for its ``plugin`` module) loads neither the engine nor the checks."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

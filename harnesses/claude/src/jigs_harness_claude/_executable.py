@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -41,6 +40,8 @@ FIX = (
 @functools.cache
 def bundled_cli() -> Path | None:
     """The CLI inside the installed ``claude-agent-sdk`` wheel, or None when it is absent."""
+    import importlib.metadata  # here: its import costs tens of ms in a fresh process
+
     try:
         files = importlib.metadata.files("claude-agent-sdk")
     except importlib.metadata.PackageNotFoundError:

@@ -45,7 +45,6 @@ from jigs.plugin import (
 
 from jigs_harness_claude._checks import auth_check, cli_check, key_check, root_check
 from jigs_harness_claude._descriptor import ClaudeDescriptor
-from jigs_harness_claude._events import ClaudeDecoder
 from jigs_harness_claude._executable import FIX, resolve_executable
 from jigs_harness_claude._launch import SETS_ENV, Prepared, launch
 from jigs_harness_claude._mcp import mcp_config
@@ -56,6 +55,8 @@ if TYPE_CHECKING:
     from jigs.plugin import ConfigFile
     from jigs_testing import ModelServer
     from jigs_testing.plan import DemoPlan
+
+    from jigs_harness_claude._events import ClaudeDecoder
 
 __all__ = ["ClaudeHarness"]
 
@@ -153,6 +154,8 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
         return launch(turn, state)
 
     def decoder(self, turn: TurnSpec[ClaudeDescriptor]) -> ClaudeDecoder:
+        from jigs_harness_claude._events import ClaudeDecoder
+
         return ClaudeDecoder(partial=turn.partial, options=turn.options)
 
     def config_files(self) -> Sequence[ConfigFile]:

@@ -35,7 +35,6 @@ from pathlib import Path
 from jigs.errors import DescriptorError, InvalidInputError
 from jigs.plugin import ModelEndpoint, TurnLaunch, TurnSpec, private_file
 
-from jigs_harness_claude._approval import ApprovalDriver, approve_tool
 from jigs_harness_claude._descriptor import ClaudeDescriptor
 from jigs_harness_claude._mcp import disallowed_mcp_tools
 from jigs_harness_claude._shell import PREFIX_VAR, SHELL_VAR, shell_env
@@ -127,6 +126,10 @@ def build_env(
 def launch(turn: TurnSpec[ClaudeDescriptor], prepared: Prepared) -> TurnLaunch:
     """One turn's :class:`TurnLaunch`. ``turn.options["approve_tool"]`` switches to stream-json
     input with the approval driver (see :mod:`._approval`)."""
+    # here, not at module level: the approval driver brings anyio, which resolving the kind
+    # does not need
+    from jigs_harness_claude._approval import ApprovalDriver, approve_tool
+
     d = turn.descriptor
     approve = approve_tool(turn.options)
     argv = [str(prepared.executable), "-p", "--output-format", "stream-json", "--verbose"]

@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -112,6 +111,8 @@ def _worktree_failure(
 ) -> CheckFailure | None:
     """Why the Codex config layer at ``path`` may not be loaded with a step; None when it is
     absent or harmless. ``policy=False`` looks at ``mcp_servers`` only."""
+    import tomllib
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

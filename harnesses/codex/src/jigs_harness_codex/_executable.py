@@ -3,13 +3,14 @@
 1. ``$JIGS_CODEX_EXECUTABLE`` (an explicit setting; pointing at nothing runnable is an error);
 2. ``codex`` on the agent's ``PATH``;
 3. the native binary of the pinned runtime wheel ``openai-codex-cli-bin`` (a dependency of this
-   distribution), located through its installed file list, never by importing it;
+   distribution), located without importing it (see :func:`wheel_binary`);
 4. a copy ``jigs install codex`` put in jigs' data dir.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
+import importlib.util
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -38,6 +39,7 @@ RUNTIME_WHEEL = "openai-codex-cli-bin"
 RUNTIME_WHEEL_VERSION = "0.163.0"
 #: The oldest Codex whose app server speaks the methods jigs uses.
 MINIMUM_VERSION = (0, 163, 0)
+_WHEEL_PACKAGE = "codex_cli_bin"
 _WHEEL_ENTRIES = ("codex_cli_bin/bin/codex", "codex_cli_bin/bin/codex.exe")
 
 
@@ -51,7 +53,19 @@ def fix_hint() -> str:
 
 
 def wheel_binary() -> Path | None:
-    """The codex binary of the installed runtime wheel, or None when it is not installed."""
+    """The codex binary of the installed runtime wheel, or None when it is not installed.
+
+    The wheel's package folder is found with :func:`importlib.util.find_spec` (a top-level name:
+    nothing is imported) and used when the wheel's own metadata folder sits next to it and the
+    binary is there; anything else (no such folder, a zip, another layout) asks the wheel's
+    installed file list through :mod:`importlib.metadata`, whose import costs tens of ms in a
+    fresh process.
+    """
+    found = _wheel_binary_by_spec()
+    if found is not None:
+        return found
+    import importlib.metadata
+
     try:
         files = importlib.metadata.files(RUNTIME_WHEEL)
     except importlib.metadata.PackageNotFoundError:
@@ -59,6 +73,29 @@ def wheel_binary() -> Path | None:
     for file in files or ():
         if file.as_posix() in _WHEEL_ENTRIES:
             return Path(str(file.locate())).resolve()
+    return None
+
+
+def _wheel_binary_by_spec() -> Path | None:
+    try:
+        spec = importlib.util.find_spec(_WHEEL_PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if len(folders) != 1:
+        return None
+    package = Path(folders[0])
+    try:
+        siblings = os.listdir(package.parent)
+    except OSError:
+        return None
+    prefix = RUNTIME_WHEEL.replace("-", "_") + "-"
+    if not any(n.lower().startswith(prefix) and n.endswith(".dist-info") for n in siblings):
+        return None
+    for entry in _WHEEL_ENTRIES:
+        binary = package.parent / entry
+        if binary.is_file():
+            return binary.resolve()
     return None
 
 

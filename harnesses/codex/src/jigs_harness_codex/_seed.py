@@ -22,9 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import anyio
 from jigs.executables import installed_dir
-from jigs.processes import launch
 
 __all__ = ["copy_seed", "ensure_seed", "seed_path"]
 
@@ -62,6 +60,9 @@ def _checkpoint(directory: Path) -> None:
 
 
 async def _build(executable: Path, env: Mapping[str, str], target: Path, timeout: float) -> None:
+    import anyio  # here, not at module level: resolving the kind imports this module
+    from jigs.processes import launch
+
     process = await launch(
         [str(executable), "app-server"],
         cwd=target,

@@ -19,12 +19,10 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import anyio
 from jigs.errors import CliNotFoundError
 from jigs.executables import installed_dir, parse_version
 
@@ -195,6 +193,10 @@ async def install_pi(env: Mapping[str, str], *, version: str = PI_VERSION) -> st
     Raises :class:`RuntimeError` naming npm's exit code and the end of its output when the
     install fails (no registry, no disk space, ...).
     """
+    import subprocess
+
+    import anyio  # here, not at module level: resolving the kind imports this module
+
     target = installed_dir("pi")
     target.mkdir(parents=True, exist_ok=True)
     node = npm_argv()

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import anyio
 from jigs._files import write_atomic
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.descriptors import HarnessDescriptor
@@ -71,11 +70,12 @@ from jigs_harness_pi._executable import (
 )
 from jigs_harness_pi._home import PiHome, model_flag, upstream_url
 from jigs_harness_pi._mcp import allowed_tools, excluded_tools
-from jigs_harness_pi._stream import PiDecoder
 
 if TYPE_CHECKING:
     from jigs_testing import ModelServer
     from jigs_testing.plan import DemoPlan
+
+    from jigs_harness_pi._stream import PiDecoder
 
 __all__ = ["SETTLE_GRACE", "PiHarness"]
 
@@ -168,6 +168,8 @@ class PiHarness(Harness[PiDescriptor]):
                 pi = resolve_pi(env)
             except CliNotFoundError as exc:
                 return CheckFailure(reason=str(exc).split(". ", 1)[0], repair=INSTALL_FIX)
+            import anyio  # here, not at module level: resolving the kind imports this module
+
             try:
                 with anyio.fail_after(20):
                     result = await anyio.run_process(
@@ -376,6 +378,8 @@ class PiHarness(Harness[PiDescriptor]):
         if prepared.key_env is not None:
             name, placeholder = prepared.key_env
             env[name] = placeholder
+        from jigs_harness_pi._stream import PiDecoder
+
         return TurnLaunch(
             argv,
             env=env,
@@ -385,4 +389,6 @@ class PiHarness(Harness[PiDescriptor]):
         )
 
     def decoder(self, turn: TurnSpec[PiDescriptor]) -> PiDecoder:
+        from jigs_harness_pi._stream import PiDecoder
+
         return PiDecoder(turn.session_id)

@@ -17,19 +17,7 @@ from urllib.parse import quote
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.descriptors import HarnessDescriptor
 from jigs.errors import AgentSessionError
-from jigs.events import (
-    AgentEvent,
-    ModelCallStarted,
-    SessionStarted,
-    TextDelta,
-    ToolCallFinished,
-    ToolCallStarted,
-    TurnCompleted,
-    TurnFailed,
-    UsageUpdated,
-)
 from jigs.executables import Resolved
-from jigs.models import Usage
 from jigs.plugin import (
     Harness,
     HarnessContext,
@@ -40,6 +28,7 @@ from jigs.plugin import (
 )
 
 if TYPE_CHECKING:
+    from jigs.events import AgentEvent
     from jigs.plugin import ConfigFile
     from jigs_testing import ModelServer
     from jigs_testing.plan import DemoPlan
@@ -65,6 +54,19 @@ class EchoDecoder:
         self._calls = 0
 
     def decode(self, message: dict[str, Any]) -> Iterable[AgentEvent]:
+        # here, not at module level: resolving the kind does not load the event classes
+        from jigs.events import (
+            ModelCallStarted,
+            SessionStarted,
+            TextDelta,
+            ToolCallFinished,
+            ToolCallStarted,
+            TurnCompleted,
+            TurnFailed,
+            UsageUpdated,
+        )
+        from jigs.models import Usage
+
         kind = message.get("type")
         if kind == "start":
             return [SessionStarted(session_id=str(message["session_id"]))]
