@@ -47,6 +47,7 @@ def test_config_without_endpoint_or_mcp_declares_zero_servers():
         "plugins": False,
         "hooks": False,
         "unbounded_connection_retries": False,
+        "shell_snapshot": False,
     }
     assert config["check_for_update_on_startup"] is False
     assert config["allow_login_shell"] is False

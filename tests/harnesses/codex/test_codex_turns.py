@@ -91,9 +91,12 @@ async def test_env_canaries_never_reach_the_agents_commands(
     # a login shell would source these and export what the environment policy never allowed
     home = worktree.parent / "operator-home"
     home.mkdir()
-    (home / ".profile").write_text("export PROFILE_CANARY=canary-from-profile-6b4\n")
-    (home / ".bashrc").write_text("export BASHRC_CANARY=canary-from-bashrc-2f8\n")
-    (home / ".bash_profile").write_text("export BASH_PROFILE_CANARY=canary-from-bp-9d0\n")
+    # ... and nothing may run them at all (Codex's shell snapshot would, with `bash -lc`)
+    sourced = worktree.parent / "profile-was-sourced"
+    touch = f"touch {sourced}\n"
+    (home / ".profile").write_text("export PROFILE_CANARY=canary-from-profile-6b4\n" + touch)
+    (home / ".bashrc").write_text("export BASHRC_CANARY=canary-from-bashrc-2f8\n" + touch)
+    (home / ".bash_profile").write_text("export BASH_PROFILE_CANARY=canary-from-bp-9d0\n" + touch)
     monkeypatch.setenv("HOME", str(home))
     canaries.update(
         PROFILE_CANARY="canary-from-profile-6b4",
@@ -115,6 +118,7 @@ async def test_env_canaries_never_reach_the_agents_commands(
     assert f"{KEY_ENV}=" not in seen
     assert "CODEX_HOME=" in seen
     assert "/canary/codex/home" not in seen
+    assert not sourced.exists(), "a login shell sourced the operator's profile"
 
 
 async def test_refusing_proxy_sees_no_connect(model_server, descriptor, worktree, run_meta):

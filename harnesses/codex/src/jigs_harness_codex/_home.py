@@ -5,7 +5,8 @@ Layout under the run's state dir (``ctx.state_dir``)::
     sessions/                       durable rollouts: a later step of the same run resumes from here
     homes/invocation-XXXXXX/        this invocation's CODEX_HOME (removed on close)
         config.toml                 curated: no update check, analytics and plugins off, no
-                                    login shell for commands, bounded retries, the step's MCP
+                                    login shell for commands (and no shell snapshot, which
+                                    would run one), bounded retries, the step's MCP
                                     servers only (zero otherwise), the descriptor's model
                                     provider (a key *name*, never its value)
         auth.json -> <operator's ~/.codex/auth.json>   (a symlink: refresh tokens are single-use)
@@ -201,6 +202,10 @@ def render_config(
         "plugins = false",
         "hooks = false",
         "unbounded_connection_retries = false",
+        "# no shell snapshot: Codex would run the operator's login shell (`bash -lc`, sourcing",
+        "# their profile) at every thread start to capture its environment for the agent's",
+        "# commands, the very profile allow_login_shell keeps out",
+        "shell_snapshot = false",
         "",
         "[shell_environment_policy]",
         f"exclude = {_toml_list(sorted(secret_names))}",
