@@ -6,16 +6,19 @@ pipe),
 initializes it and starts or resumes the thread. Each turn is ``turn/start`` then the turn's
 notifications, read by the core's engine through :class:`CodexTurn` (which answers the server's
 requests on the way); the engine's deadlines and limits stop a turn with :meth:`CodexTurn.abort`
-(``turn/interrupt``, bounded). Closing the step stops the whole namespace (the commands Codex
-started in sessions of their own included: the core does that for every kind) and removes the
-home.
+(``turn/interrupt``, bounded). Closing the step first ends the app server's input, so an idle
+Codex shuts down on its own (its rollout flushed) without a signal and its grace; the core then
+stops the whole namespace as for every kind (the commands Codex started in sessions of their own
+included, and a Codex that did not exit in time) and the home is removed.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import anyio
+from jigs._logging import timed
 from jigs.errors import AgentOutputError, AgentTurnError, CliNotFoundError, DescriptorError
 from jigs.executables import Resolved
 from jigs.plugin import HarnessContext, HarnessTarget, SessionTransport, TurnDecoder, TurnSpec
@@ -23,7 +26,7 @@ from jigs.plugin import HarnessContext, HarnessTarget, SessionTransport, TurnDec
 from jigs_harness_codex._approvals import Approver, turn_options
 from jigs_harness_codex._descriptor import CodexDescriptor
 from jigs_harness_codex._executable import fix_hint
-from jigs_harness_codex._home import build_home, mcp_startup_timeout
+from jigs_harness_codex._home import CodexHome, build_home, mcp_startup_timeout
 from jigs_harness_codex._rpc import AppServer, AppServerRpcError
 from jigs_harness_codex._seed import ensure_seed
 from jigs_harness_codex._turn import CodexDecoder, strict_schema
@@ -39,6 +42,9 @@ POLICY_APPROVAL = "never"
 POLICY_SANDBOX = "danger-full-access"
 #: Seconds an abort waits for Codex to confirm the interrupted turn (so its rollout records it).
 _ABORT_GRACE = 2.0
+#: Seconds a closing step waits for an idle app server to exit at the end of its input before
+#: the core's stop (TERM, grace, KILL of the namespace) takes over.
+_EXIT_GRACE = 1.0
 #: What Codex says when a ``required`` MCP server does not start (``thread/start`` fails).
 _MCP_STARTUP_FAILED = "required MCP servers failed to initialize"
 
@@ -94,6 +100,33 @@ class CodexTransport(SessionTransport):
         self._server = server
         self._descriptor = descriptor
         self._log = log
+        self._turn: CodexDecoder | None = None
+        self._turn_open = False
+
+    async def end_input(self) -> None:
+        """At close: when no turn is in flight, close the app server's stdin and wait (at most
+        :data:`_EXIT_GRACE`) for it, and so its namespace, to exit; Codex then shuts down like
+        at the end of a ``codex exec``. Never raises; whatever is left the core's stop ends."""
+        process = self._server.process
+        if self._turn_open and (self._turn is None or not self._turn.ended):
+            return  # a turn in flight or interrupted: the core's TERM, grace and KILL
+        started = time.perf_counter()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_EXIT_GRACE) as scope:
+            try:
+                if process.stdin is not None:
+                    await process.stdin.aclose()
+                code: int | None = await process.wait()
+            except Exception as exc:  # the core's stop still runs
+                self._log.info("codex.app_server.end_failed", error=type(exc).__name__)
+                return
+        if scope.cancelled_caught:
+            code = None
+        self._log.info(
+            "codex.app_server.stopped",
+            pid=process.pid,
+            returncode=code,
+            seconds=round(time.perf_counter() - started, 4),
+        )
 
     async def start_turn(self, turn: TurnSpec[Any]) -> CodexTurn:
         approve, effort = turn_options(turn.options)
@@ -109,10 +142,12 @@ class CodexTransport(SessionTransport):
             params["summary"] = self._descriptor.reasoning_summary
         if turn.output_schema is not None:
             params["outputSchema"] = strict_schema(turn.output_schema)
+        self._turn, self._turn_open = None, True
         # the engine bounds this request by idle_timeout
         result = await self._server.request("turn/start", params)
         turn_id = str(((result or {}).get("turn") or {}).get("id") or "")
         decoder = CodexDecoder(thread_id, turn_id)
+        self._turn = decoder
         self._server.on_request = Approver(approve, decoder.paths, self._log)
         self._log.info("codex.turn.started", thread_id=thread_id, turn_id=turn_id)
         return CodexTurn(self._server, decoder, self._log)
@@ -163,22 +198,24 @@ async def open_transport(
             kind="codex",
             key="api_key_env",
         )
-    home = build_home(
-        descriptor,
-        ctx.env,
-        ctx.state_dir,
-        seed=seed,
-        base_url=endpoint.base_url if endpoint is not None else None,
-    )
-    ctx.callback(home.remove)
+    with timed("codex.home.built", ctx.log):
+        home = build_home(
+            descriptor,
+            ctx.env,
+            ctx.state_dir,
+            seed=seed,
+            base_url=endpoint.base_url if endpoint is not None else None,
+        )
+    ctx.callback(_remove_home, home, ctx.log)
     env = {**ctx.env, **home.extra_env, "CODEX_HOME": str(home.path)}
     if endpoint is not None and descriptor.api_key_env:
         # the provider's env_key: Codex sends the placeholder, the proxy the real key
         env[descriptor.api_key_env] = endpoint.key
     try:
-        process = await ctx.launch(
-            [str(resolved.path), "app-server"], cwd=target.cwd, env=env, stdin="pipe"
-        )
+        with timed("codex.app_server.launched", ctx.log):
+            process = await ctx.launch(
+                [str(resolved.path), "app-server"], cwd=target.cwd, env=env, stdin="pipe"
+            )
     except (FileNotFoundError, PermissionError) as exc:
         raise CliNotFoundError(
             "codex", [f"{resolved.source}: {resolved.path} cannot run ({exc})"], fix_hint()
@@ -228,4 +265,13 @@ async def open_transport(
             kind="codex",
         )
     ctx.log.info("codex.thread.opened", thread_id=thread_id, resumed=target.resume is not None)
-    return CodexTransport(server, thread_id, descriptor, ctx.log)
+    transport = CodexTransport(server, thread_id, descriptor, ctx.log)
+    # registered last, so it runs first at close: before the core's stop of the namespace
+    ctx.async_callback(transport.end_input)
+    return transport
+
+
+def _remove_home(home: CodexHome, log: Any) -> None:
+    started = time.perf_counter()
+    home.remove()
+    log.info("codex.home.removed", seconds=round(time.perf_counter() - started, 4))
