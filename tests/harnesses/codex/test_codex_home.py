@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import structlog
 from codex_helpers import KEY_ENV
 from jigs import harnesses
 from jigs.steps import create_agent_runner
@@ -246,3 +247,69 @@ async def test_the_worktree_guard_refuses_hooks_and_notify(tmp_path, name, text)
     result = await worktree_config_check(tmp_path).run()
     assert isinstance(result, CheckFailure)
     assert str(planted) in result.reason
+
+
+def _fake_seed(tmp_path: Path) -> Path:
+    seed = tmp_path / "seeds" / "key"
+    (seed / "skills" / ".system" / "imagegen").mkdir(parents=True)
+    (seed / "skills" / ".system" / "imagegen" / "SKILL.md").write_text("seed skill")
+    (seed / "state_5.sqlite").write_bytes(b"seed state")
+    (seed / ".jigs-seed-complete").write_text("x")
+    return seed
+
+
+def _join(prefix: str) -> None:
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name.startswith(prefix):
+            thread.join(10)
+
+
+def test_a_spare_home_is_a_private_copy_claimed_once(tmp_path):
+    from jigs_harness_codex._seed import claim_spare, prepare_spare
+
+    seed = _fake_seed(tmp_path)
+    log = structlog.get_logger()
+    prepare_spare(seed, log)
+    _join("jigs-codex-spare-home")
+    first, second = tmp_path / "home-1", tmp_path / "home-2"
+    first.mkdir()
+    second.mkdir()
+    assert claim_spare(seed, first)
+    assert not claim_spare(seed, second)  # one copy was made: it is never handed out twice
+    copied = first / "state_5.sqlite"
+    assert copied.read_bytes() == b"seed state"
+    assert copied.stat().st_ino != (seed / "state_5.sqlite").stat().st_ino  # a copy, not a link
+    assert not (first / ".jigs-seed-complete").exists()
+    (first / "skills" / ".system" / "imagegen" / "SKILL.md").write_text("changed by a step")
+    assert (seed / "skills" / ".system" / "imagegen" / "SKILL.md").read_text() == "seed skill"
+    for _ in range(3):  # never more than SPARES ready copies
+        prepare_spare(seed, log)
+        _join("jigs-codex-spare-home")
+    ready = list(seed.with_name("key.spares").glob("ready-*"))
+    assert len(ready) == 2
+    assert not list(seed.with_name("key.spares").glob("building-*"))
+
+
+def test_a_closed_homes_system_skills_are_deleted_off_the_close_path(tmp_path):
+    from jigs_harness_codex._seed import copy_seed, discard_system_skills
+
+    seed = _fake_seed(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    copy_seed(seed, home)
+    (home / "skills" / "mine").mkdir()  # a skill the step installed stays with the home
+    discard_system_skills(seed, home, structlog.get_logger())
+    assert not (home / "skills" / ".system").exists()
+    assert (home / "skills" / "mine").is_dir()
+    _join("jigs-codex-home-trash")
+    assert not list(seed.with_name("key.spares").glob("trash-*/*"))
+    assert (seed / "skills" / ".system" / "imagegen" / "SKILL.md").is_file()
+    # a home whose .system is a symlink (planted by the agent) is left to the home's removal
+    other = tmp_path / "other"
+    (other / "skills").mkdir(parents=True)
+    (other / "skills" / ".system").symlink_to(seed / "skills" / ".system")
+    discard_system_skills(seed, other, structlog.get_logger())
+    assert (other / "skills" / ".system").is_symlink()
+    assert (seed / "skills" / ".system" / "imagegen" / "SKILL.md").is_file()

@@ -34,7 +34,7 @@ from pathlib import Path
 from jigs.mcp import McpHttpServer, McpStdioServer
 
 from jigs_harness_codex._descriptor import DEFAULT_OPENAI_BASE_URL, CodexDescriptor
-from jigs_harness_codex._seed import copy_seed
+from jigs_harness_codex._seed import claim_spare, copy_seed
 
 __all__ = [
     "MCP_STARTUP_TIMEOUT",
@@ -235,8 +235,8 @@ def build_home(
     base_url: str | None = None,
 ) -> CodexHome:
     """Create this invocation's home (mode 0700) under ``state_dir``, starting from a copy of
-    ``seed`` (see :mod:`jigs_harness_codex._seed`) when given; ``base_url`` as in
-    :func:`render_config`. Any failure removes it."""
+    ``seed`` (see :mod:`jigs_harness_codex._seed`: a spare copied ahead when one is ready) when
+    given; ``base_url`` as in :func:`render_config`. Any failure removes it."""
     store = sessions_dir(state_dir)
     store.mkdir(parents=True, exist_ok=True)
     homes = state_dir / "homes"
@@ -244,7 +244,7 @@ def build_home(
     path = Path(tempfile.mkdtemp(prefix="invocation-", dir=homes))
     home = CodexHome(path)
     try:
-        if seed is not None:
+        if seed is not None and not claim_spare(seed, path):
             copy_seed(seed, path)
         text, extra_env = render_config(descriptor, env, base_url=base_url)
         config = path / "config.toml"

@@ -15,6 +15,7 @@ included, and a Codex that did not exit in time) and the home is removed.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -28,7 +29,7 @@ from jigs_harness_codex._descriptor import CodexDescriptor
 from jigs_harness_codex._executable import fix_hint
 from jigs_harness_codex._home import CodexHome, build_home, mcp_startup_timeout
 from jigs_harness_codex._rpc import AppServer, AppServerRpcError
-from jigs_harness_codex._seed import ensure_seed
+from jigs_harness_codex._seed import discard_system_skills, ensure_seed, prepare_spare
 from jigs_harness_codex._turn import CodexDecoder, strict_schema
 from jigs_harness_codex._version import __version__
 
@@ -206,7 +207,7 @@ async def open_transport(
             seed=seed,
             base_url=endpoint.base_url if endpoint is not None else None,
         )
-    ctx.callback(_remove_home, home, ctx.log)
+    ctx.callback(_remove_home, home, seed, ctx.log)
     env = {**ctx.env, **home.extra_env, "CODEX_HOME": str(home.path)}
     if endpoint is not None and descriptor.api_key_env:
         # the provider's env_key: Codex sends the placeholder, the proxy the real key
@@ -221,6 +222,8 @@ async def open_transport(
             "codex", [f"{resolved.source}: {resolved.path} cannot run ({exc})"], fix_hint()
         ) from None
 
+    if seed is not None:
+        prepare_spare(seed, ctx.log)  # the next step's home, copied while this server starts
     server = AppServer(process, on_request=Approver(None, {}, ctx.log), log=ctx.log)
     idle_first = descriptor.idle_timeout < descriptor.startup_timeout
     await server.request(
@@ -271,7 +274,9 @@ async def open_transport(
     return transport
 
 
-def _remove_home(home: CodexHome, log: Any) -> None:
+def _remove_home(home: CodexHome, seed: Path | None, log: Any) -> None:
     started = time.perf_counter()
+    if seed is not None:
+        discard_system_skills(seed, home.path, log)  # the seed's files: deleted on a thread
     home.remove()
     log.info("codex.home.removed", seconds=round(time.perf_counter() - started, 4))
