@@ -10,6 +10,7 @@ from jigs.models import ToolCallPart, ToolResultPart, generate_object, generate_
 from jigs.steps import create_agent_runner, run_agent
 from jigs.testing import reply, text, tool_call
 from pydantic import BaseModel
+from structlog.testing import capture_logs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli("codex")]
 
@@ -22,9 +23,16 @@ async def test_two_turns_second_runner_resumes_the_thread(
         reply(lambda r: f"second answer after {r.message_count} items"),
     )
     harness = descriptor()
-    async with create_agent_runner(harness, cwd=worktree, run=run_meta, agents_env=[]) as runner:
-        first = await generate_text(runner.model, prompt="FIRST-QUESTION-7f3", temperature=0)
-        session = runner.session_from(first)
+    with capture_logs() as logs:
+        async with create_agent_runner(
+            harness, cwd=worktree, run=run_meta, agents_env=[]
+        ) as runner:
+            first = await generate_text(runner.model, prompt="FIRST-QUESTION-7f3", temperature=0)
+            session = runner.session_from(first)
+    # the rollout was whole at close, so the app server was not waited for: the resume below
+    # proves the stored session lacks nothing
+    (stopped,) = [e for e in logs if e["event"] == "codex.app_server.stopped"]
+    assert stopped["how"] == "stopped, rollout complete"
     assert first.text == "the first answer"
     assert session is not None
     assert session.harness == "codex"
