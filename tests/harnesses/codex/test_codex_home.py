@@ -293,7 +293,7 @@ def test_a_spare_home_is_a_private_copy_claimed_once(tmp_path):
 
 
 def test_a_closed_homes_system_skills_are_deleted_off_the_close_path(tmp_path):
-    from jigs_harness_codex._seed import copy_seed, discard_system_skills
+    from jigs_harness_codex._seed import copy_seed, discard_system_skills, prepare_spare
 
     seed = _fake_seed(tmp_path)
     home = tmp_path / "home"
@@ -303,8 +303,11 @@ def test_a_closed_homes_system_skills_are_deleted_off_the_close_path(tmp_path):
     discard_system_skills(seed, home, structlog.get_logger())
     assert not (home / "skills" / ".system").exists()
     assert (home / "skills" / "mine").is_dir()
-    _join("jigs-codex-home-trash")
-    assert not list(seed.with_name("key.spares").glob("trash-*/*"))
+    (trash,) = seed.with_name("key.spares").glob("trash-*")
+    assert (trash / "system" / "imagegen" / "SKILL.md").is_file()
+    prepare_spare(seed, structlog.get_logger())  # the next step's spare thread empties it
+    _join("jigs-codex-spare-home")
+    assert not trash.exists()
     assert (seed / "skills" / ".system" / "imagegen" / "SKILL.md").is_file()
     # a home whose .system is a symlink (planted by the agent) is left to the home's removal
     other = tmp_path / "other"
@@ -313,3 +316,19 @@ def test_a_closed_homes_system_skills_are_deleted_off_the_close_path(tmp_path):
     discard_system_skills(seed, other, structlog.get_logger())
     assert (other / "skills" / ".system").is_symlink()
     assert (seed / "skills" / ".system" / "imagegen" / "SKILL.md").is_file()
+
+
+def test_trash_left_at_exit_is_deleted_by_the_exiting_interpreter(tmp_path):
+    seed = _fake_seed(tmp_path)
+    home = tmp_path / "home"
+    (home / "skills" / ".system").mkdir(parents=True)
+    (home / "skills" / ".system" / "x.md").write_text("seed copy")
+    code = (
+        "import sys, structlog; from pathlib import Path; "
+        "from jigs_harness_codex._seed import discard_system_skills; "
+        "discard_system_skills(Path(sys.argv[1]), Path(sys.argv[2]), structlog.get_logger()); "
+        "assert list(Path(sys.argv[1] + '.spares').glob('trash-*/system/x.md'))"
+    )
+    subprocess.run([sys.executable, "-c", code, str(seed), str(home)], check=True)
+    assert not (home / "skills" / ".system").exists()
+    assert not list(seed.with_name("key.spares").glob("trash-*"))
