@@ -10,7 +10,13 @@ Layout under the run's state dir (``ctx.state_dir``)::
                                     servers only (zero otherwise), the descriptor's model
                                     provider (a key *name*, never its value)
         auth.json -> <operator's ~/.codex/auth.json>   (a symlink: refresh tokens are single-use)
-        sessions  -> ../../sessions
+        sessions/                   where Codex writes this step's rollout (a real directory:
+                                    with a symlink into the store, every thread start cost
+                                    Codex 12-20 ms more); the resumed thread's rollout is
+                                    hard-linked in, and at close every rollout moves to the
+                                    store (one rename each, same filesystem) before the home
+                                    is removed. While the step runs its session is read here
+                                    (:func:`live_sessions_dirs`).
 
 Nothing here holds a lasting secret. With a key the provider's ``base_url`` is the step's credential
 proxy (its URL carries the step's token, worthless once the step closes) and ``env_key`` names a
@@ -41,10 +47,13 @@ __all__ = [
     "PROVIDER_ID",
     "CodexHome",
     "build_home",
+    "link_rollout",
+    "live_sessions_dirs",
     "mcp_startup_timeout",
     "operator_auth_file",
     "render_config",
     "rollout_for",
+    "save_rollouts",
     "sessions_dir",
 ]
 
@@ -73,6 +82,45 @@ class CodexHome:
 def sessions_dir(state_dir: Path) -> Path:
     """The run's durable rollout store."""
     return state_dir / "sessions"
+
+
+def live_sessions_dirs(state_dir: Path) -> list[Path]:
+    """The ``sessions`` directories of the run's open homes (a running step's rollout)."""
+    return sorted((state_dir / "homes").glob("invocation-*/sessions"))
+
+
+def link_rollout(store: Path, home: Path, thread_id: str) -> None:
+    """Make the stored rollout of ``thread_id`` visible in ``home`` (the thread a step resumes
+    by forking it): a hard link at the same relative path, a copy where linking fails."""
+    source = rollout_for(store, thread_id)
+    if source is None:
+        return  # the fork fails with Codex's own error; verify_resume checked the store
+    target = home / "sessions" / source.relative_to(store)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        pass
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def save_rollouts(home: Path, store: Path) -> int:
+    """Move every rollout of ``home`` into the run's ``store`` at the same relative path (the
+    app server has exited); returns how many. A resumed thread's hard link lands on its own
+    stored file."""
+    moved = 0
+    root = home / "sessions"
+    if root.is_symlink() or not root.is_dir():
+        return 0
+    for path in sorted(root.rglob("rollout-*.jsonl")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        target = store / path.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+        moved += 1
+    return moved
 
 
 def operator_auth_file(env: Mapping[str, str]) -> Path:
@@ -250,7 +298,7 @@ def build_home(
         config = path / "config.toml"
         config.write_text(text, encoding="utf-8")
         config.chmod(0o600)
-        (path / "sessions").symlink_to(store, target_is_directory=True)
+        (path / "sessions").mkdir()
         if not descriptor.names_endpoint:
             auth = operator_auth_file(env)
             if auth.is_file():

@@ -33,8 +33,10 @@ from jigs_harness_codex._executable import fix_hint
 from jigs_harness_codex._home import (
     CodexHome,
     build_home,
+    link_rollout,
     mcp_startup_timeout,
     rollout_for,
+    save_rollouts,
     sessions_dir,
 )
 from jigs_harness_codex._rpc import AppServer, AppServerRpcError
@@ -262,7 +264,9 @@ async def open_transport(
             seed=seed,
             base_url=endpoint.base_url if endpoint is not None else None,
         )
-    ctx.callback(_remove_home, home, seed, ctx.log)
+    ctx.callback(_remove_home, home, seed, sessions_dir(ctx.state_dir), ctx.log)
+    if target.resume is not None:
+        link_rollout(sessions_dir(ctx.state_dir), home.path, target.resume.id)
     env = {**ctx.env, **home.extra_env, "CODEX_HOME": str(home.path)}
     if endpoint is not None and descriptor.api_key_env:
         # the provider's env_key: Codex sends the placeholder, the proxy the real key
@@ -323,16 +327,20 @@ async def open_transport(
             kind="codex",
         )
     ctx.log.info("codex.thread.opened", thread_id=thread_id, resumed=target.resume is not None)
-    transport = CodexTransport(
-        server, thread_id, descriptor, ctx.log, store=sessions_dir(ctx.state_dir)
-    )
+    transport = CodexTransport(server, thread_id, descriptor, ctx.log, store=home.path / "sessions")
     # registered last, so it runs first at close: before the core's stop of the namespace
     ctx.async_callback(transport.end_input)
     return transport
 
 
-def _remove_home(home: CodexHome, seed: Path | None, log: Any) -> None:
+def _remove_home(home: CodexHome, seed: Path | None, store: Path, log: Any) -> None:
+    """At close, once the app server is gone: the home's rollouts to the run's store, then the
+    home away (whatever the move did: a failure is logged, the home still removed)."""
     started = time.perf_counter()
+    try:
+        save_rollouts(home.path, store)
+    except OSError as exc:
+        log.error("codex.rollout.save_failed", error=f"{type(exc).__name__}: {exc}")
     if seed is not None:
         discard_system_skills(seed, home.path, log)  # the seed's files: deleted on a thread
     home.remove()
