@@ -10,9 +10,11 @@ Layout under the run's state dir (``ctx.state_dir``)::
                                     servers only (zero otherwise), the descriptor's model
                                     provider (a key *name*, never its value)
         auth.json -> <operator's ~/.codex/auth.json>   (a symlink: refresh tokens are single-use)
-        sessions/                   where Codex writes this step's rollout (a real directory:
-                                    with a symlink into the store, every thread start cost
-                                    Codex 12-20 ms more); the resumed thread's rollout is
+        sessions/                   where Codex writes this step's rollout: a directory
+                                    Codex creates itself (when it exists at start, as a
+                                    symlink into the store or even empty, Codex reconciles it
+                                    with its state database and every thread start costs
+                                    10-20 ms more); the resumed thread's rollout is
                                     hard-linked in, and at close every rollout moves to the
                                     store (one rename each, same filesystem) before the home
                                     is removed. While the step runs its session is read here
@@ -298,7 +300,6 @@ def build_home(
         config = path / "config.toml"
         config.write_text(text, encoding="utf-8")
         config.chmod(0o600)
-        (path / "sessions").mkdir()
         if not descriptor.names_endpoint:
             auth = operator_auth_file(env)
             if auth.is_file():
