@@ -11,7 +11,8 @@ environment, read to the end. Both use the CLI jigs resolves and the same local
 The headline ratio (target at most 1.05) is against ``codex exec`` with a **reused** home, warmed
 once before timing: how people run ``codex``. The raw CLI with a **fresh** home per run (which
 pays the set-up jigs' seeded home avoids) is a labelled reference line, as is the app server's
-start time (launch to the ``initialize`` answer). Then ``--breakdown`` more jigs steps run with
+start time (launch to the ``initialize`` answer), both measured after the pairs (interleaved
+with them, they slowed the next step). Then ``--breakdown`` more jigs steps run with
 jigs' structlog events captured (outside the timed pairs, so capturing costs the headline
 nothing) and the median of each stage of the step is printed: open (checks and lock, proxy, home
 seed, app-server spawn, initialize, thread start), turn, close (app server stop, home removal,
@@ -218,15 +219,16 @@ async def main_async(runs: int, breakdown: int) -> int:
                 assert result.text == "benchmark answer", result.text
                 return elapsed
 
+            await raw_reused()  # the reused home's first run (``alternate`` warms both once more)
+            pairs = await alternate(raw_reused, jigs, runs)
+
+            # the references after the pairs: interleaved, a fresh-home run and an app server
+            # killed at once left work behind that slowed the next jigs step
             fresh: list[float] = []
             starts: list[float] = []
-
-            async def extra() -> None:
+            for _ in range(max(3, runs // 2)):
                 fresh.append(await raw(fresh=True))
                 starts.append(await app_server_start(exe.path, env, tree))
-
-            await raw_reused()  # the reused home's first run (``alternate`` warms both once more)
-            pairs = await alternate(raw_reused, jigs, runs, each=extra)
 
             broken: list[tuple[float, list[tuple[float, str]]]] = []
             # jigs' events carry the stage timings; captured only now (the application's
