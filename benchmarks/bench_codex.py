@@ -1,20 +1,27 @@
-"""One Codex turn through jigs against the same turn by the raw CLI.
+"""A warm Codex step through jigs against the same turn by the raw CLI.
 
-    uv run python benchmarks/bench_codex.py [--runs N]
+    uv run python benchmarks/bench_codex.py [--runs N] [--breakdown N]
 
-jigs: ``create_agent_runner`` + ``generate_text`` + ``close`` (private home, ``codex app-server``,
-initialize, thread/start, one turn). Raw: ``codex exec --json --skip-git-repo-check`` with stdin
-closed, the same curated ``config.toml`` in a fresh ``CODEX_HOME`` and the same environment, read
-to the end. Both use the CLI jigs resolves and the same local :class:`jigs_testing.ModelServer`,
-alternating within one run. Prints each median, the median of the per-pair ratios (jigs / raw;
-target at most 1.05), the raw median with a reused home (for reference), and the app server's
-start time (launch to the ``initialize`` answer).
+jigs: ``create_agent_runner`` + ``generate_text`` + ``close`` in a worker that already ran a step
+(private home, ``codex app-server``, initialize, thread/start, one turn, close). Raw: ``codex exec
+--json --skip-git-repo-check`` with stdin closed, the same curated ``config.toml`` and the same
+environment, read to the end. Both use the CLI jigs resolves and the same local
+:class:`jigs_testing.ModelServer`, alternating within one run.
+
+The headline ratio (target at most 1.05) is against ``codex exec`` with a **reused** home, warmed
+once before timing: how people run ``codex``. The raw CLI with a **fresh** home per run (which
+pays the set-up jigs' seeded home avoids) is a labelled reference line, as is the app server's
+start time (launch to the ``initialize`` answer), both measured after the pairs (interleaved
+with them, they slowed the next step). Then ``--breakdown`` more jigs steps run with
+jigs' structlog events captured (outside the timed pairs, so capturing costs the headline
+nothing) and the median of each stage of the step is printed: open (checks and lock, proxy, home
+seed, app-server spawn, initialize, thread start), turn, close (app server stop, home removal,
+proxy stop, lock and session save).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -23,15 +30,37 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 from _alternate import alternate, report
 
 KEY_ENV = "JIGS_BENCH_CODEX_KEY"
 
+#: (label, the structlog event that ends the stage); a stage runs from the previous mark.
+OPEN_MARKS = (
+    ("resolve, env, lock, checks", "runner.checks.jit"),
+    ("credential proxy start", "runner.proxy.started"),
+    ("home seed", "codex.home.built"),
+    ("app-server spawn", "codex.app_server.launched"),
+    ("initialize", "codex.app_server.ready"),
+    ("thread start", "codex.thread.opened"),
+    ("rest of open", "runner.opened"),
+)
+TURN_MARKS = (("turn (turn/start to completed)", "turn.finished"), ("result", "*turned"))
+CLOSE_MARKS = (
+    ("app server exit at end of input", "codex.app_server.stopped"),
+    ("home removal", "codex.home.removed"),
+    ("proxy stop", "jigs.proxy.stopped"),
+    ("lock release, session save", "runner.closed"),
+    ("rest of close", "*closed"),
+)
+
 
 async def app_server_start(exe: Path, env: dict[str, str], cwd: str) -> float:
     """Seconds from launching ``codex app-server`` to its ``initialize`` answer."""
+    import json
+
     home = tempfile.mkdtemp(prefix="jigs-bench-codex-home-")
     try:
         started = time.perf_counter()
@@ -62,7 +91,68 @@ async def app_server_start(exe: Path, env: dict[str, str], cwd: str) -> float:
         shutil.rmtree(home, ignore_errors=True)
 
 
-async def main_async(runs: int) -> int:
+class Capture:
+    """jigs' structlog events with the time each was emitted (only while ``on``)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.events: list[tuple[float, str]] = []
+
+    def processor(self, logger: Any, method: str, event_dict: Any) -> Any:
+        import structlog
+
+        if self.on:
+            self.events.append((time.perf_counter(), str(event_dict.get("event"))))
+        raise structlog.DropEvent
+
+    def mark(self, name: str) -> None:
+        if self.on:
+            self.events.append((time.perf_counter(), name))
+
+
+def stages(
+    started: float, events: list[tuple[float, str]], marks: tuple[tuple[str, str], ...]
+) -> tuple[dict[str, float], float]:
+    """Each stage's seconds (from the previous mark found, in order) and the last mark's time."""
+    out: dict[str, float] = {}
+    previous = started
+    for label, name in marks:
+        found = [t for t, event in events if event == name and t >= previous]
+        if not found:
+            continue
+        out[label] = found[0] - previous
+        previous = found[0]
+    return out, previous
+
+
+def print_breakdown(runs: list[tuple[float, list[tuple[float, str]]]]) -> None:
+    per: dict[str, list[float]] = {}
+    totals: dict[str, list[float]] = {"open": [], "turn": [], "close": [], "step": []}
+    for started, events in runs:
+        mark = started
+        for section, marks in (("open", OPEN_MARKS), ("turn", TURN_MARKS), ("close", CLOSE_MARKS)):
+            found, end = stages(mark, events, marks)
+            for label, seconds in found.items():
+                per.setdefault(f"{section}: {label}", []).append(seconds)
+            totals[section].append(end - mark)
+            mark = end
+        totals["step"].append(mark - started)
+    width = max(len(k) for k in per) + 2
+    print(f"jigs step breakdown (medians over {len(runs)} steps, events captured):")
+    for section in ("open", "turn", "close"):
+        print(f"  {section:<{width}} {statistics.median(totals[section]) * 1000:7.1f} ms")
+        for label, values in per.items():
+            if label.startswith(section + ":"):
+                name = label.split(": ", 1)[1]
+                print(f"    {name:<{width - 2}} {statistics.median(values) * 1000:7.1f} ms")
+    print(f"  {'step':<{width}} {statistics.median(totals['step']) * 1000:7.1f} ms")
+
+
+async def main_async(runs: int, breakdown: int) -> int:
+    import structlog
+
+    capture = Capture()
+
     from jigs import RunMetadata, harnesses
     from jigs.env import build_env
     from jigs.models import generate_text
@@ -89,7 +179,7 @@ async def main_async(runs: int) -> int:
             reused_home = tempfile.mkdtemp(prefix="jigs-bench-codex-reused-")
             Path(reused_home, "config.toml").write_text(config)
 
-            async def raw(*, fresh: bool = True) -> float:
+            async def raw(*, fresh: bool) -> float:
                 server.add(text("benchmark answer"))
                 started = time.perf_counter()
                 home = tempfile.mkdtemp(prefix="jigs-bench-codex-raw-") if fresh else reused_home
@@ -110,6 +200,9 @@ async def main_async(runs: int) -> int:
                 assert b'"turn.completed"' in result.stdout, (result.returncode, result.stderr)
                 return elapsed
 
+            async def raw_reused() -> float:
+                return await raw(fresh=False)
+
             async def jigs(i: int) -> float:
                 server.add(text("benchmark answer"))
                 started = time.perf_counter()
@@ -120,35 +213,55 @@ async def main_async(runs: int) -> int:
                     agents_env=[],
                 ) as runner:
                     result = await generate_text(runner.model, prompt="say it")
+                    capture.mark("*turned")
                 elapsed = time.perf_counter() - started
+                capture.mark("*closed")
                 assert result.text == "benchmark answer", result.text
                 return elapsed
 
-            reused: list[float] = []
-            starts: list[float] = []
+            await raw_reused()  # the reused home's first run (``alternate`` warms both once more)
+            pairs = await alternate(raw_reused, jigs, runs)
 
-            async def extra() -> None:
-                reused.append(await raw(fresh=False))
+            # the references after the pairs: interleaved, a fresh-home run and an app server
+            # killed at once left work behind that slowed the next jigs step
+            fresh: list[float] = []
+            starts: list[float] = []
+            for _ in range(max(3, runs // 2)):
+                fresh.append(await raw(fresh=True))
                 starts.append(await app_server_start(exe.path, env, tree))
 
-            pairs = await alternate(raw, jigs, runs, each=extra)
+            broken: list[tuple[float, list[tuple[float, str]]]] = []
+            # jigs' events carry the stage timings; captured only now (the application's
+            # logging configuration is what the timed pairs above ran with)
+            structlog.configure(processors=[capture.processor])
+            for i in range(breakdown):
+                capture.events = []
+                capture.on = True
+                started = time.perf_counter()
+                await jigs(10_000 + i)
+                capture.on = False
+                broken.append((started, capture.events))
+            structlog.reset_defaults()
             shutil.rmtree(reused_home, ignore_errors=True)
 
     def ms(values: list[float]) -> str:
         return f"median {statistics.median(values) * 1000:.1f} ms"
 
-    report("raw codex exec --json turn (fresh home)", "jigs runner + generate + close", pairs)
-    print(f"raw codex exec --json turn (reused home): {ms(reused)}")
+    report("raw codex exec --json turn (reused home)", "jigs warm step (runner+turn+close)", pairs)
+    print(f"raw codex exec --json turn (fresh home, reference): {ms(fresh)}")
     print(f"app server start (launch to initialize answer): {ms(starts)}")
+    if broken:
+        print_breakdown(broken)
     return 0
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--breakdown", type=int, default=7, help="jigs steps with events captured")
     args = parser.parse_args()
     os.environ.setdefault("JIGS_DATA_DIR", tempfile.mkdtemp(prefix="jigs-bench-"))
-    sys.exit(anyio.run(main_async, args.runs))
+    sys.exit(anyio.run(main_async, args.runs, args.breakdown))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ crash-turn    accept ``turn/start``, then exit 1
 cut-turn      accept ``turn/start``, then print half a line (no newline) and exit 3
 bigline       answer with a 2 MiB message (one 2 MiB JSON line per notification)
 fail-turn     complete the turn with status "failed"
+deaf          like ok, but keep running when stdin ends (only a signal stops it)
 requests      during the turn, send approval requests and an unknown request; the answer text
               is the JSON of the replies received
 
@@ -37,6 +38,8 @@ def send(message):
 def read():
     line = sys.stdin.readline()
     if not line:
+        if MODE == "deaf":
+            time.sleep(3600)
         sys.exit(0)
     with open("fake-codex-rpc.jsonl", "a") as log:
         log.write(line if line.endswith("\n") else line + "\n")

@@ -23,6 +23,7 @@ from jigs.models import generate_text
 from jigs.processes import live_groups
 from jigs.steps import create_agent_runner
 from jigs_harness_codex import AppServerRpcError, CodexHarness
+from structlog.testing import capture_logs
 
 pytestmark = pytest.mark.anyio
 
@@ -66,6 +67,30 @@ async def _one_turn(worktree, run_meta, **overrides):
 
 def _nothing_left():
     assert not [owner for owner in live_groups().values() if owner.startswith("codex")]
+
+
+async def test_an_idle_app_server_exits_at_the_end_of_its_input(fake_codex, worktree, run_meta):
+    fake_codex("ok")
+    with capture_logs() as logs:
+        result = await _one_turn(worktree, run_meta)
+    assert result.text == "fake answer"
+    (stopped,) = [e for e in logs if e["event"] == "codex.app_server.stopped"]
+    assert stopped["returncode"] == 0  # it exited by itself: no signal was needed
+    _nothing_left()
+
+
+async def test_an_app_server_deaf_to_the_end_of_input_is_still_stopped(
+    fake_codex, worktree, run_meta
+):
+    fake_codex("deaf")
+    started = time.perf_counter()
+    with capture_logs() as logs:
+        result = await _one_turn(worktree, run_meta)
+    assert result.text == "fake answer"
+    (stopped,) = [e for e in logs if e["event"] == "codex.app_server.stopped"]
+    assert stopped["returncode"] is None  # still running after the grace: the core stopped it
+    assert time.perf_counter() - started < 8
+    _nothing_left()
 
 
 async def test_fake_ok_server_answers(fake_codex, worktree, run_meta):

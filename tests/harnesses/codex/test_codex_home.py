@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import structlog
 from codex_helpers import KEY_ENV
 from jigs import harnesses
 from jigs.steps import create_agent_runner
@@ -47,6 +48,7 @@ def test_config_without_endpoint_or_mcp_declares_zero_servers():
         "plugins": False,
         "hooks": False,
         "unbounded_connection_retries": False,
+        "shell_snapshot": False,
     }
     assert config["check_for_update_on_startup"] is False
     assert config["allow_login_shell"] is False
@@ -174,14 +176,22 @@ async def test_login_home_links_auth_and_sessions_and_is_removed(
         (home,) = (state / "homes").iterdir()
         assert (home / "auth.json").is_symlink()
         assert (home / "auth.json").resolve() == auth.resolve()
-        assert (home / "sessions").is_symlink()
-        assert (home / "sessions").resolve() == (state / "sessions").resolve()
+        # Codex creates sessions/ in the home itself (one that exists at start, a symlink into
+        # the store or even empty, slows every thread start) and writes the rollout there; it
+        # reaches the run's store at close
+        assert not (home / "sessions").exists()
+        day = home / "sessions" / "2026" / "01" / "02"
+        day.mkdir(parents=True)
+        name = "rollout-2026-01-02T03-04-05-01a22966-6fd2-7931-9655-85c89129d947.jsonl"
+        (day / name).write_text('{"type":"session_meta"}\n')
         config = tomllib.loads((home / "config.toml").read_text())
         assert "mcp_servers" not in config
         assert oct(home.stat().st_mode & 0o777) == "0o700"
     assert not home.exists()
     assert auth.is_file()  # the login itself is untouched
     assert (state / "sessions").is_dir()  # the durable store outlives the invocation
+    stored = state / "sessions" / "2026" / "01" / "02" / name
+    assert stored.read_text() == '{"type":"session_meta"}\n'
 
 
 def test_descriptor_refuses_policy_keys_and_secret_values():
@@ -245,3 +255,88 @@ async def test_the_worktree_guard_refuses_hooks_and_notify(tmp_path, name, text)
     result = await worktree_config_check(tmp_path).run()
     assert isinstance(result, CheckFailure)
     assert str(planted) in result.reason
+
+
+def _fake_seed(tmp_path: Path) -> Path:
+    seed = tmp_path / "seeds" / "key"
+    (seed / "skills" / ".system" / "imagegen").mkdir(parents=True)
+    (seed / "skills" / ".system" / "imagegen" / "SKILL.md").write_text("seed skill")
+    (seed / "state_5.sqlite").write_bytes(b"seed state")
+    (seed / ".jigs-seed-complete").write_text("x")
+    return seed
+
+
+def _join(prefix: str) -> None:
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name.startswith(prefix):
+            thread.join(10)
+
+
+def test_a_spare_home_is_a_private_copy_claimed_once(tmp_path):
+    from jigs_harness_codex._seed import claim_spare, prepare_spare
+
+    seed = _fake_seed(tmp_path)
+    log = structlog.get_logger()
+    prepare_spare(seed, log)
+    _join("jigs-codex-spare-home")
+    first, second = tmp_path / "home-1", tmp_path / "home-2"
+    first.mkdir()
+    second.mkdir()
+    assert claim_spare(seed, first)
+    assert not claim_spare(seed, second)  # one copy was made: it is never handed out twice
+    copied = first / "state_5.sqlite"
+    assert copied.read_bytes() == b"seed state"
+    assert copied.stat().st_ino != (seed / "state_5.sqlite").stat().st_ino  # a copy, not a link
+    assert not (first / ".jigs-seed-complete").exists()
+    (first / "skills" / ".system" / "imagegen" / "SKILL.md").write_text("changed by a step")
+    assert (seed / "skills" / ".system" / "imagegen" / "SKILL.md").read_text() == "seed skill"
+    for _ in range(3):  # never more than SPARES ready copies
+        prepare_spare(seed, log)
+        _join("jigs-codex-spare-home")
+    ready = list(seed.with_name("key.spares").glob("ready-*"))
+    assert len(ready) == 2
+    assert not list(seed.with_name("key.spares").glob("building-*"))
+
+
+def test_a_closed_homes_system_skills_are_deleted_off_the_close_path(tmp_path):
+    from jigs_harness_codex._seed import copy_seed, discard_system_skills, prepare_spare
+
+    seed = _fake_seed(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    copy_seed(seed, home)
+    (home / "skills" / "mine").mkdir()  # a skill the step installed stays with the home
+    discard_system_skills(seed, home, structlog.get_logger())
+    assert not (home / "skills" / ".system").exists()
+    assert (home / "skills" / "mine").is_dir()
+    (trash,) = seed.with_name("key.spares").glob("trash-*")
+    assert (trash / "system" / "imagegen" / "SKILL.md").is_file()
+    prepare_spare(seed, structlog.get_logger())  # the next step's spare thread empties it
+    _join("jigs-codex-spare-home")
+    assert not trash.exists()
+    assert (seed / "skills" / ".system" / "imagegen" / "SKILL.md").is_file()
+    # a home whose .system is a symlink (planted by the agent) is left to the home's removal
+    other = tmp_path / "other"
+    (other / "skills").mkdir(parents=True)
+    (other / "skills" / ".system").symlink_to(seed / "skills" / ".system")
+    discard_system_skills(seed, other, structlog.get_logger())
+    assert (other / "skills" / ".system").is_symlink()
+    assert (seed / "skills" / ".system" / "imagegen" / "SKILL.md").is_file()
+
+
+def test_trash_left_at_exit_is_deleted_by_the_exiting_interpreter(tmp_path):
+    seed = _fake_seed(tmp_path)
+    home = tmp_path / "home"
+    (home / "skills" / ".system").mkdir(parents=True)
+    (home / "skills" / ".system" / "x.md").write_text("seed copy")
+    code = (
+        "import sys, structlog; from pathlib import Path; "
+        "from jigs_harness_codex._seed import discard_system_skills; "
+        "discard_system_skills(Path(sys.argv[1]), Path(sys.argv[2]), structlog.get_logger()); "
+        "assert list(Path(sys.argv[1] + '.spares').glob('trash-*/system/x.md'))"
+    )
+    subprocess.run([sys.executable, "-c", code, str(seed), str(home)], check=True)
+    assert not (home / "skills" / ".system").exists()
+    assert not list(seed.with_name("key.spares").glob("trash-*"))

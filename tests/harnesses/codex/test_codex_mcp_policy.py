@@ -9,6 +9,7 @@ Codex offers a server's tools to the model in the Responses namespace ``mcp__<se
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -188,11 +189,29 @@ async def test_a_server_that_does_not_start_in_codex_fails_the_step_loudly(
     assert "jigs: timed out" in message  # Codex's own words, naming the server
     assert elapsed < 4 + 3, f"took {elapsed:.1f}s"
     assert not model_server.model_requests
-    hung = json.loads(marker.read_text())["pid"]
+    assert json.loads(marker.read_text())["pid"]  # it did start under Codex
+    # the marker's pid is the one inside the step's PID namespace (another process's number
+    # out here): look for the hung server by its unique command line instead
+    unique = str(tmp_path / "probed")
     deadline = time.monotonic() + 5
-    while alive(hung) and time.monotonic() < deadline:
+    while _running(unique) and time.monotonic() < deadline:
         await anyio.sleep(0.05)
-    assert not alive(hung), "the hung MCP server outlived the failed step"
+    assert not _running(unique), "the hung MCP server outlived the failed step"
+
+
+def _running(fragment: str) -> list[int]:
+    """Live processes whose command line holds ``fragment``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if fragment in cmdline and alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
 
 
 async def test_the_server_gets_the_steps_environment_but_not_the_model_key(

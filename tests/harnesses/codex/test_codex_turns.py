@@ -10,6 +10,7 @@ from jigs.models import ToolCallPart, ToolResultPart, generate_object, generate_
 from jigs.steps import create_agent_runner, run_agent
 from jigs_testing import reply, text, tool_call
 from pydantic import BaseModel
+from structlog.testing import capture_logs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli("codex")]
 
@@ -22,9 +23,16 @@ async def test_two_turns_second_runner_resumes_the_thread(
         reply(lambda r: f"second answer after {r.message_count} items"),
     )
     harness = descriptor()
-    async with create_agent_runner(harness, cwd=worktree, run=run_meta, agents_env=[]) as runner:
-        first = await generate_text(runner.model, prompt="FIRST-QUESTION-7f3", temperature=0)
-        session = runner.session_from(first)
+    with capture_logs() as logs:
+        async with create_agent_runner(
+            harness, cwd=worktree, run=run_meta, agents_env=[]
+        ) as runner:
+            first = await generate_text(runner.model, prompt="FIRST-QUESTION-7f3", temperature=0)
+            session = runner.session_from(first)
+    # the rollout was whole at close, so the app server was not waited for: the resume below
+    # proves the stored session lacks nothing
+    (stopped,) = [e for e in logs if e["event"] == "codex.app_server.stopped"]
+    assert stopped["how"] == "stopped, rollout complete"
     assert first.text == "the first answer"
     assert session is not None
     assert session.harness == "codex"
@@ -91,9 +99,12 @@ async def test_env_canaries_never_reach_the_agents_commands(
     # a login shell would source these and export what the environment policy never allowed
     home = worktree.parent / "operator-home"
     home.mkdir()
-    (home / ".profile").write_text("export PROFILE_CANARY=canary-from-profile-6b4\n")
-    (home / ".bashrc").write_text("export BASHRC_CANARY=canary-from-bashrc-2f8\n")
-    (home / ".bash_profile").write_text("export BASH_PROFILE_CANARY=canary-from-bp-9d0\n")
+    # ... and nothing may run them at all (Codex's shell snapshot would, with `bash -lc`)
+    sourced = worktree.parent / "profile-was-sourced"
+    touch = f"touch {sourced}\n"
+    (home / ".profile").write_text("export PROFILE_CANARY=canary-from-profile-6b4\n" + touch)
+    (home / ".bashrc").write_text("export BASHRC_CANARY=canary-from-bashrc-2f8\n" + touch)
+    (home / ".bash_profile").write_text("export BASH_PROFILE_CANARY=canary-from-bp-9d0\n" + touch)
     monkeypatch.setenv("HOME", str(home))
     canaries.update(
         PROFILE_CANARY="canary-from-profile-6b4",
@@ -115,6 +126,7 @@ async def test_env_canaries_never_reach_the_agents_commands(
     assert f"{KEY_ENV}=" not in seen
     assert "CODEX_HOME=" in seen
     assert "/canary/codex/home" not in seen
+    assert not sourced.exists(), "a login shell sourced the operator's profile"
 
 
 async def test_refusing_proxy_sees_no_connect(model_server, descriptor, worktree, run_meta):

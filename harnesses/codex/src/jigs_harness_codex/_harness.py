@@ -27,7 +27,7 @@ from jigs_harness_codex._executable import (
     resolve_executable,
     wheel_binary,
 )
-from jigs_harness_codex._home import rollout_for, sessions_dir
+from jigs_harness_codex._home import live_sessions_dirs, rollout_for, sessions_dir
 
 if TYPE_CHECKING:
     from jigs.plugin import ConfigFile
@@ -100,9 +100,14 @@ class CodexHarness(Harness[CodexDescriptor]):
         *,
         names: Collection[str] | None = None,
     ) -> Mapping[str, Path]:
-        """The thread's rollout in the run's session store (``YYYY/MM/DD/rollout-*-<id>.jsonl``)."""
+        """The thread's rollout in the run's session store (``YYYY/MM/DD/rollout-*-<id>.jsonl``),
+        or, while its step runs, in that step's home (moved to the store at close)."""
         pattern = f"rollout-*-{glob.escape(session_id)}.jsonl"
-        return artifacts_under(sessions_dir(ctx.state_dir), pattern, names)
+        found = artifacts_under(sessions_dir(ctx.state_dir), pattern, names)
+        if names is None:
+            for live in live_sessions_dirs(ctx.state_dir):
+                found.update(artifacts_under(live, pattern))
+        return found
 
     async def verify_resume(
         self, target: HarnessTarget[CodexDescriptor], ctx: HarnessContext

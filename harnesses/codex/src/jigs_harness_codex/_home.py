@@ -5,11 +5,20 @@ Layout under the run's state dir (``ctx.state_dir``)::
     sessions/                       durable rollouts: a later step of the same run resumes from here
     homes/invocation-XXXXXX/        this invocation's CODEX_HOME (removed on close)
         config.toml                 curated: no update check, analytics and plugins off, no
-                                    login shell for commands, bounded retries, the step's MCP
+                                    login shell for commands (and no shell snapshot, which
+                                    would run one), bounded retries, the step's MCP
                                     servers only (zero otherwise), the descriptor's model
                                     provider (a key *name*, never its value)
         auth.json -> <operator's ~/.codex/auth.json>   (a symlink: refresh tokens are single-use)
-        sessions  -> ../../sessions
+        sessions/                   where Codex writes this step's rollout: a directory
+                                    Codex creates itself (when it exists at start, as a
+                                    symlink into the store or even empty, Codex reconciles it
+                                    with its state database and every thread start costs
+                                    10-20 ms more); the resumed thread's rollout is
+                                    hard-linked in, and at close every rollout moves to the
+                                    store (one rename each, same filesystem) before the home
+                                    is removed. While the step runs its session is read here
+                                    (:func:`live_sessions_dirs`).
 
 Nothing here holds a lasting secret. With a key the provider's ``base_url`` is the step's credential
 proxy (its URL carries the step's token, worthless once the step closes) and ``env_key`` names a
@@ -33,17 +42,20 @@ from pathlib import Path
 from jigs.mcp import McpHttpServer, McpStdioServer
 
 from jigs_harness_codex._descriptor import DEFAULT_OPENAI_BASE_URL, CodexDescriptor
-from jigs_harness_codex._seed import copy_seed
+from jigs_harness_codex._seed import claim_spare, copy_seed
 
 __all__ = [
     "MCP_STARTUP_TIMEOUT",
     "PROVIDER_ID",
     "CodexHome",
     "build_home",
+    "link_rollout",
+    "live_sessions_dirs",
     "mcp_startup_timeout",
     "operator_auth_file",
     "render_config",
     "rollout_for",
+    "save_rollouts",
     "sessions_dir",
 ]
 
@@ -72,6 +84,45 @@ class CodexHome:
 def sessions_dir(state_dir: Path) -> Path:
     """The run's durable rollout store."""
     return state_dir / "sessions"
+
+
+def live_sessions_dirs(state_dir: Path) -> list[Path]:
+    """The ``sessions`` directories of the run's open homes (a running step's rollout)."""
+    return sorted((state_dir / "homes").glob("invocation-*/sessions"))
+
+
+def link_rollout(store: Path, home: Path, thread_id: str) -> None:
+    """Make the stored rollout of ``thread_id`` visible in ``home`` (the thread a step resumes
+    by forking it): a hard link at the same relative path, a copy where linking fails."""
+    source = rollout_for(store, thread_id)
+    if source is None:
+        return  # the fork fails with Codex's own error; verify_resume checked the store
+    target = home / "sessions" / source.relative_to(store)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        pass
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def save_rollouts(home: Path, store: Path) -> int:
+    """Move every rollout of ``home`` into the run's ``store`` at the same relative path (the
+    app server has exited); returns how many. A resumed thread's hard link lands on its own
+    stored file."""
+    moved = 0
+    root = home / "sessions"
+    if root.is_symlink() or not root.is_dir():
+        return 0
+    for path in sorted(root.rglob("rollout-*.jsonl")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        target = store / path.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+        moved += 1
+    return moved
 
 
 def operator_auth_file(env: Mapping[str, str]) -> Path:
@@ -201,6 +252,10 @@ def render_config(
         "plugins = false",
         "hooks = false",
         "unbounded_connection_retries = false",
+        "# no shell snapshot: Codex would run the operator's login shell (`bash -lc`, sourcing",
+        "# their profile) at every thread start to capture its environment for the agent's",
+        "# commands, the very profile allow_login_shell keeps out",
+        "shell_snapshot = false",
         "",
         "[shell_environment_policy]",
         f"exclude = {_toml_list(sorted(secret_names))}",
@@ -230,8 +285,8 @@ def build_home(
     base_url: str | None = None,
 ) -> CodexHome:
     """Create this invocation's home (mode 0700) under ``state_dir``, starting from a copy of
-    ``seed`` (see :mod:`jigs_harness_codex._seed`) when given; ``base_url`` as in
-    :func:`render_config`. Any failure removes it."""
+    ``seed`` (see :mod:`jigs_harness_codex._seed`: a spare copied ahead when one is ready) when
+    given; ``base_url`` as in :func:`render_config`. Any failure removes it."""
     store = sessions_dir(state_dir)
     store.mkdir(parents=True, exist_ok=True)
     homes = state_dir / "homes"
@@ -239,13 +294,12 @@ def build_home(
     path = Path(tempfile.mkdtemp(prefix="invocation-", dir=homes))
     home = CodexHome(path)
     try:
-        if seed is not None:
+        if seed is not None and not claim_spare(seed, path):
             copy_seed(seed, path)
         text, extra_env = render_config(descriptor, env, base_url=base_url)
         config = path / "config.toml"
         config.write_text(text, encoding="utf-8")
         config.chmod(0o600)
-        (path / "sessions").symlink_to(store, target_is_directory=True)
         if not descriptor.names_endpoint:
             auth = operator_auth_file(env)
             if auth.is_file():

@@ -9,22 +9,47 @@ databases and keeps the result (no thread, no login, no config) under
 The seed is an optimisation only: if it cannot be built, the home starts empty and Codex builds
 its state itself. It is keyed by the binary's path, size and mtime, so another Codex version never
 reads a seed it did not write, and it is published atomically (a complete marker, then a rename).
+
+Copying the seed still costs a step 10-30 ms, so the copy for the *next* step is made ahead, off
+the step's path: while a step's app server starts, :func:`prepare_spare` copies the seed into
+``<seed>.spares/building-*`` on a thread and publishes it as ``ready-*`` by a rename;
+:func:`claim_spare` moves one ready copy into a new home with one ``rename`` (atomic: two steps
+never get the same copy; a copy is never shared, only pristine seed state, no config, login or
+session). Without a ready spare (the first step of a process, a different filesystem) the home
+is copied as before.
+
+Removing a home costs more than copying it (unlinking the ~50 files of Codex's system skills
+takes 20-60 ms on a busy disk), and those files are the seed's, not the step's: at close
+:func:`discard_system_skills` moves ``skills/.system`` out of the home with one ``rename`` into
+``<seed>.spares/trash-*``, which the next spare's thread (or the interpreter's exit) deletes; the
+rest of the home (the step's state, config and databases) is still removed before the step's
+close returns.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
 import shutil
 import tempfile
+import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from jigs.executables import installed_dir
 
-__all__ = ["copy_seed", "ensure_seed", "seed_path"]
+__all__ = [
+    "claim_spare",
+    "copy_seed",
+    "discard_system_skills",
+    "ensure_seed",
+    "prepare_spare",
+    "seed_path",
+]
 
 _MARKER = ".jigs-seed-complete"
 _SKIP = frozenset({_MARKER, "config.toml", "auth.json", "sessions", "tmp", "thread-writer-locks"})
@@ -36,6 +61,17 @@ _SEED_CONFIG = (
 )
 #: Binaries whose seed could not be built in this process (not retried: each try costs time).
 _FAILED: set[Path] = set()
+#: Ready spare copies kept per seed (one step at a time needs one; more would only cost disk).
+SPARES = 2
+#: A ``building-*`` spare older than this (seconds) was left by a process that died: removed.
+_STALE = 600.0
+#: Seeds a spare is being copied for in this process (one copy at a time per seed).
+_BUILDING: set[Path] = set()
+_BUILDING_LOCK = threading.Lock()
+#: Trash directories this process made and has not deleted yet.
+_TRASH: set[Path] = set()
+#: Whether :func:`_empty_trash` is registered with :mod:`atexit` (a list: mutated in place).
+_EXIT_HOOK: list[bool] = []
 
 
 def seed_path(executable: Path) -> Path:
@@ -136,3 +172,104 @@ def copy_seed(seed: Path, home: Path) -> None:
             shutil.copytree(entry, home / entry.name, symlinks=True)
         else:
             shutil.copy2(entry, home / entry.name)
+
+
+def _spares(seed: Path) -> Path:
+    return seed.with_name(seed.name + ".spares")
+
+
+def claim_spare(seed: Path, home: Path) -> bool:
+    """Move a ready copy of ``seed`` onto ``home`` (an empty directory, replaced by the rename).
+    False when there is none (or it cannot be moved there); never raises."""
+    try:
+        ready = sorted(_spares(seed).glob("ready-*"))
+    except OSError:
+        return False
+    for spare in ready:
+        try:
+            spare.rename(home)
+        except FileNotFoundError:
+            continue  # another step took it
+        except OSError:
+            return False  # another filesystem, or ``home`` is not empty: copy instead
+        return True
+    return False
+
+
+def _build_spare(seed: Path, log: Any) -> None:
+    spares = _spares(seed)
+    try:
+        _empty_trash()
+        spares.mkdir(exist_ok=True)
+        now = time.time()
+        for entry in spares.iterdir():
+            stale = now - entry.stat().st_mtime > _STALE
+            if entry.name.startswith(("building-", "trash-")) and stale:
+                shutil.rmtree(entry, ignore_errors=True)
+        if len(list(spares.glob("ready-*"))) >= SPARES:
+            return
+        work = Path(tempfile.mkdtemp(prefix="building-", dir=spares))
+        try:
+            copy_seed(seed, work)
+            work.rename(spares / ("ready-" + work.name.removeprefix("building-")))
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+    except Exception as exc:  # an optimisation: the next step copies the seed itself
+        log.info("codex.home_spare.failed", error=f"{type(exc).__name__}: {exc}")
+    finally:
+        with _BUILDING_LOCK:
+            _BUILDING.discard(seed)
+
+
+def prepare_spare(seed: Path, log: Any) -> None:
+    """Copy ``seed`` for a later step on a thread of its own, unless a copy is under way or
+    :data:`SPARES` are ready. Returns at once; never raises. The thread is not a daemon: the
+    interpreter lets it finish its copy (tens of milliseconds) before it exits."""
+    with _BUILDING_LOCK:
+        if seed in _BUILDING:
+            return
+        _BUILDING.add(seed)
+    try:
+        threading.Thread(
+            target=_build_spare, args=(seed, log), name="jigs-codex-spare-home"
+        ).start()
+    except RuntimeError:  # interpreter shutting down, or no thread to be had
+        with _BUILDING_LOCK:
+            _BUILDING.discard(seed)
+
+
+def discard_system_skills(seed: Path, home: Path, log: Any) -> None:
+    """Move ``home``'s ``skills/.system`` (the seed's copy of Codex's system skills) to the
+    seed's trash, to be deleted by the next :func:`prepare_spare` thread (while that step's app
+    server starts: a deleting thread during a close would compete with it for the GIL) or when
+    the interpreter exits. Left in place (and removed with the home) when it cannot be moved;
+    never raises."""
+    system = home / "skills" / ".system"
+    if system.is_symlink() or not system.is_dir():
+        return
+    try:
+        _spares(seed).mkdir(exist_ok=True)
+        trash = Path(tempfile.mkdtemp(prefix="trash-", dir=_spares(seed)))
+    except OSError:
+        return
+    try:
+        system.rename(trash / "system")
+    except OSError:
+        shutil.rmtree(trash, ignore_errors=True)
+        return
+    with _BUILDING_LOCK:
+        _TRASH.add(trash)
+        if not _EXIT_HOOK:
+            atexit.register(_empty_trash)
+            _EXIT_HOOK.append(True)
+    log.debug("codex.home.skills_discarded", trash=str(trash))
+
+
+def _empty_trash() -> None:
+    """Delete the trash this process made (the next spare's thread, or the interpreter's exit)."""
+    with _BUILDING_LOCK:
+        trash = list(_TRASH)
+        _TRASH.clear()
+    for path in trash:
+        shutil.rmtree(path, ignore_errors=True)

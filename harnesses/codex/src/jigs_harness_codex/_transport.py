@@ -6,16 +6,23 @@ pipe),
 initializes it and starts or resumes the thread. Each turn is ``turn/start`` then the turn's
 notifications, read by the core's engine through :class:`CodexTurn` (which answers the server's
 requests on the way); the engine's deadlines and limits stop a turn with :meth:`CodexTurn.abort`
-(``turn/interrupt``, bounded). Closing the step stops the whole namespace (the commands Codex
-started in sessions of their own included: the core does that for every kind) and removes the
-home.
+(``turn/interrupt``, bounded). Closing an idle step does not wait on Codex's own shutdown when
+the thread's rollout already ends with the last turn's ``task_complete`` (the session is whole:
+the app server is stopped at once); otherwise it ends the app server's input, so Codex shuts down
+on its own, its rollout flushed. The core then stops the whole namespace as for every kind (the
+commands Codex started in sessions of their own included, and a Codex that did not exit in
+time) before the home is removed.
 """
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
 from typing import Any
 
 import anyio
+from jigs._logging import timed
 from jigs.errors import AgentOutputError, AgentTurnError, CliNotFoundError, DescriptorError
 from jigs.executables import Resolved
 from jigs.plugin import HarnessContext, HarnessTarget, SessionTransport, TurnDecoder, TurnSpec
@@ -23,9 +30,17 @@ from jigs.plugin import HarnessContext, HarnessTarget, SessionTransport, TurnDec
 from jigs_harness_codex._approvals import Approver, turn_options
 from jigs_harness_codex._descriptor import CodexDescriptor
 from jigs_harness_codex._executable import fix_hint
-from jigs_harness_codex._home import build_home, mcp_startup_timeout
+from jigs_harness_codex._home import (
+    CodexHome,
+    build_home,
+    link_rollout,
+    mcp_startup_timeout,
+    rollout_for,
+    save_rollouts,
+    sessions_dir,
+)
 from jigs_harness_codex._rpc import AppServer, AppServerRpcError
-from jigs_harness_codex._seed import ensure_seed
+from jigs_harness_codex._seed import discard_system_skills, ensure_seed, prepare_spare
 from jigs_harness_codex._turn import CodexDecoder, strict_schema
 from jigs_harness_codex._version import __version__
 
@@ -39,6 +54,11 @@ POLICY_APPROVAL = "never"
 POLICY_SANDBOX = "danger-full-access"
 #: Seconds an abort waits for Codex to confirm the interrupted turn (so its rollout records it).
 _ABORT_GRACE = 2.0
+#: Seconds a closing step waits for an idle app server to exit at the end of its input before
+#: the core's stop (TERM, grace, KILL of the namespace) takes over.
+_EXIT_GRACE = 1.0
+#: Bytes read from the end of a rollout to find its last record.
+_TAIL_BYTES = 256 * 1024
 #: What Codex says when a ``required`` MCP server does not start (``thread/start`` fails).
 _MCP_STARTUP_FAILED = "required MCP servers failed to initialize"
 
@@ -88,12 +108,83 @@ class CodexTransport(SessionTransport):
     """The app server of one step; ``session_id`` is its thread."""
 
     def __init__(
-        self, server: AppServer, thread_id: str, descriptor: CodexDescriptor, log: Any
+        self,
+        server: AppServer,
+        thread_id: str,
+        descriptor: CodexDescriptor,
+        log: Any,
+        store: Path | None = None,
     ) -> None:
         self.session_id = thread_id
         self._server = server
         self._descriptor = descriptor
         self._log = log
+        self._store = store
+        self._turn: CodexDecoder | None = None
+        self._turn_open = False
+
+    async def end_input(self) -> None:
+        """At close, when no turn is in flight: end the app server at once if the thread's
+        rollout already ends with the last turn's ``task_complete`` (the session the core syncs
+        is whole; nothing Codex still does at shutdown lands anywhere but the home, which is
+        removed), else close its stdin and wait (at most :data:`_EXIT_GRACE`) for it, and so its
+        namespace, to exit, like at the end of a ``codex exec``. Never raises; whatever is left
+        the core's stop ends (it runs next either way)."""
+        process = self._server.process
+        turn = self._turn
+        if self._turn_open and (turn is None or not turn.ended):
+            return  # a turn in flight or interrupted: the core's TERM, grace and KILL
+        started = time.perf_counter()
+        how = "end of input"
+        code: int | None = None
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_EXIT_GRACE) as scope:
+            try:
+                if turn is not None and self._rollout_settled(turn):
+                    how = "stopped, rollout complete"
+                    await process.stop(grace=0)
+                    code = process.returncode
+                else:
+                    if process.stdin is not None:
+                        await process.stdin.aclose()
+                    code = await process.wait()
+            except Exception as exc:  # the core's stop still runs
+                self._log.info("codex.app_server.end_failed", error=type(exc).__name__)
+                return
+        if scope.cancelled_caught:
+            code = None
+        self._log.info(
+            "codex.app_server.stopped",
+            pid=process.pid,
+            how=how,
+            returncode=code,
+            seconds=round(time.perf_counter() - started, 4),
+        )
+
+    def _rollout_settled(self, turn: CodexDecoder) -> bool:
+        """Whether the thread's rollout in the run's store ends with ``turn``'s
+        ``task_complete`` record (Codex writes it before it reports the turn completed)."""
+        if self._store is None or not turn.turn_id:
+            return False
+        path = rollout_for(self._store, str(self.session_id))
+        if path is None:
+            return False
+        try:
+            with path.open("rb") as fh:
+                fh.seek(0, 2)
+                size = fh.tell()
+                fh.seek(max(0, size - _TAIL_BYTES))
+                lines = fh.read().splitlines()
+            record = json.loads(lines[-1]) if lines else None
+        except (OSError, ValueError):
+            return False
+        payload = record.get("payload") if isinstance(record, dict) else None
+        return (
+            isinstance(record, dict)
+            and record.get("type") == "event_msg"
+            and isinstance(payload, dict)
+            and payload.get("type") == "task_complete"
+            and payload.get("turn_id") == turn.turn_id
+        )
 
     async def start_turn(self, turn: TurnSpec[Any]) -> CodexTurn:
         approve, effort = turn_options(turn.options)
@@ -109,10 +200,12 @@ class CodexTransport(SessionTransport):
             params["summary"] = self._descriptor.reasoning_summary
         if turn.output_schema is not None:
             params["outputSchema"] = strict_schema(turn.output_schema)
+        self._turn, self._turn_open = None, True
         # the engine bounds this request by idle_timeout
         result = await self._server.request("turn/start", params)
         turn_id = str(((result or {}).get("turn") or {}).get("id") or "")
         decoder = CodexDecoder(thread_id, turn_id)
+        self._turn = decoder
         self._server.on_request = Approver(approve, decoder.paths, self._log)
         self._log.info("codex.turn.started", thread_id=thread_id, turn_id=turn_id)
         return CodexTurn(self._server, decoder, self._log)
@@ -163,27 +256,33 @@ async def open_transport(
             kind="codex",
             key="api_key_env",
         )
-    home = build_home(
-        descriptor,
-        ctx.env,
-        ctx.state_dir,
-        seed=seed,
-        base_url=endpoint.base_url if endpoint is not None else None,
-    )
-    ctx.callback(home.remove)
+    with timed("codex.home.built", ctx.log):
+        home = build_home(
+            descriptor,
+            ctx.env,
+            ctx.state_dir,
+            seed=seed,
+            base_url=endpoint.base_url if endpoint is not None else None,
+        )
+    ctx.callback(_remove_home, home, seed, sessions_dir(ctx.state_dir), ctx.log)
+    if target.resume is not None:
+        link_rollout(sessions_dir(ctx.state_dir), home.path, target.resume.id)
     env = {**ctx.env, **home.extra_env, "CODEX_HOME": str(home.path)}
     if endpoint is not None and descriptor.api_key_env:
         # the provider's env_key: Codex sends the placeholder, the proxy the real key
         env[descriptor.api_key_env] = endpoint.key
     try:
-        process = await ctx.launch(
-            [str(resolved.path), "app-server"], cwd=target.cwd, env=env, stdin="pipe"
-        )
+        with timed("codex.app_server.launched", ctx.log):
+            process = await ctx.launch(
+                [str(resolved.path), "app-server"], cwd=target.cwd, env=env, stdin="pipe"
+            )
     except (FileNotFoundError, PermissionError) as exc:
         raise CliNotFoundError(
             "codex", [f"{resolved.source}: {resolved.path} cannot run ({exc})"], fix_hint()
         ) from None
 
+    if seed is not None:
+        prepare_spare(seed, ctx.log)  # the next step's home, copied while this server starts
     server = AppServer(process, on_request=Approver(None, {}, ctx.log), log=ctx.log)
     idle_first = descriptor.idle_timeout < descriptor.startup_timeout
     await server.request(
@@ -228,4 +327,21 @@ async def open_transport(
             kind="codex",
         )
     ctx.log.info("codex.thread.opened", thread_id=thread_id, resumed=target.resume is not None)
-    return CodexTransport(server, thread_id, descriptor, ctx.log)
+    transport = CodexTransport(server, thread_id, descriptor, ctx.log, store=home.path / "sessions")
+    # registered last, so it runs first at close: before the core's stop of the namespace
+    ctx.async_callback(transport.end_input)
+    return transport
+
+
+def _remove_home(home: CodexHome, seed: Path | None, store: Path, log: Any) -> None:
+    """At close, once the app server is gone: the home's rollouts to the run's store, then the
+    home away (whatever the move did: a failure is logged, the home still removed)."""
+    started = time.perf_counter()
+    try:
+        save_rollouts(home.path, store)
+    except OSError as exc:
+        log.error("codex.rollout.save_failed", error=f"{type(exc).__name__}: {exc}")
+    if seed is not None:
+        discard_system_skills(seed, home.path, log)  # the seed's files: deleted on a thread
+    home.remove()
+    log.info("codex.home.removed", seconds=round(time.perf_counter() - started, 4))
