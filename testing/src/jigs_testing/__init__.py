@@ -14,7 +14,7 @@ Importing this package is cheap: the server modules load on first use of a name.
 
 from __future__ import annotations
 
-from importlib import import_module
+from jigs._lazy import lazy_exports
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs more than this module
 if TYPE_CHECKING:
@@ -76,17 +76,9 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    where = (
-        f"{__name__}.{module[2:]}" if module.startswith("..") else f"{__name__}._server.{module}"
-    )
-    value = getattr(import_module(where), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+#: Each public name and the module it lives in.
+_EXPORTS = {
+    name: f"{__name__}.{where[2:]}" if where.startswith("..") else f"{__name__}._server.{where}"
+    for name, where in _WHERE.items()
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

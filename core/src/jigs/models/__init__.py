@@ -5,10 +5,10 @@ fresh process)."""
 
 from __future__ import annotations
 
+from jigs._lazy import lazy_exports
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: keep this import cheap
 if TYPE_CHECKING:
-    from typing import Any
-
     from jigs.models._functions import (
         ObjectResult,
         TextStream,
@@ -59,18 +59,14 @@ __all__ = [
 _FUNCTIONS = {"ObjectResult", "TextStream", "generate_object", "generate_text"}
 _FUNCTIONS |= {"parse_output", "stream_text"}
 _PROTOCOL = {"LanguageModel", "StreamingModel"}
+#: Each public name and the module it lives in.
+_EXPORTS = {
+    name: "jigs.models._functions"
+    if name in _FUNCTIONS
+    else "jigs.models._protocol"
+    if name in _PROTOCOL
+    else "jigs.models._types"
+    for name in __all__
+}
 
-
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module 'jigs.models' has no attribute {name!r}")
-    import importlib
-
-    where = "_functions" if name in _FUNCTIONS else "_protocol" if name in _PROTOCOL else "_types"
-    value = getattr(importlib.import_module(f"jigs.models.{where}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

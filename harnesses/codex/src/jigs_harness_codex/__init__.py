@@ -8,8 +8,9 @@ pinned ``openai-codex-cli-bin`` wheel. Build descriptors with ``jigs.harnesses.c
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from jigs._lazy import lazy_exports
 
 from jigs_harness_codex._version import __version__
 
@@ -33,16 +34,6 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The public names, imported on first access: importing the package (as resolving the kind
-    does, for its ``plugin`` module) loads neither the engine nor the checks."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+# the package's names are imported on first access: importing it (as resolving the kind does,
+# for its ``plugin`` module) loads neither the engine nor the checks
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -7,8 +7,9 @@ turn. Install the CLI with ``jigs install pi``; check it with ``jigs doctor --ha
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from jigs._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from jigs_harness_pi._descriptor import (
@@ -60,16 +61,6 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The public names, imported on first access: importing the package (as resolving the kind
-    does, for its ``plugin`` module) loads neither the engine nor the checks."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+# the package's names are imported on first access: importing it (as resolving the kind does,
+# for its ``plugin`` module) loads neither the engine nor the checks
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
