@@ -116,7 +116,12 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15, help="import-time entries to print")
     args = parser.parse_args()
     os.environ.setdefault("JIGS_DATA_DIR", tempfile.mkdtemp(prefix="jigs-bench-"))
-    resolve = f"{IMPORT}; from jigs import harnesses; harnesses.{args.kind}()"
+    # a kind whose descriptor needs a setting gets the one it needs (Pi: a model)
+    settings = {
+        "pi": "model={'type': 'openai-compatible', 'name': 'local', 'model': 'm', "
+        "'base_url': 'http://127.0.0.1:9/v1', 'api_key_env': 'BENCH_KEY'}"
+    }.get(args.kind, "")
+    resolve = f"{IMPORT}; from jigs import harnesses; harnesses.{args.kind}({settings})"
     sides = [
         ("python -c pass", "pass"),
         ("import jigs", "import jigs"),
