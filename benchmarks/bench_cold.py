@@ -1,6 +1,7 @@
 """A cold step per kind: whole fresh processes, jigs against the raw CLI and the official SDKs.
 
     uv run python benchmarks/bench_cold.py [--runs N] [--kinds claude,codex,pi]
+        [--env release|workspace]
 
 Every sample is one whole process, started and read to its exit, against one loopback
 :class:`jigs_testing.ModelServer` scripted with one answer per step:
@@ -8,14 +9,21 @@ Every sample is one whole process, started and read to its exit, against one loo
 - raw: the CLI the way people run it, with a reused home (``claude -p PROMPT``; ``codex exec``
   with a reused ``CODEX_HOME``; ``pi -p`` with a reused agent dir), see ``_kinds.py``;
 - jigs: a fresh ``python -c`` that runs one ``run_agent`` step, and (claude, codex) one
-  ``create_agent_runner`` + ``generate_text`` step;
-- SDK: a fresh ``python -c`` that runs one ``claude_agent_sdk.query`` (installed in the
-  workspace) or one ``openai_codex`` ``Codex().thread_start().run()`` (the ``openai-codex``
-  distribution, installed into this benchmark's own venv under ``$JIGS_BENCH_CACHE`` or
-  ``~/.cache/jigs-bench``, pinned to the workspace's ``openai-codex-cli-bin`` version).
+  ``create_agent_runner`` + ``generate_text`` step; with ``--env release`` (the default) in a
+  venv holding only the release wheels of jigs-core and the three kinds, as ``pip install
+  jigs-harness-claude`` gives a user, with ``--env workspace`` in the workspace's venv (every dev
+  tool installed: ``import httpx`` there also imports its CLI, httpcore imports trio); see
+  ``_release_env.py``;
+- SDK: a fresh ``python -c`` that runs one ``claude_agent_sdk.query`` or one ``openai_codex``
+  ``Codex().thread_start().run()``, each in its own venv under ``$JIGS_BENCH_CACHE`` or
+  ``~/.cache/jigs-bench`` holding only that SDK (``claude-agent-sdk`` at the workspace's version;
+  ``openai-codex`` pinned to the workspace's ``openai-codex-cli-bin`` version); with ``--env
+  workspace`` the claude SDK runs in the workspace, as before.
 
-All sides run the same CLI executable. The sides rotate their order every round so machine drift
-spreads over all of them. Python children run with bytecode caches, as on a user's machine (see
+All sides run the same CLI executable (the release venv's jigs resolves its own copies from the
+same pinned wheels: the benchmark prints both paths and checks the bytes are the same). The sides
+rotate their order every round so machine drift spreads over all of them. Python children run
+with bytecode caches, as on a user's machine (the release venv's compiled ones; elsewhere see
 ``_pycache.py``: this machine sets ``PYTHONDONTWRITEBYTECODE=1``). Prints each side's median wall
 time and CPU time (user + system of the whole process tree it waited for; steadier than wall time
 on a loaded machine), its ratio to raw, its overhead (median minus the raw median) and, per kind,
@@ -31,7 +39,6 @@ import importlib.metadata
 import json
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -44,6 +51,7 @@ from pathlib import Path
 import anyio
 from _kinds import ANSWER, KINDS, PROMPT, Kind, prepare_environ, setup
 from _pycache import cache_dir, describe, with_bytecode_cache
+from _release_env import ENVS, PythonEnv, compare_clis, describe_env, jigs_env, uv_command
 
 #: The jigs children write this marker and three wall-clock stamps to stderr: started, top-level
 #: imports done, step done (the parent adds spawn and exit).
@@ -137,24 +145,14 @@ class Side:
     phases: list[tuple[float, float, float, float]] = field(default_factory=list)
 
 
-def uv_command() -> list[str]:
-    try:
-        import uv  # type: ignore[import-not-found]
-
-        return [uv.find_uv_bin()]
-    except ImportError:
-        found = shutil.which("uv")
-        return [found] if found else ["python3", "-m", "uv"]
-
-
-def codex_sdk_python(version: str) -> tuple[str | None, str]:
-    """The python of a venv holding ``openai-codex==version`` (made on first use), or None and
-    why not."""
-    venv = cache_dir() / f"openai-codex-{version}"
+def sdk_python(distribution: str, version: str) -> tuple[str | None, str]:
+    """The python of a venv holding only ``distribution==version`` (made on first use), or None
+    and why not."""
+    venv = cache_dir() / f"{distribution}-{version}"
     python = venv / "bin" / "python"
     marker = venv / ".installed"
     if marker.exists() and python.exists():
-        return str(python), f"openai-codex {version} in {venv}"
+        return str(python), f"{distribution} {version} in {venv}"
     uv = uv_command()
     try:
         subprocess.run(
@@ -163,22 +161,24 @@ def codex_sdk_python(version: str) -> tuple[str | None, str]:
             capture_output=True,
         )
         subprocess.run(
-            [*uv, "pip", "install", "-q", "--python", str(python), f"openai-codex=={version}"],
+            [*uv, "pip", "install", "-q", "--python", str(python), f"{distribution}=={version}"],
             check=True,
             capture_output=True,
         )
     except (OSError, subprocess.CalledProcessError) as exc:
         detail = getattr(exc, "stderr", b"") or b""
-        return None, f"could not install openai-codex=={version}: {exc} {detail.decode()[-300:]}"
+        return None, f"could not install {distribution}=={version}: {exc} {detail.decode()[-300:]}"
     marker.write_text(version)
-    return str(python), f"openai-codex {version} installed into {venv}"
+    return str(python), f"{distribution} {version} installed into {venv}"
 
 
-def sides_for(kind: Kind, tree: str, codex_python: str | None) -> list[Side]:
-    py = sys.executable
+def sides_for(
+    kind: Kind, tree: str, env: PythonEnv, sdk_pythons: dict[str, str | None]
+) -> list[Side]:
+    py = env.python
     settings = json.dumps(kind.settings)
     agents_env = json.dumps(kind.agents_env)
-    jigs_env = with_bytecode_cache(kind.jigs_env)
+    jigs_env = env.child_env(kind.jigs_env)
     sdk_env = with_bytecode_cache(kind.sdk_env)
 
     def says(out: bytes) -> bool:
@@ -193,10 +193,12 @@ def sides_for(kind: Kind, tree: str, codex_python: str | None) -> list[Side]:
     ]
     if kind.kind in ("claude", "codex"):
         sides.append(Side("jigs runner + generate_text", jigs(JIGS_RUNNER, "gen"), jigs_env, says))
-    if kind.kind == "claude":
-        claude = [py, "-c", CLAUDE_SDK, tree, kind.exe]
+    claude_python = sdk_pythons.get("claude")
+    if kind.kind == "claude" and claude_python is not None:
+        claude = [claude_python, "-c", CLAUDE_SDK, tree, kind.exe]
         label = "claude_agent_sdk.query (fresh python)"
         sides.append(Side(label, lambda i: claude, sdk_env, says))
+    codex_python = sdk_pythons.get("codex")
     if kind.kind == "codex" and codex_python is not None:
         codex = [codex_python, "-c", CODEX_SDK, tree, kind.exe]
         label = "openai_codex thread.run (fresh python)"
@@ -256,10 +258,13 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:7.0f} ms"
 
 
-def report(kind: str, sides: list[Side], runs: int, sdk_note: str | None) -> None:
+def report(kind: str, sides: list[Side], runs: int, sdk_note: str | None, env: str) -> None:
     raw = statistics.median(sides[0].samples)
     raw_cpu = statistics.median(sides[0].cpu)
-    print(f"\n{kind}: medians of {runs} alternated runs, each a whole process (wall; CPU)")
+    print(
+        f"\n{kind}: medians of {runs} alternated runs, each a whole process (wall; CPU); "
+        f"jigs sides in the {env} venv"
+    )
     width = max(len(s.label) for s in sides)
     overheads: dict[str, float] = {}
     cpu_overheads: dict[str, float] = {}
@@ -304,7 +309,13 @@ def report(kind: str, sides: list[Side], runs: int, sdk_note: str | None) -> Non
 
 
 async def bench_kind(
-    kind_name: str, runs: int, root: Path, codex_python: str | None, top: int
+    kind_name: str,
+    runs: int,
+    root: Path,
+    *,
+    env: PythonEnv,
+    sdk_pythons: dict[str, str | None],
+    top: int,
 ) -> tuple[list[Side], list[str]]:
     from jigs_testing import ModelServer
 
@@ -315,7 +326,7 @@ async def bench_kind(
         await anyio.run_process(["git", "init", "-q", str(tree)], check=True)
         kind = setup(kind_name, server, kind_root)
         try:
-            sides = sides_for(kind, str(tree), codex_python)
+            sides = sides_for(kind, str(tree), env, sdk_pythons)
             for side in sides:  # warm-up: page cache, first-run files in the reused homes
                 await timed(side, -1, str(tree), server)
             for i in range(runs):
@@ -345,24 +356,40 @@ def uptime() -> str:
         return f"load average {os.getloadavg()}"
 
 
-async def main_async(kinds: list[str], runs: int, codex_sdk_version: str, top: int) -> int:
-    codex_python, codex_note = None, None
+async def main_async(
+    kinds: list[str], runs: int, codex_sdk_version: str, top: int, env_name: str
+) -> int:
+    env = jigs_env(env_name)
+    for line in describe_env(env):
+        print(line)
+    for line in compare_clis(env):
+        print(line)
+    print(f"  pi CLI for every side: JIGS_PI_EXECUTABLE={os.environ['JIGS_PI_EXECUTABLE']}")
+    sdk_pythons: dict[str, str | None] = {}
+    notes: dict[str, str | None] = {}
     if "codex" in kinds:
-        codex_python, codex_note = codex_sdk_python(codex_sdk_version)
-        print(f"codex SDK: {codex_note}")
+        sdk_pythons["codex"], notes["codex"] = sdk_python("openai-codex", codex_sdk_version)
+        print(f"codex SDK side runs in: {notes['codex']}")
+    if "claude" in kinds:
+        claude_version = importlib.metadata.version("claude-agent-sdk")
+        if env_name == "release":
+            sdk_pythons["claude"], notes["claude"] = sdk_python("claude-agent-sdk", claude_version)
+        else:
+            sdk_pythons["claude"] = sys.executable
+            notes["claude"] = f"claude-agent-sdk {claude_version} in workspace venv {sys.prefix}"
+        print(f"claude SDK side runs in: {notes['claude']}")
     print(describe())
     print(f"before: {uptime()}")
     results = []
     with tempfile.TemporaryDirectory(prefix="jigs-bench-cold-") as tmp:
         for kind in kinds:
             started = time.perf_counter()
-            sides, imports = await bench_kind(kind, runs, Path(tmp), codex_python, top)
+            sides, imports = await bench_kind(
+                kind, runs, Path(tmp), env=env, sdk_pythons=sdk_pythons, top=top
+            )
             results.append((kind, sides, imports, time.perf_counter() - started))
     for kind, sides, imports, seconds in results:
-        note = codex_note if kind == "codex" else None
-        if kind == "claude":
-            note = f"claude-agent-sdk {importlib.metadata.version('claude-agent-sdk')}"
-        report(kind, sides, runs, note)
+        report(kind, sides, runs, notes.get(kind), env.name)
         print(f"  outermost imports of one jigs run_agent process (-X importtime, top {top}):")
         for line in imports:
             print(f"    {line}")
@@ -381,13 +408,19 @@ def main() -> None:
         help="openai-codex version for the SDK side (default: the workspace's CLI version)",
     )
     parser.add_argument("--top", type=int, default=8, help="import-time entries per kind")
+    parser.add_argument(
+        "--env",
+        choices=ENVS,
+        default="release",
+        help="where jigs' side runs: a venv of the release wheels only (default) or the workspace",
+    )
     args = parser.parse_args()
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     for kind in kinds:
         if kind not in KINDS:
             parser.error(f"unknown kind {kind!r}: choose from {', '.join(KINDS)}")
     prepare_environ()
-    sys.exit(anyio.run(main_async, kinds, args.runs, args.codex_sdk_version, args.top))
+    sys.exit(anyio.run(main_async, kinds, args.runs, args.codex_sdk_version, args.top, args.env))
 
 
 if __name__ == "__main__":
