@@ -29,6 +29,7 @@ __all__ = [
     "AgentTurnError",
     "CheckFailedError",
     "CheckpointError",
+    "CliCommandError",
     "CliNotFoundError",
     "CredentialProxyError",
     "DescriptorError",
@@ -510,3 +511,30 @@ class MissingDistributionError(JigsError, ImportError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class CliCommandError(JigsError, RuntimeError):
+    """A command jigs ran to check or install a harness CLI failed: a ``--version`` probe, or
+    ``jigs install``'s npm install. ``command`` is what ran (no environment shown),
+    ``returncode`` its exit code (None when it exited 0 but printed something unusable), ``kind``
+    the harness kind when known. The message ends with the command's output, secrets of its
+    environment redacted. ``retryable`` is True for an install (the registry or the network may
+    answer later), False for a probe (the same binary fails the same way)."""
+
+    retryable = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        command: str,
+        returncode: int | None = None,
+        kind: str | None = None,
+        retryable: bool | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.command = command
+        self.returncode = returncode
+        self.kind = kind
+        if retryable is not None:
+            self.retryable = retryable

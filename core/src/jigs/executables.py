@@ -113,7 +113,10 @@ def parse_version(text: str) -> tuple[int, int, int] | None:
 async def cli_version(
     path: Path, env: Mapping[str, str], *, args: Sequence[str] = ("--version",), timeout: float = 12
 ) -> str:
-    """What ``<path> --version`` prints, run under ``env`` with stdin closed."""
+    """What ``<path> --version`` prints, run under ``env`` with stdin closed.
+
+    Raises :class:`~jigs.errors.CliCommandError` (a ``RuntimeError``) when it exits non-zero,
+    with the end of its redacted stderr; ``OSError`` when it cannot be started."""
     import subprocess
 
     import anyio  # here, not at module level: a kind imports this module to resolve
@@ -132,7 +135,14 @@ async def cli_version(
     out = redact_known((result.stdout or b"").decode(errors="replace"), secrets).strip()
     err = redact_known((result.stderr or b"").decode(errors="replace"), secrets).strip()
     if result.returncode != 0:
-        raise RuntimeError(f"{path} {' '.join(args)} exited with {result.returncode}: {err[-300:]}")
+        from jigs.errors import CliCommandError
+
+        command = f"{path} {' '.join(args)}"
+        raise CliCommandError(
+            f"{command} exited with {result.returncode}: {err[-300:]}",
+            command=command,
+            returncode=result.returncode,
+        )
     return out or err
 
 

@@ -190,12 +190,15 @@ async def install_pi(env: Mapping[str, str], *, version: str = PI_VERSION) -> st
     """``npm install`` ``PI_PACKAGE@version`` into ``installed_dir("pi")`` with the wheel's
     Node and npm, verify that it runs, and say what was installed.
 
-    Raises :class:`RuntimeError` naming npm's exit code and the end of its output when the
-    install fails (no registry, no disk space, ...).
+    Raises :class:`~jigs.errors.CliCommandError` (a ``RuntimeError``; retryable) naming npm's
+    exit code and the end of its redacted output when the install fails (no registry, no disk
+    space, ...), and (not retryable) when the installed Pi does not run.
     """
     import subprocess
 
     import anyio  # here, not at module level: resolving the kind imports this module
+    from jigs._redact import redact_known, secret_values
+    from jigs.errors import CliCommandError
 
     target = installed_dir("pi")
     target.mkdir(parents=True, exist_ok=True)
@@ -221,10 +224,16 @@ async def install_pi(env: Mapping[str, str], *, version: str = PI_VERSION) -> st
             argv, env=install_env, stdin=subprocess.DEVNULL, check=False
         )
     if result.returncode != 0:
-        tail = (result.stderr or b"").decode(errors="replace")[-1500:]
-        raise RuntimeError(
+        # redacted before the cut, so no secret of the environment (an npm token) shows in part
+        stderr = (result.stderr or b"").decode(errors="replace")
+        tail = redact_known(stderr, secret_values(install_env))[-1500:]
+        raise CliCommandError(
             f"npm install {PI_PACKAGE}@{version} into {target} failed with exit code "
-            f"{result.returncode}: {tail}"
+            f"{result.returncode}: {tail}",
+            command=f"npm install {PI_PACKAGE}@{version}",
+            returncode=result.returncode,
+            kind="pi",
+            retryable=True,
         )
     cli = _installed_cli()
     pi = launchable(cli, "installed")
@@ -233,6 +242,13 @@ async def install_pi(env: Mapping[str, str], *, version: str = PI_VERSION) -> st
             [*pi.argv, "--version"], env=install_env, stdin=subprocess.DEVNULL, check=False
         )
     printed = (check.stdout or b"").decode(errors="replace").strip()
+    secrets = secret_values(install_env)
     if check.returncode != 0 or parse_version(printed) is None:
-        raise RuntimeError(f"the installed Pi at {cli} does not run: {printed or check.stderr!r}")
+        shown = redact_known(printed or (check.stderr or b"").decode(errors="replace"), secrets)
+        raise CliCommandError(
+            f"the installed Pi at {cli} does not run: {shown[-500:]!r}",
+            command=f"{cli} --version",
+            returncode=check.returncode or None,
+            kind="pi",
+        )
     return f"installed {PI_PACKAGE}@{printed} into {target} (runs on {pi.argv[0]})"
