@@ -199,3 +199,26 @@ def test_a_refused_kind_is_refused_again_without_reimporting(site, monkeypatch):
         assert info.value.distribution == "jigs-harness-future"
         assert info.value.distribution_version == "0.1"
     assert "future" in registry.kinds()
+
+
+def test_a_short_malformed_contract_is_shown_with_the_fix_to_write_major_minor():
+    from jigs._contract import check_contract
+    from jigs.errors import HarnessContractError
+
+    harness = type("H", (), {"kind": "mini", "contract": "1"})()
+    with pytest.raises(HarnessContractError) as caught:
+        check_contract(harness)
+    message = str(caught.value)
+    assert "<malformed '1', not 'major.minor'>" in message
+    assert 'write contract = "1.0"' in message
+    assert "upgrade jigs-core" not in message  # an upgrade would not help
+
+
+def test_a_kind_whose_distribution_lacks_the_entry_point_is_told_to_declare_it():
+    from jigs.errors import HarnessNotFoundError
+
+    # jigs-harness-echo is installed here: as if its entry point were missing
+    message = str(HarnessNotFoundError("echo", []))
+    assert "jigs-harness-echo is installed but declares no entry point 'echo'" in message
+    assert 'echo = "jigs_harness_echo.plugin"' in message
+    assert "pip install jigs-harness-nope" in str(HarnessNotFoundError("nope", []))

@@ -63,6 +63,13 @@ def check_contract(
         shown = None
     elif parse(declared) is not None:
         shown = str(declared)
+    elif (  # a short plain string is shown (a version, never a secret); anything else is not
+        isinstance(declared, str)
+        and len(declared) <= 16
+        and declared.isascii()
+        and declared.isprintable()
+    ):
+        shown = f"<malformed {declared!r}, not 'major.minor'>"
     else:  # never echo an arbitrary object; a malformed value is named by its shape
         shown = f"<malformed {type(declared).__name__}, not 'major.minor'>"
     releases = core_releases_for(shown) if shown is not None else None

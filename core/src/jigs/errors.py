@@ -132,9 +132,27 @@ class HarnessNotFoundError(JigsError, LookupError):
             listed = ", ".join(self.installed) if self.installed else "none"
             message = (
                 f"no harness kind {kind!r} is installed (installed kinds: {listed}). "
-                f"Install it with: pip install jigs-harness-{kind}"
+                + _how_to_install(kind)
             )
         super().__init__(message)
+
+
+def _how_to_install(kind: str) -> str:
+    """The fix for a kind no entry point names: install its distribution, or, when the
+    distribution of that name is installed already, declare the entry point it lacks."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    package = f"jigs-harness-{kind}"
+    try:
+        distribution(package)
+    except PackageNotFoundError:
+        return f"Install it with: pip install {package}"
+    module = f"jigs_harness_{kind.replace('-', '_')}.plugin"
+    return (
+        f"{package} is installed but declares no entry point {kind!r} in the 'jigs.harnesses' "
+        f'group: add [project.entry-points."jigs.harnesses"] {kind} = "{module}" (the '
+        f"module with its jigs_register_harnesses hook) to its pyproject.toml and reinstall it"
+    )
 
 
 class HarnessPluginError(JigsError, RuntimeError):
@@ -477,6 +495,13 @@ class HarnessContractError(HarnessNotFoundError):
             fix = (
                 f"{matching_kind} (pip install -U {package}); if you maintain the kind, set "
                 f'contract = "{core_contract}" on its Harness subclass'
+            )
+        elif contract.startswith("<malformed"):
+            what = f"declares plugin contract {contract}, and {core}"
+            fitting = 'a contract version is a "major.minor" string'
+            fix = (
+                f"{matching_kind}; if you maintain the kind, write "
+                f'contract = "{core_contract}" (a string literal) on its Harness subclass'
             )
         elif fits is None:
             what = f"was built for plugin contract {contract}, but {core}"
