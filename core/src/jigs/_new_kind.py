@@ -337,8 +337,8 @@ class __CLASS__Harness(Harness[__CLASS__Descriptor]):
     def demo_plan(self, server: ModelServer) -> DemoPlan:
         """How `jigs demo` and the conformance kit drive this kind. The stand-in CLI needs no
         model server: its "tools" are prompt words. A kind whose CLI talks to a model points its
-        descriptor at ``server.base_url`` and scripts replies (jigs_testing.plan.scripted_write,
-        scripted_command)."""
+        descriptor at ``server.openai_base_url`` (or ``anthropic_base_url``) and scripts
+        replies (jigs_testing.plan.scripted_write, scripted_command)."""
         from jigs_testing.plan import DemoPlan
 
         return DemoPlan(

@@ -617,7 +617,12 @@ async def _max_turns(ctx: KitContext) -> None:
     except AgentLimitError as exc:
         stopped = exc
     else:
-        raise AssertionError(f"{kind}: a turn past max_turns=1 did not raise AgentLimitError")
+        raise AssertionError(
+            f"{kind}: a turn past max_turns=1 did not raise AgentLimitError. Unless the CLI "
+            f"enforces the limit itself, the core counts the ModelCallStarted events your "
+            f"decoder yields (one per model request): emit one for each request, or drop "
+            f"max_turns from supported_limits"
+        )
     assert stopped.limit == "max_turns", f"{kind}: AgentLimitError.limit is {stopped.limit}"
     assert stopped.session is not None, f"{kind}: AgentLimitError carries no session"
     assert stopped.usage is not None, f"{kind}: AgentLimitError carries no usage"
@@ -1035,7 +1040,12 @@ async def _event_stream(ctx: KitContext) -> None:
     ctx.server.script.skip_remaining()
     types = [type(e) for e in seen]
     assert SessionStarted in types, f"{kind}: no session event"
-    assert ToolCallStarted in types, f"{kind}: no tool-call-started event for the tool call"
+    assert ToolCallStarted in types, (
+        f"{kind}: no tool-call-started event for the tool call of the demo plan's write_file "
+        f"turn (the scripted model calls your CLI's tool: your decoder must yield "
+        f"ToolCallStarted and ToolCallFinished for it, and a read-only kind's write_file "
+        f"still scripts one tool call; see jigs_testing.plan.scripted_write)"
+    )
     assert ToolCallFinished in types, f"{kind}: no tool-call-finished event for the tool call"
     assert types.index(ToolCallStarted) < types.index(ToolCallFinished), (
         f"{kind}: the tool call finished before it started: {[t.__name__ for t in types]}"
