@@ -446,6 +446,8 @@ def test_demo_exits_1_when_no_kind_is_installed_or_none_ran(tmp_path: Path) -> N
     unknown = jigs("demo", "--harness", "nosuchkind")
     assert unknown.returncode == 1
     assert "0 passed, 1 failed" in unknown.stdout
+    assert "failed kinds: nosuchkind" in unknown.stdout
+    assert "no kind ran" not in unknown.stdout  # a failed kind ran: said once, not twice
 
 
 def test_demo_of_the_echo_kind_passes() -> None:

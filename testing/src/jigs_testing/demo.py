@@ -229,7 +229,7 @@ def main(kinds: Sequence[str] | None = None) -> int:
         print(f"failed kinds: {', '.join(failed)} (see above; `jigs doctor` shows the fixes)")
     if not reports:
         print("no harness kind is installed; e.g. pip install jigs-harness-claude")
-    elif not passed:
+    elif not passed and not failed:
         print("no kind ran (see above; `jigs doctor` shows the fixes)")
     return 1 if failed or not passed else 0
 
