@@ -73,6 +73,21 @@ class Machine:
         with patched_environ(self.env):
             yield
 
+    async def echo_turn(
+        self, prompt: str, *, run: RunMetadata, store: Any, resume: Any = None
+    ) -> Any:
+        """One echo-kind step on this machine's worktree, its session kept in ``store``."""
+        from jigs_harness_echo import EchoDescriptor
+
+        return await run_agent(
+            harness=EchoDescriptor(),
+            cwd=self.worktree,
+            prompt=prompt,
+            run=run,
+            resume=resume,
+            session_store=store,
+        )
+
     def leave(self) -> None:
         """The machine is gone: its checkout, data dir and HOME (only the store remains)."""
         shutil.rmtree(self.root)
@@ -145,18 +160,11 @@ def _no_launch() -> Iterator[list[Any]]:
 async def _first_step(
     tmp_path: Path, store: dict[str, str], *, keep_a: bool = False
 ) -> tuple[Machine, Machine, Any]:
-    from jigs_harness_echo import EchoDescriptor
 
     a, b = Machine(tmp_path, "a", {}), Machine(tmp_path, "b", {})
     run = RunMetadata(workflow_run_id=f"tamper-{uuid.uuid4().hex[:8]}")
     with a.active():
-        first = await run_agent(
-            harness=EchoDescriptor(),
-            cwd=a.worktree,
-            prompt="remember me",
-            run=run,
-            session_store=store,
-        )
+        first = await a.echo_turn("remember me", run=run, store=store)
     assert first.session is not None
     assert first.session.store_key is not None
     if not keep_a:
@@ -175,7 +183,6 @@ def _sql(dsn: str, statement: str, *params: object) -> list[tuple[Any, ...]]:
 async def test_a_damaged_store_copy_is_refused_before_anything_starts(
     damage: str, tmp_path: Path, pg_store_table: dict[str, str], postgres_dsn: str
 ) -> None:
-    from jigs_harness_echo import EchoDescriptor
 
     _a, b, (run, ref) = await _first_step(tmp_path, pg_store_table)
     table = pg_store_table["table"]
@@ -208,14 +215,7 @@ async def test_a_damaged_store_copy_is_refused_before_anything_starts(
     else:
         _sql(postgres_dsn, f"DELETE FROM {table}")
     with b.active(), _no_launch(), pytest.raises(AgentSessionError) as info:
-        await run_agent(
-            harness=EchoDescriptor(),
-            cwd=b.worktree,
-            prompt="continue",
-            run=run,
-            resume=ref,
-            session_store=pg_store_table,
-        )
+        await b.echo_turn("continue", run=run, resume=ref, store=pg_store_table)
     assert info.value.session_id == ref.id
     assert "from the session store" in str(info.value)
     # nothing was placed on B
@@ -226,31 +226,17 @@ async def test_a_damaged_store_copy_is_refused_before_anything_starts(
 async def test_a_ref_pointing_at_another_sessions_manifest_is_refused(
     tmp_path: Path, pg_store_table: dict[str, str]
 ) -> None:
-    from jigs_harness_echo import EchoDescriptor
 
     a, b, (run, ref) = await _first_step(tmp_path, pg_store_table, keep_a=True)
     with a.active():
-        other = await run_agent(
-            harness=EchoDescriptor(),
-            cwd=a.worktree,
-            prompt="another",
-            run=run,
-            session_store=pg_store_table,
-        )
+        other = await a.echo_turn("another", run=run, store=pg_store_table)
     assert other.session is not None
     a.leave()
     forged = ref.model_copy(
         update={"store_key": other.session.store_key, "digest": other.session.digest}
     )
     with b.active(), _no_launch(), pytest.raises(AgentSessionError):
-        await run_agent(
-            harness=EchoDescriptor(),
-            cwd=b.worktree,
-            prompt="x",
-            run=run,
-            resume=forged,
-            session_store=pg_store_table,
-        )
+        await b.echo_turn("x", run=run, resume=forged, store=pg_store_table)
 
 
 @pytest.mark.anyio
@@ -259,27 +245,12 @@ async def test_a_local_copy_that_differs_is_replaced_by_the_snapshot_the_ref_nam
 ) -> None:
     """A retried step resumes from exactly the state its ref names (snapshots are immutable),
     even after a later attempt grew the local transcript."""
-    from jigs_harness_echo import EchoDescriptor
 
     a, _b, (run, ref) = await _first_step(tmp_path, pg_store_table, keep_a=True)
     with a.active():
-        later = await run_agent(
-            harness=EchoDescriptor(),
-            cwd=a.worktree,
-            prompt="attempt one",
-            run=run,
-            resume=ref,
-            session_store=pg_store_table,
-        )
+        later = await a.echo_turn("attempt one", run=run, resume=ref, store=pg_store_table)
         assert "(turn 2)" in later.text
-        retried = await run_agent(
-            harness=EchoDescriptor(),
-            cwd=a.worktree,
-            prompt="attempt two",
-            run=run,
-            resume=ref,
-            session_store=pg_store_table,
-        )
+        retried = await a.echo_turn("attempt two", run=run, resume=ref, store=pg_store_table)
     assert "(turn 2)" in retried.text, retried.text
 
 
@@ -287,7 +258,6 @@ async def test_a_local_copy_that_differs_is_replaced_by_the_snapshot_the_ref_nam
 async def test_refs_without_store_fields_still_load_and_resume_locally(
     tmp_path: Path, pg_store_table: dict[str, str]
 ) -> None:
-    from jigs_harness_echo import EchoDescriptor
 
     a, b, (run, ref) = await _first_step(tmp_path, pg_store_table, keep_a=True)
     old = AgentSessionRef.model_validate(
@@ -295,25 +265,11 @@ async def test_refs_without_store_fields_still_load_and_resume_locally(
     )
     assert old.store_key is None
     with a.active():
-        again = await run_agent(
-            harness=EchoDescriptor(),
-            cwd=a.worktree,
-            prompt="x",
-            run=run,
-            resume=old,
-            session_store=pg_store_table,
-        )
+        again = await a.echo_turn("x", run=run, resume=old, store=pg_store_table)
     assert "(turn 2)" in again.text
     # on B an old ref cannot be fetched: the kind's own check refuses it, nothing starts
     with b.active(), _no_launch(), pytest.raises(AgentSessionError):
-        await run_agent(
-            harness=EchoDescriptor(),
-            cwd=b.worktree,
-            prompt="x",
-            run=run,
-            resume=old,
-            session_store=pg_store_table,
-        )
+        await b.echo_turn("x", run=run, resume=old, store=pg_store_table)
 
 
 @pytest.mark.anyio
@@ -336,14 +292,7 @@ async def test_runner_session_from_names_a_stored_snapshot(
     assert ref.store_key is not None
     a.leave()
     with b.active():
-        resumed = await run_agent(
-            harness=EchoDescriptor(),
-            cwd=b.worktree,
-            prompt="second",
-            run=run,
-            resume=ref,
-            session_store=pg_store_table,
-        )
+        resumed = await b.echo_turn("second", run=run, resume=ref, store=pg_store_table)
     assert "(turn 2)" in resumed.text
 
 
@@ -359,21 +308,13 @@ async def test_runner_session_from_names_a_stored_snapshot(
 async def test_a_forged_store_key_is_refused(
     forge: str, tmp_path: Path, pg_store_table: dict[str, str]
 ) -> None:
-    from jigs_harness_echo import EchoDescriptor
 
     _a, b, (run, ref) = await _first_step(tmp_path, pg_store_table)
     assert ref.store_key is not None
     prefix = ref.store_key.rsplit("/manifests/", 1)[0]
     forged = ref.model_copy(update={"store_key": forge.format(prefix=prefix, id=ref.id)})
     with b.active(), _no_launch(), pytest.raises(AgentSessionError):
-        await run_agent(
-            harness=EchoDescriptor(),
-            cwd=b.worktree,
-            prompt="x",
-            run=run,
-            resume=forged,
-            session_store=pg_store_table,
-        )
+        await b.echo_turn("x", run=run, resume=forged, store=pg_store_table)
 
 
 @pytest.mark.anyio
@@ -382,56 +323,30 @@ async def test_a_session_does_not_move_to_a_sibling_worktree_while_its_own_exist
 ) -> None:
     """On the machine where its worktree still is, a session is not copied into another
     worktree: the kind's own rules decide (here: echo's session is not in B's state)."""
-    from jigs_harness_echo import EchoDescriptor
 
     a, b, (run, ref) = await _first_step(tmp_path, pg_store_table, keep_a=True)
     with b.active(), _no_launch(), pytest.raises(AgentSessionError) as info:
-        await run_agent(
-            harness=EchoDescriptor(),
-            cwd=b.worktree,
-            prompt="x",
-            run=run,
-            resume=ref,
-            session_store=pg_store_table,
-        )
+        await b.echo_turn("x", run=run, resume=ref, store=pg_store_table)
     assert "from the session store" not in str(info.value)
     a.leave()
     with b.active():
-        moved = await run_agent(
-            harness=EchoDescriptor(),
-            cwd=b.worktree,
-            prompt="x",
-            run=run,
-            resume=ref,
-            session_store=pg_store_table,
-        )
+        moved = await b.echo_turn("x", run=run, resume=ref, store=pg_store_table)
     assert "(turn 2)" in moved.text
 
 
 @pytest.mark.anyio
 async def test_two_machines_through_object_storage(tmp_path: Path) -> None:
     """The same through obstore (its local file backend; no cloud is reachable here)."""
-    from jigs_harness_echo import EchoDescriptor
-
     store = f"file://{tmp_path / 'bucket'}"
     a, b = Machine(tmp_path, "a", {}), Machine(tmp_path, "b", {})
     run = RunMetadata(workflow_run_id=f"object-{uuid.uuid4().hex[:8]}")
     with a.active():
-        first = await run_agent(
-            harness=EchoDescriptor(), cwd=a.worktree, prompt="one", run=run, session_store=store
-        )
+        first = await a.echo_turn("one", run=run, store=store)
     assert first.session is not None
     assert first.session.store_key is not None
     a.leave()
     with b.active():
-        second = await run_agent(
-            harness=EchoDescriptor(),
-            cwd=b.worktree,
-            prompt="two",
-            run=run,
-            resume=first.session,
-            session_store=store,
-        )
+        second = await b.echo_turn("two", run=run, resume=first.session, store=store)
     assert "(turn 2)" in second.text
 
 
