@@ -447,18 +447,12 @@ class CredentialProxy:
         listener: anyio.abc.Listener[anyio.abc.SocketStream],
         group: anyio.abc.TaskGroup,
     ) -> None:
-        if not isinstance(listener, anyio.abc.SocketListener):
-            raise TypeError(f"expected a socket listener, got {type(listener).__name__}")
-        while True:
-            try:
-                stream = await listener.accept()
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return
-            except OSError as exc:  # e.g. too many open files: back off, keep serving
-                logger.warning("jigs.proxy.accept_failed", port=self._port, error=str(exc))
-                await anyio.sleep(0.05)
-                continue
-            group.start_soon(self._serve_connection, stream)
+        from jigs._accept import accept_forever
+
+        def failed(exc: OSError) -> None:
+            logger.warning("jigs.proxy.accept_failed", port=self._port, error=str(exc))
+
+        await accept_forever(listener, group, self._serve_connection, failed)
 
     # -- one client connection ---------------------------------------------------------------
 

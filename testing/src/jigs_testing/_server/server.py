@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import AsyncExitStack, contextmanager
+from functools import partial
 from types import TracebackType
 from typing import Self
 
@@ -101,18 +102,12 @@ class ModelServer:
         app: Application,
         group: anyio.abc.TaskGroup,
     ) -> None:
-        if not isinstance(listener, anyio.abc.SocketListener):
-            raise TypeError(f"expected a socket listener, got {type(listener).__name__}")
-        while True:
-            try:
-                stream = await listener.accept()
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return
-            except OSError as exc:  # e.g. too many open files: back off, keep serving
-                self._state.add_failure(f"jigs_testing.ModelServer: accept failed: {exc}")
-                await anyio.sleep(0.05)
-                continue
-            group.start_soon(serve_connection, stream, app)
+        from jigs._accept import accept_forever
+
+        def failed(exc: OSError) -> None:
+            self._state.add_failure(f"jigs_testing.ModelServer: accept failed: {exc}")
+
+        await accept_forever(listener, group, partial(serve_connection, app=app), failed)
 
     @classmethod
     @contextmanager
