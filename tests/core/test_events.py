@@ -186,6 +186,22 @@ async def test_stream_agent_yields_the_events_then_the_result(worktree: Path, ru
     assert turn.result.text.startswith("echo: write:d.txt:x")
 
 
+async def test_stream_agent_keeps_the_session_in_the_session_store(
+    worktree: Path, run_meta, tmp_path: Path
+):
+    from jigs.steps import stream_agent
+
+    store = f"file://{tmp_path / 'bucket'}"
+    async with stream_agent(
+        harness=harnesses.echo(), cwd=worktree, prompt="hello", run=run_meta, session_store=store
+    ) as turn:
+        async for _ in turn:
+            pass
+    assert turn.result is not None
+    assert turn.result.session is not None
+    assert turn.result.session.store_key is not None  # stored, as run_agent does
+
+
 async def test_stream_agent_raises_the_turn_error_from_the_iteration(worktree: Path, run_meta):
     from jigs._lock import worktree_locked
     from jigs.errors import AgentCrashedError

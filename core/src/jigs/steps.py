@@ -419,6 +419,7 @@ def stream_agent(
     agents_env: Sequence[str] | None = None,
     provider_options: dict[str, dict[str, Any]] | None = None,
     registry: Registry | None = None,
+    session_store: SessionStore | str | Mapping[str, Any] | None = None,
 ) -> AgentStream:
     """:func:`run_agent` as a stream of events, for any kind::
 
@@ -440,6 +441,7 @@ def stream_agent(
             "agents_env": agents_env,
             "provider_options": provider_options,
             "registry": registry,
+            "session_store": session_store,
         }
     )
 
