@@ -24,7 +24,7 @@ def test_describe_is_canonical_and_omits_defaults():
 
 def test_descriptor_is_frozen():
     d = harnesses.echo()
-    with pytest.raises(Exception, match="frozen"):
+    with pytest.raises(AttributeError, match="immutable"):
         d.model = "other"  # type: ignore[misc]
 
 

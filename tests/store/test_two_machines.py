@@ -9,6 +9,7 @@ on by itself.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import uuid
@@ -123,7 +124,7 @@ async def test_step_2_resumes_on_another_machine_through_postgres(
         assert first.session.store_key is not None, "the session did not reach the store"
         assert first.session.digest is not None
         # the ref crosses the workflow boundary as JSON
-        ref = AgentSessionRef.model_validate_json(first.session.model_dump_json())
+        ref = AgentSessionRef.from_data(json.loads(json.dumps(first.session.to_data())))
         # nothing of A is on B, and A is gone
         assert not any(b.data.rglob("*")), "B's data dir is not empty before the resume"
         a.leave()
@@ -232,9 +233,7 @@ async def test_a_ref_pointing_at_another_sessions_manifest_is_refused(
         other = await a.echo_turn("another", run=run, store=pg_store_table)
     assert other.session is not None
     a.leave()
-    forged = ref.model_copy(
-        update={"store_key": other.session.store_key, "digest": other.session.digest}
-    )
+    forged = ref.replace(store_key=other.session.store_key, digest=other.session.digest)
     with b.active(), _no_launch(), pytest.raises(AgentSessionError):
         await b.echo_turn("x", run=run, resume=forged, store=pg_store_table)
 
@@ -260,9 +259,7 @@ async def test_refs_without_store_fields_still_load_and_resume_locally(
 ) -> None:
 
     a, b, (run, ref) = await _first_step(tmp_path, pg_store_table, keep_a=True)
-    old = AgentSessionRef.model_validate(
-        {"harness": "echo", "id": ref.id, "descriptor": ref.descriptor}
-    )
+    old = AgentSessionRef.from_data({"harness": "echo", "id": ref.id, "descriptor": ref.descriptor})
     assert old.store_key is None
     with a.active():
         again = await a.echo_turn("x", run=run, resume=old, store=pg_store_table)
@@ -312,7 +309,7 @@ async def test_a_forged_store_key_is_refused(
     _a, b, (run, ref) = await _first_step(tmp_path, pg_store_table)
     assert ref.store_key is not None
     prefix = ref.store_key.rsplit("/manifests/", 1)[0]
-    forged = ref.model_copy(update={"store_key": forge.format(prefix=prefix, id=ref.id)})
+    forged = ref.replace(store_key=forge.format(prefix=prefix, id=ref.id))
     with b.active(), _no_launch(), pytest.raises(AgentSessionError):
         await b.echo_turn("x", run=run, resume=forged, store=pg_store_table)
 

@@ -1,35 +1,34 @@
 """Plain data that crosses the workflow/step boundary: run metadata and session references.
 
-Both are frozen pydantic models that round-trip through JSON (``model_dump(mode="json")`` /
-``model_validate``) and pickle. Building one from bad data raises
-:class:`~jigs.errors.InvalidInputError` naming the field, never a raw pydantic error that would
-echo the value.
+Both are frozen :class:`~jigs._record.Record` s that round-trip through JSON (``to_data()`` /
+``from_data()``), pickle, and pydantic models (Temporal's pydantic data converter). Building one
+from bad data raises :class:`~jigs.errors.InvalidInputError` naming the field, never echoing the
+value.
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: msgspec reads these classes' annotations as objects,
+# never by looking the module up in sys.modules (a Temporal workflow sandbox does not have it)
 
-from typing import Any
+from typing import TYPE_CHECKING, Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from msgspec import Meta
+
+from jigs._record import Record
+
+if TYPE_CHECKING:
+    from jigs.errors import JigsError
 
 __all__ = ["AgentSessionRef", "RunMetadata"]
 
 
-class _Data(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+class _Data(Record):
+    @classmethod
+    def _invalid(cls, message: str) -> "JigsError":
+        from jigs.errors import InvalidInputError
 
-    def __init__(self, /, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            from jigs.errors import InvalidInputError
-
-            fields = sorted({".".join(map(str, e["loc"])) or "(all)" for e in exc.errors()})
-            raise InvalidInputError(
-                f"invalid {type(self).__name__}: check {', '.join(fields)} (the value is not "
-                f"shown)",
-                argument=type(self).__name__,
-            ) from None
+        return InvalidInputError(
+            f"invalid {cls.__name__}: {message} (the value is not shown)", argument=cls.__name__
+        )
 
 
 class RunMetadata(_Data):
@@ -40,11 +39,11 @@ class RunMetadata(_Data):
     spaces); jigs encodes it before using it in a path.
     """
 
-    workflow_run_id: str = Field(min_length=1, max_length=4096)
+    workflow_run_id: Annotated[str, Meta(min_length=1, max_length=4096)]
     workflow_name: str | None = None
     step_name: str | None = None
     #: The engine's attempt number of the step (1 for the first try), when it has one.
-    attempt: int | None = Field(default=None, ge=1)
+    attempt: Annotated[int, Meta(ge=1)] | None = None
 
 
 class AgentSessionRef(_Data):
@@ -57,10 +56,10 @@ class AgentSessionRef(_Data):
     """
 
     harness: str
-    id: str = Field(min_length=1)
+    id: Annotated[str, Meta(min_length=1)]
     descriptor: str
     #: The session store key of the session's manifest (None: the session lives only on the
     #: machine that ran it, as refs recorded before session stores did).
-    store_key: str | None = Field(default=None, min_length=1, max_length=1024)
+    store_key: Annotated[str, Meta(min_length=1, max_length=1024)] | None = None
     #: ``sha256:<hex>`` of that manifest: a resume refuses a store copy that does not match.
-    digest: str | None = Field(default=None, pattern=r"^sha256:[0-9a-f]{64}$")
+    digest: Annotated[str, Meta(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None

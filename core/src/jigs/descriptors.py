@@ -5,17 +5,20 @@ that jigs owns as policy are refused with a message that names the key and why; 
 refused too. :meth:`HarnessDescriptor.describe` is the canonical string session reuse compares.
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: msgspec reads these classes' annotations as objects,
+# never by looking the module up in sys.modules (a Temporal workflow sandbox does not have it)
 
+import functools
 import json
 from collections.abc import Mapping
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+import msgspec
+from msgspec import Meta, field
 
-from jigs._safe_model import safe_validation_message
-from jigs.errors import DescriptorError
-from jigs.mcp import McpServer
+from jigs._record import Record
+from jigs.errors import DescriptorError, JigsError
+from jigs.mcp import McpServer, normalise_servers
 
 __all__ = [
     "COMMON_POLICY_KEYS",
@@ -23,7 +26,6 @@ __all__ = [
     "DEFAULT_TURN_TIMEOUT",
     "LIMITS",
     "HarnessDescriptor",
-    "validation_message",
 ]
 
 #: Seconds a whole turn may take unless the descriptor says otherwise.
@@ -63,16 +65,22 @@ COMMON_POLICY_KEYS: Mapping[str, str] = {
 }
 
 
-def validation_message(exc: ValidationError, kind: str) -> str:
-    """Render a pydantic error as one line per problem, naming the key, never an input value
-    (keys that look like secrets are hidden too)."""
-    return safe_validation_message(exc, kind)
+@functools.cache
+def _kind_default(cls: "type[HarnessDescriptor]") -> str:
+    """The default of the class's ``kind`` field (its kind's name), else the class's name."""
+    for info in msgspec.structs.fields(cls):
+        if info.name == "kind" and isinstance(info.default, str) and info.default:
+            return info.default
+    return cls.__name__
 
 
-class HarnessDescriptor(BaseModel):
-    """Base of every kind's descriptor. Subclasses set ``kind`` as a ``Literal`` field."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, defer_build=True)
+class HarnessDescriptor(Record, omit_defaults=True):
+    """Base of every kind's descriptor: a :class:`~jigs._record.Record` (frozen, keyword-only,
+    validated when built). Subclasses set ``kind`` as a ``Literal`` field with its default, add
+    their keys (constraints as ``Annotated[T, msgspec.Meta(...)]``) and check the rest in
+    ``__post_init__`` (call ``super().__post_init__()``), raising ``ValueError`` with a message
+    that names the key and never echoes the value. Every failure is a :class:`DescriptorError`.
+    """
 
     #: Extra policy keys of the kind, on top of :data:`COMMON_POLICY_KEYS`.
     policy_keys: ClassVar[Mapping[str, str]] = {}
@@ -83,70 +91,54 @@ class HarnessDescriptor(BaseModel):
     unsupported_limit_reason: ClassVar[str] = "the CLI does not report what the limit counts"
 
     kind: str
-    mcp_servers: dict[str, McpServer] = Field(default_factory=dict)
+    mcp_servers: dict[str, McpServer] = field(default_factory=dict)
     #: Seconds a whole turn may take (wall clock); jigs stops it then (AgentTimeoutError).
-    turn_timeout: float = Field(default=DEFAULT_TURN_TIMEOUT, gt=0, le=7 * 86400)
+    turn_timeout: Annotated[float, Meta(gt=0, le=7 * 86400)] = DEFAULT_TURN_TIMEOUT
     #: Seconds a turn may go without any event from the CLI (a hung endpoint or CLI).
-    idle_timeout: float = Field(default=DEFAULT_IDLE_TIMEOUT, gt=0, le=86400)
+    idle_timeout: Annotated[float, Meta(gt=0, le=86400)] = DEFAULT_IDLE_TIMEOUT
     #: Model requests one turn may make (AgentLimitError past it); None: no limit.
-    max_turns: int | None = Field(default=None, ge=1, le=10_000)
+    max_turns: Annotated[int, Meta(ge=1, le=10_000)] | None = None
     #: Cost one turn may reach (AgentLimitError past it); None: no limit.
-    max_budget_usd: float | None = Field(default=None, gt=0)
+    max_budget_usd: Annotated[float, Meta(gt=0)] | None = None
 
-    @model_validator(mode="after")
-    def _limits_supported(self) -> Self:
+    def __post_init__(self) -> None:
         for name in LIMITS:
             if getattr(self, name) is not None and name not in self.supported_limits:
                 raise ValueError(
                     f"{name}: the {self.kind} kind cannot enforce {name} "
                     f"({self.unsupported_limit_reason}); remove it from the descriptor"
                 )
-        return self
 
-    def __init__(self, /, **data: Any) -> None:
-        kind = self._kind_default()
+    @classmethod
+    def _prepare(cls, data: dict[str, Any]) -> dict[str, Any]:
+        kind = cls._kind_default()
         for key in data:
-            why = self.policy_keys.get(key) or COMMON_POLICY_KEYS.get(key)
+            why = cls.policy_keys.get(key) or COMMON_POLICY_KEYS.get(key)
             if why is not None:
                 raise DescriptorError(
                     f"a {kind} descriptor may not set {key!r}: {why}", kind=kind, key=key
                 )
-        message = None
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            # built outside the except block: the ValidationError (which holds the inputs) is
-            # not kept as __context__
-            message = validation_message(exc, kind)
-        if message is not None:
-            raise DescriptorError(f"invalid {kind} descriptor: {message}", kind=kind)
+        servers = data.get("mcp_servers")
+        if isinstance(servers, Mapping):
+            data["mcp_servers"] = normalise_servers(servers)
+        return data
 
     @classmethod
-    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
-        """Like pydantic's, but failures are :class:`DescriptorError` without input values."""
+    def _invalid(cls, message: str) -> JigsError:
         kind = cls._kind_default()
-        if isinstance(obj, Mapping):
-            return cls(**dict(obj))
-        message = None
-        try:
-            return super().model_validate(obj, *args, **kwargs)
-        except ValidationError as exc:
-            message = validation_message(exc, kind)
-        raise DescriptorError(f"invalid {kind} descriptor: {message}", kind=kind)
+        return DescriptorError(f"invalid {kind} descriptor: {message}", kind=kind)
+
+    @classmethod
+    def _what(cls) -> str:
+        return f"a {cls._kind_default()} descriptor"
 
     @classmethod
     def _kind_default(cls) -> str:
-        field = cls.model_fields.get("kind")
-        return str(field.default) if field is not None and field.default else cls.__name__
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> Self:
-        """Validate stored data into this descriptor class; errors are :class:`DescriptorError`."""
-        return cls(**dict(data))
+        return _kind_default(cls)
 
     def to_data(self) -> dict[str, Any]:
         """Plain JSON-ready data, without keys left at their defaults."""
-        return self.model_dump(mode="json", exclude_defaults=True) | {"kind": self.kind}
+        return super().to_data() | {"kind": self.kind}
 
     def describe(self) -> str:
         """The canonical string that identifies these settings (sorted keys, defaults omitted)."""

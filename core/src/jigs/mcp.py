@@ -5,20 +5,16 @@ at launch. A literal that looks like a secret is refused without being echoed. T
 the agent's whole MCP universe: nothing from user config, the worktree or the harness's discovery.
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: msgspec reads these classes' annotations as objects,
+# never by looking the module up in sys.modules (a Temporal workflow sandbox does not have it)
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    Discriminator,
-    Field,
-    Tag,
-    field_validator,
-)
+from msgspec import Meta, field
 
-from jigs._safe_model import SafeModel
+from jigs._record import Record
 from jigs._secrets import check_env_name, check_url, looks_like_secret, shown
 
 __all__ = [
@@ -28,24 +24,21 @@ __all__ = [
     "McpServer",
     "McpStdioServer",
     "looks_like_secret",
+    "normalise_servers",
 ]
 
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SERVER_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-def _check_env_name(value: str, where: str) -> str:
-    return check_env_name(value, where)
-
-
-class McpProbe(SafeModel):
+class McpProbe(Record):
     """A harmless tool call that proves the server is up and answering."""
 
-    tool: str = Field(min_length=1)
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    tool: Annotated[str, Meta(min_length=1)]
+    arguments: dict[str, Any] = field(default_factory=dict)
 
 
-class _McpBase(SafeModel):
+class _McpBase(Record, omit_defaults=True, tag_field="type"):
     probe: McpProbe
     disabled_tools: tuple[str, ...] = ()
 
@@ -53,50 +46,45 @@ class _McpBase(SafeModel):
         raise NotImplementedError
 
 
-class McpStdioServer(_McpBase):
+class McpStdioServer(_McpBase, tag="stdio", kw_only=True):
     """A server jigs starts: ``env`` maps a child variable to the *name* of a step-side one."""
 
-    type: Literal["stdio"] = "stdio"
-    command: str = Field(min_length=1)
+    command: Annotated[str, Meta(min_length=1)]
     args: tuple[str, ...] = ()
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
 
-    @field_validator("env")
-    @classmethod
-    def _names_only(cls, value: dict[str, str]) -> dict[str, str]:
-        for child, source in value.items():
-            _check_env_name(child, "an env key")
-            _check_env_name(source, f"env[{shown(child)}]")
-        return value
+    @property
+    def type(self) -> Literal["stdio"]:
+        """The server's transport (``"stdio"``; the ``type`` key of its data)."""
+        return "stdio"
+
+    def __post_init__(self) -> None:
+        for child, source in self.env.items():
+            check_env_name(child, "an env key")
+            check_env_name(source, f"env[{shown(child)}]")
 
     def env_names(self) -> frozenset[str]:
         return frozenset(self.env.values())
 
 
-class McpHttpServer(_McpBase):
+class McpHttpServer(_McpBase, tag="http", kw_only=True):
     """A server jigs connects to: header values and the bearer token are variable *names*."""
 
-    type: Literal["http"] = "http"
     url: str
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
     bearer_token_env: str | None = None
 
-    @field_validator("headers")
-    @classmethod
-    def _header_names_only(cls, value: dict[str, str]) -> dict[str, str]:
-        for header, source in value.items():
-            _check_env_name(source, f"headers[{shown(header)}]")
-        return value
+    @property
+    def type(self) -> Literal["http"]:
+        """The server's transport (``"http"``; the ``type`` key of its data)."""
+        return "http"
 
-    @field_validator("bearer_token_env")
-    @classmethod
-    def _bearer_name(cls, value: str | None) -> str | None:
-        return None if value is None else _check_env_name(value, "bearer_token_env")
-
-    @field_validator("url")
-    @classmethod
-    def _no_credentials_in_url(cls, value: str) -> str:
-        return check_url(value, "url")
+    def __post_init__(self) -> None:
+        for header, source in self.headers.items():
+            check_env_name(source, f"headers[{shown(header)}]")
+        if self.bearer_token_env is not None:
+            check_env_name(self.bearer_token_env, "bearer_token_env")
+        check_url(self.url, "url")
 
     def env_names(self) -> frozenset[str]:
         names = set(self.headers.values())
@@ -105,16 +93,17 @@ class McpHttpServer(_McpBase):
         return frozenset(names)
 
 
-def _server_type(value: Any) -> str:
-    if isinstance(value, BaseModel):
-        return str(getattr(value, "type", "stdio"))
-    if isinstance(value, dict):
-        return str(value.get("type") or ("http" if "url" in value else "stdio"))
-    return "stdio"
-
-
 #: One declared server; ``type`` may be omitted (``url`` means HTTP, otherwise stdio).
-McpServer = Annotated[
-    Annotated[McpStdioServer, Tag("stdio")] | Annotated[McpHttpServer, Tag("http")],
-    Discriminator(_server_type),
-]
+McpServer = McpStdioServer | McpHttpServer
+
+
+def normalise_servers(servers: Mapping[str, Any]) -> dict[str, Any]:
+    """Give each server's data its ``type`` when it was omitted (``url`` means HTTP, otherwise
+    stdio); servers that are records already pass through."""
+    out: dict[str, Any] = {}
+    for name, value in servers.items():
+        if isinstance(value, Mapping) and "type" not in value:
+            out[name] = {**value, "type": "http" if "url" in value else "stdio"}
+        else:
+            out[name] = value
+    return out

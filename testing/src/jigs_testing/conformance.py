@@ -534,7 +534,7 @@ async def _expect_timeout(kind: str, what: str, call: Callable[[], Awaitable[obj
 
 
 def _quick(ctx: KitContext) -> HarnessDescriptor:
-    return ctx.descriptor.model_copy(update={"idle_timeout": HANG_IDLE, "turn_timeout": 60.0})
+    return ctx.descriptor.replace(idle_timeout=HANG_IDLE, turn_timeout=60.0)
 
 
 async def _hung_endpoint(ctx: KitContext) -> None:

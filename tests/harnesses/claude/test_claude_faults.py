@@ -188,7 +188,7 @@ async def test_stale_resume_raises_before_any_process_starts(
     assert str(worktree) in str(caught.value)
     assert not marker.exists(), "the CLI was started for a stale session"
     for bad, message in (("not-a-uuid", "not a Claude Code session id"), ("../../etc", "'/'")):
-        not_uuid = stale.model_copy(update={"id": bad})
+        not_uuid = stale.replace(id=bad)
         with pytest.raises(AgentSessionError, match=message):
             await run_agent(
                 harness=descriptor,

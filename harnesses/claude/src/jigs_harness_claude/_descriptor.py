@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from jigs._secrets import check_env_name, check_url
 from jigs.descriptors import HarnessDescriptor
-from pydantic import Field, field_validator, model_validator
+from msgspec import Meta
 
 __all__ = ["ClaudeDescriptor", "Effort"]
 
@@ -70,7 +70,7 @@ class ClaudeDescriptor(HarnessDescriptor):
     #: ``--effort``.
     effort: Effort | None = None
     #: Anthropic-compatible endpoint (``https://gateway.example/anthropic``); needs ``api_key_env``.
-    base_url: str | None = Field(default=None, pattern=r"^https?://[^\s@]+$")
+    base_url: Annotated[str, Meta(pattern=r"^https?://[^\s@]+$")] | None = None
     #: The *name* of the step-side variable that holds the key for the endpoint (or for the
     #: Anthropic API itself when ``base_url`` is not set).
     api_key_env: str | None = None
@@ -78,7 +78,7 @@ class ClaudeDescriptor(HarnessDescriptor):
     #: (``ANTHROPIC_AUTH_TOKEN``, what most gateways expect).
     api_key_header: Literal["x-api-key", "bearer"] = "x-api-key"
     #: Retries of a failed model request (Claude Code's own default would retry for minutes).
-    max_retries: int = Field(default=2, ge=0, le=10)
+    max_retries: Annotated[int, Meta(ge=0, le=10)] = 2
     #: ``--allowedTools`` / ``--disallowedTools`` rules (``"Bash(git *)"``).
     allowed_tools: tuple[str, ...] = ()
     disallowed_tools: tuple[str, ...] = ()
@@ -103,57 +103,32 @@ class ClaudeDescriptor(HarnessDescriptor):
     #: ``--disable-slash-commands``: no skills or custom commands.
     disable_slash_commands: bool = False
 
-    @field_validator("api_key_env")
-    @classmethod
-    def _key_is_a_name(cls, value: str | None) -> str | None:
-        # the shared rule: the secret-shape test first, the value never echoed
-        return None if value is None else check_env_name(value, "api_key_env")
-
-    @field_validator("base_url")
-    @classmethod
-    def _url_without_credentials(cls, value: str | None) -> str | None:
-        return None if value is None else check_url(value, "base_url")
-
-    @field_validator(
-        "allowed_tools", "disallowed_tools", "tools", "additional_directories", "betas"
-    )
-    @classmethod
-    def _items_are_not_flags(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        for item in value or ():
-            if item.startswith("-") or "\x00" in item:
-                raise ValueError(
-                    f"{item[:40]!r} starts with '-' or holds a NUL byte, so Claude Code would "
-                    f"read it as a flag (write a directory as ./{item[:20]})"
-                )
-        return value
-
-    @field_validator(
-        "model", "fallback_model", "system_prompt", "append_system_prompt", "name", "base_url"
-    )
-    @classmethod
-    def _no_nul(cls, value: str | None) -> str | None:
-        if value is not None and "\x00" in value:
-            raise ValueError("a NUL byte cannot be passed to Claude Code; remove it")
-        return value
-
-    @field_validator("max_budget_usd")
-    @classmethod
-    def _finite_budget(cls, value: float | None) -> float | None:
-        if value is not None and not math.isfinite(value):
-            raise ValueError("Claude Code needs a finite budget; leave max_budget_usd unset")
-        return value
-
-    @field_validator("autocompact")
-    @classmethod
-    def _window(cls, value: str | int | None) -> str | int | None:
-        if isinstance(value, int) and value < 100_000:
-            raise ValueError("autocompact must be 'auto' or at least 100000 tokens")
-        return value
-
-    @model_validator(mode="after")
-    def _endpoint_has_key(self) -> ClaudeDescriptor:
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # the shared rules: the secret-shape test first, the value never echoed
+        if self.api_key_env is not None:
+            check_env_name(self.api_key_env, "api_key_env")
+        if self.base_url is not None:
+            check_url(self.base_url, "base_url")
+        flags = ("allowed_tools", "disallowed_tools", "tools", "additional_directories", "betas")
+        for key in flags:
+            for item in getattr(self, key) or ():
+                if item.startswith("-") or "\x00" in item:
+                    raise ValueError(
+                        f"{key}: {item[:40]!r} starts with '-' or holds a NUL byte, so Claude "
+                        f"Code would read it as a flag (write a directory as ./{item[:20]})"
+                    )
+        for key in ("model", "fallback_model", "system_prompt", "append_system_prompt", "name"):
+            value = getattr(self, key)
+            if value is not None and "\x00" in value:
+                raise ValueError(f"{key}: a NUL byte cannot be passed to Claude Code; remove it")
+        if self.max_budget_usd is not None and not math.isfinite(self.max_budget_usd):
+            raise ValueError(
+                "max_budget_usd: Claude Code needs a finite budget; leave max_budget_usd unset"
+            )
+        if isinstance(self.autocompact, int) and self.autocompact < 100_000:
+            raise ValueError("autocompact: must be 'auto' or at least 100000 tokens")
         if self.base_url is not None and self.api_key_env is None:
             raise ValueError(
                 "base_url needs api_key_env: name the variable that holds the endpoint's key"
             )
-        return self

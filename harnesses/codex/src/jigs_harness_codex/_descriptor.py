@@ -9,11 +9,11 @@ travels in the agent's environment.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from jigs._secrets import check_env_name, check_url
 from jigs.descriptors import HarnessDescriptor
-from pydantic import Field, field_validator, model_validator
+from msgspec import Meta
 
 __all__ = ["DEFAULT_OPENAI_BASE_URL", "CodexDescriptor"]
 
@@ -61,7 +61,7 @@ class CodexDescriptor(HarnessDescriptor):
     )
 
     kind: Literal["codex"] = "codex"
-    model: str | None = Field(default=None, min_length=1)
+    model: Annotated[str, Meta(min_length=1)] | None = None
     effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
     reasoning_summary: Literal["auto", "concise", "detailed", "none"] | None = None
     developer_instructions: str | None = None
@@ -69,31 +69,24 @@ class CodexDescriptor(HarnessDescriptor):
     base_instructions: str | None = None
     #: Deprecated by Codex (no longer selects a style), passed on as given.
     personality: Literal["none", "friendly", "pragmatic"] | None = None
-    service_tier: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    service_tier: Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")] | None = None
     model_verbosity: Literal["low", "medium", "high"] | None = None
     #: The Responses API's hosted ``web_search`` tool: off, cached results, or live.
     web_search: Literal["disabled", "cached", "live"] | None = None
-    base_url: str | None = Field(default=None, pattern=r"^https?://[^\s@]+$")
+    base_url: Annotated[str, Meta(pattern=r"^https?://[^\s@]+$")] | None = None
     api_key_env: str | None = None
-    max_retries: int = Field(default=2, ge=0, le=10)
-    startup_timeout: float = Field(default=60.0, gt=0, le=600)
+    max_retries: Annotated[int, Meta(ge=0, le=10)] = 2
+    startup_timeout: Annotated[float, Meta(gt=0, le=600)] = 60.0
 
-    @field_validator("api_key_env")
-    @classmethod
-    def _key_is_a_name(cls, value: str | None) -> str | None:
-        # the shared rule: the secret-shape test first, the value never echoed
-        return None if value is None else check_env_name(value, "api_key_env")
-
-    @field_validator("base_url")
-    @classmethod
-    def _url_without_credentials(cls, value: str | None) -> str | None:
-        return None if value is None else check_url(value, "base_url")
-
-    @model_validator(mode="after")
-    def _endpoint_needs_model(self) -> CodexDescriptor:
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # the shared rules: the secret-shape test first, the value never echoed
+        if self.api_key_env is not None:
+            check_env_name(self.api_key_env, "api_key_env")
+        if self.base_url is not None:
+            check_url(self.base_url, "base_url")
         if (self.base_url or self.api_key_env) and self.model is None:
             raise ValueError("a descriptor that names an endpoint must also name its model")
-        return self
 
     @property
     def names_endpoint(self) -> bool:

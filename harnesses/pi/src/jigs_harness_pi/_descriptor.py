@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
-from jigs._safe_model import SafeModel
+from jigs._record import Record
 from jigs._secrets import check_env_name, check_url, shown
 from jigs.descriptors import HarnessDescriptor
-from pydantic import AfterValidator, Field, field_validator
+from msgspec import Meta, field
 
 __all__ = [
     "AnthropicCompatible",
@@ -45,18 +45,19 @@ _BUILTIN_PROVIDERS = frozenset(
 CompatValue = bool | int | float | str
 
 
-def _no_nul(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("must not contain a NUL byte (no command line can carry one)")
-    return value
+def _no_nul(values: Any, where: str) -> None:
+    for value in (values,) if isinstance(values, str) else values or ():
+        if "\x00" in value:
+            raise ValueError(f"{where}: must not hold a NUL byte (no command line can carry one)")
 
 
-#: Text that goes to Pi's command line or into a file Pi reads.
-Text = Annotated[str, Field(min_length=1, max_length=1_000_000), AfterValidator(_no_nul)]
+#: Text that goes to Pi's command line or into a file Pi reads (no NUL byte: checked by the
+#: descriptor).
+Text = Annotated[str, Meta(min_length=1, max_length=1_000_000)]
 #: A short name (the session's display name).
-Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_nul)]
+Name = Annotated[str, Meta(min_length=1, max_length=200)]
 #: A path (skill, prompt template) Pi loads; relative paths are read from the worktree.
-PathText = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_no_nul)]
+PathText = Annotated[str, Meta(min_length=1, max_length=4096)]
 
 
 def _env_name(value: str, where: str) -> str:
@@ -64,22 +65,23 @@ def _env_name(value: str, where: str) -> str:
     return check_env_name(value, where)
 
 
-class ModelPrice(SafeModel):
+class ModelPrice(Record, omit_defaults=True):
     """The model's price in USD per million tokens (Pi's ``models.json`` ``cost``), so Pi
     reports each turn's cost and ``max_budget_usd`` can stop a turn. Unset: cost 0."""
 
-    input: float = Field(default=0.0, ge=0)
-    output: float = Field(default=0.0, ge=0)
-    cache_read: float = Field(default=0.0, ge=0)
-    cache_write: float = Field(default=0.0, ge=0)
+    input: Annotated[float, Meta(ge=0)] = 0.0
+    output: Annotated[float, Meta(ge=0)] = 0.0
+    cache_read: Annotated[float, Meta(ge=0)] = 0.0
+    cache_write: Annotated[float, Meta(ge=0)] = 0.0
 
 
-class _Source(SafeModel):
+class _Source(Record, omit_defaults=True, tag_field="type"):
     """Built directly (``OpenAICompatible(...)``) or inside a descriptor, a refused value is
-    never echoed: failures are :class:`~jigs.errors.DescriptorError` (see :class:`SafeModel`)."""
+    never echoed: failures are :class:`~jigs.errors.DescriptorError` (see
+    :class:`~jigs._record.Record`). The data's ``type`` key picks the class."""
 
     #: The model id sent to the API.
-    model: str = Field(min_length=1, max_length=200)
+    model: Annotated[str, Meta(min_length=1, max_length=200)]
     #: Prices for Pi's cost figures; None: 0 (no cost reported, max_budget_usd never trips).
     price: ModelPrice | None = None
 
@@ -87,83 +89,85 @@ class _Source(SafeModel):
         raise NotImplementedError
 
 
-class _Endpoint(_Source):
+class _Endpoint(_Source, kw_only=True):
     #: Pi's provider id for this endpoint (``--model <name>/<model>``).
     name: str = "jigs"
     #: The API base URL (``http(s)://...``), without credentials.
-    base_url: str = Field(pattern=r"^https?://")
+    base_url: Annotated[str, Meta(pattern=r"^https?://")]
     #: The step-side variable holding the API key; None for endpoints without auth.
     api_key_env: str | None = None
 
-    @field_validator("name")
-    @classmethod
-    def _provider_name(cls, value: str) -> str:
-        if not _PROVIDER_NAME.fullmatch(value):
-            raise ValueError(f"provider name {shown(value)} must match {_PROVIDER_NAME.pattern}")
-        if value in _BUILTIN_PROVIDERS:
+    def __post_init__(self) -> None:
+        if not _PROVIDER_NAME.fullmatch(self.name):
             raise ValueError(
-                f"provider name {value!r} is one of Pi's built-in providers; choose another name"
+                f"name: provider name {shown(self.name)} must match {_PROVIDER_NAME.pattern}"
             )
-        return value
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _key_name(cls, value: str | None) -> str | None:
-        return None if value is None else _env_name(value, "api_key_env")
-
-    @field_validator("base_url")
-    @classmethod
-    def _no_userinfo(cls, value: str) -> str:
-        return check_url(value, "base_url")
+        if self.name in _BUILTIN_PROVIDERS:
+            raise ValueError(
+                f"name: provider name {self.name!r} is one of Pi's built-in providers; choose "
+                f"another name"
+            )
+        if self.api_key_env is not None:
+            _env_name(self.api_key_env, "api_key_env")
+        check_url(self.base_url, "base_url")
 
     def key_env(self) -> str | None:
         return self.api_key_env
 
 
-class OpenAICompatible(_Endpoint):
+class OpenAICompatible(_Endpoint, tag="openai-compatible", kw_only=True):
     """An OpenAI-compatible endpoint (Chat Completions or Responses)."""
 
-    type: Literal["openai-compatible"] = "openai-compatible"
+    @property
+    def type(self) -> Literal["openai-compatible"]:
+        """The source's ``type`` key."""
+        return "openai-compatible"
+
     #: Which OpenAI wire format the endpoint speaks.
     api: Literal["chat-completions", "responses"] = "chat-completions"
     #: Pi ``compat`` hints (see Pi's models.json reference), e.g. ``{"supportsStore": False}``.
-    compat: dict[str, CompatValue] = Field(default_factory=dict)
-    context_window: int | None = Field(default=None, gt=0)
-    max_tokens: int | None = Field(default=None, gt=0)
+    compat: dict[str, CompatValue] = field(default_factory=dict)
+    context_window: Annotated[int, Meta(gt=0)] | None = None
+    max_tokens: Annotated[int, Meta(gt=0)] | None = None
     reasoning: bool = False
 
 
-class AnthropicCompatible(_Endpoint):
+class AnthropicCompatible(_Endpoint, tag="anthropic-compatible", kw_only=True):
     """An endpoint speaking the Anthropic Messages API."""
 
-    type: Literal["anthropic-compatible"] = "anthropic-compatible"
-    compat: dict[str, CompatValue] = Field(default_factory=dict)
-    context_window: int | None = Field(default=None, gt=0)
-    max_tokens: int | None = Field(default=None, gt=0)
+    @property
+    def type(self) -> Literal["anthropic-compatible"]:
+        """The source's ``type`` key."""
+        return "anthropic-compatible"
+
+    compat: dict[str, CompatValue] = field(default_factory=dict)
+    context_window: Annotated[int, Meta(gt=0)] | None = None
+    max_tokens: Annotated[int, Meta(gt=0)] | None = None
     reasoning: bool = False
 
 
-class OpenRouter(_Source):
+class OpenRouter(_Source, tag="openrouter"):
     """OpenRouter through Pi's built-in ``openrouter`` provider."""
 
-    type: Literal["openrouter"] = "openrouter"
     api_key_env: str = "OPENROUTER_API_KEY"
 
-    @field_validator("api_key_env")
-    @classmethod
-    def _key_name(cls, value: str) -> str:
-        return _env_name(value, "api_key_env")
+    @property
+    def type(self) -> Literal["openrouter"]:
+        """The source's ``type`` key."""
+        return "openrouter"
+
+    def __post_init__(self) -> None:
+        _env_name(self.api_key_env, "api_key_env")
 
     def key_env(self) -> str | None:
         return self.api_key_env
 
 
-ModelSource = Annotated[
-    OpenAICompatible | AnthropicCompatible | OpenRouter, Field(discriminator="type")
-]
+#: Where a Pi step's model runs; the data's ``type`` key picks the class.
+ModelSource = OpenAICompatible | AnthropicCompatible | OpenRouter
 
 
-class PiDescriptor(HarnessDescriptor):
+class PiDescriptor(HarnessDescriptor, kw_only=True):
     """Settings of the ``pi`` kind (Pi coding agent 1.x, run as ``pi --mode json``)."""
 
     supported_limits: ClassVar[frozenset[str]] = frozenset({"max_turns", "max_budget_usd"})
@@ -199,7 +203,7 @@ class PiDescriptor(HarnessDescriptor):
     #: The session's display name (``--name``).
     session_name: Name | None = None
     #: Agent-level retries of transient provider failures (0: off, so failures are fast).
-    retries: int = Field(default=0, ge=0, le=10)
+    retries: Annotated[int, Meta(ge=0, le=10)] = 0
     #: Load AGENTS.md / CLAUDE.md context files from the worktree (off by default).
     context_files: bool = False
     #: Skill files or directories to load (``--skill``); discovery stays off.
@@ -208,21 +212,15 @@ class PiDescriptor(HarnessDescriptor):
     #: off. A prompt ``/name`` then expands the template.
     prompt_templates: tuple[PathText, ...] = ()
 
-    @field_validator("tools", "exclude_tools")
-    @classmethod
-    def _tool_names(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        for name in value or ():
-            if not _TOOL_NAME.fullmatch(name):
-                raise ValueError(f"tool name {shown(name)} is not a Pi tool name")
-        return value
-
-    def to_data(self) -> dict[str, Any]:
-        """Plain JSON-ready data; the model source keeps its ``type`` (it picks the class)."""
-        data = super().to_data()
-        data["model"] = self.model.model_dump(mode="json", exclude_defaults=True) | {
-            "type": self.model.type
-        }
-        return data
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for key in ("tools", "exclude_tools"):
+            for name in getattr(self, key) or ():
+                if not _TOOL_NAME.fullmatch(name):
+                    raise ValueError(f"{key}: tool name {shown(name)} is not a Pi tool name")
+        for key in ("system_prompt", "append_system_prompt", "session_name", "skills"):
+            _no_nul(getattr(self, key), key)
+        _no_nul(self.prompt_templates, "prompt_templates")
 
     def env_names(self) -> frozenset[str]:
         """The model key's variable name and the MCP servers' credential names."""

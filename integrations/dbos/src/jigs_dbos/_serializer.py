@@ -10,6 +10,7 @@ import pickle
 from typing import Any
 
 from dbos import Serializer
+from jigs._record import Record
 from pydantic import BaseModel
 
 __all__ = ["JigsSerializer"]
@@ -60,15 +61,10 @@ def _encode(value: Any) -> Any:
         return {_TAG: "tuple", "items": [_encode(v) for v in value]}
     if type(value) is dict and _TAG not in value and all(isinstance(k, str) for k in value):
         return {k: _encode(v) for k, v in value.items()}
+    if isinstance(value, Record) and (path := _path(type(value))) is not None:
+        return {_TAG: "record", "type": path, "data": value.to_data()}
     if isinstance(value, BaseModel) and (path := _path(type(value))) is not None:
-        from jigs.descriptors import HarnessDescriptor
-
-        data = (
-            value.to_data()
-            if isinstance(value, HarnessDescriptor)
-            else value.model_dump(mode="json")
-        )
-        return {_TAG: "model", "type": path, "data": data}
+        return {_TAG: "model", "type": path, "data": value.model_dump(mode="json")}
     if (
         dataclasses.is_dataclass(value)
         and not isinstance(value, type)
@@ -102,13 +98,10 @@ def _decode(value: Any) -> Any:
     if tag == "pickle":
         return pickle.loads(base64.b64decode(value["data"]))
     cls = _load_type(value["type"])
-    if tag == "model":
-        from jigs.descriptors import HarnessDescriptor
-
-        if issubclass(cls, HarnessDescriptor):
-            return cls.from_data(value["data"])
-        if issubclass(cls, BaseModel):
-            return cls.model_validate(value["data"])
+    if tag == "record" and issubclass(cls, Record):
+        return cls.from_data(value["data"])
+    if tag == "model" and issubclass(cls, BaseModel):
+        return cls.model_validate(value["data"])
     elif tag == "dataclass" and dataclasses.is_dataclass(cls):
         return cls(**{k: _decode(v) for k, v in value["fields"].items()})
     raise TypeError(f"stored value of type {value['type']!r} cannot be rebuilt as {tag}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -28,6 +29,13 @@ def _load(value: Any) -> HarnessDescriptor:
     with workflow.unsafe.imports_passed_through():
         from jigs import harnesses
 
+        kind = value.get("kind") if isinstance(value, Mapping) else None
+        if isinstance(kind, str):
+            # msgspec resolves a record's annotations in sys.modules[its module]; the sandbox's
+            # sys.modules has only what the workflow imported, so pass the class's modules in
+            descriptor_type = harnesses._registry().get(kind).descriptor_type
+            for base in descriptor_type.__mro__:
+                importlib.import_module(base.__module__)
         return harnesses.load(value)
 
 

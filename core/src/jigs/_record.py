@@ -1,0 +1,169 @@
+"""Frozen, validated records: the data a step takes in (descriptors, MCP servers, run metadata,
+session references).
+
+A record is a :class:`msgspec.Struct` (frozen, keyword-only, unknown keys refused) whose
+construction validates. ``Record(**data)`` and :meth:`Record.from_data` check every field's type
+and constraints (``Annotated[T, msgspec.Meta(...)]``), then run ``__post_init__``, where a record
+checks what a type cannot say and raises ``ValueError`` (or :class:`~jigs._secrets.SecretRuleError`)
+with a message that names the key and never the value.
+
+Why msgspec and not pydantic: a step may run in a fresh process, and everything a step takes in is
+built before its CLI starts. Importing msgspec and defining every record costs a few milliseconds;
+importing pydantic and building one model costs more than the whole import budget of a step
+(``benchmarks/bench_core.py`` prints both). Results and events, built while the CLI runs, stay
+pydantic models.
+
+Failure modes: a bad record raises the class's :meth:`Record._invalid` error
+(:class:`~jigs.errors.DescriptorError` unless the class says otherwise) with one line per problem,
+naming the key, never an input value (a key shaped like a secret is not shown either), raised
+outside the ``except`` block so msgspec's error is not kept as ``__context__``. Positional
+arguments are a ``TypeError``, as for any keyword-only call.
+
+Pydantic interop: a record is a valid field type of a pydantic model, so it travels through
+Temporal's pydantic data converter and appears in users' models (validated with
+:meth:`~Record.from_data`, serialised with :meth:`~Record.to_data`).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Self, cast, dataclass_transform
+
+import msgspec
+
+from jigs._secrets import looks_like_secret
+
+if TYPE_CHECKING:
+    from jigs.errors import JigsError
+
+__all__ = ["Record", "RecordMeta", "record_error_message"]
+
+_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<loc>[^`]*)`)?$", re.DOTALL)
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<key>.*)`$", re.DOTALL)
+_KEY_CHARS = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
+
+
+def _shown_key(key: str) -> str:
+    return key if _KEY_CHARS.fullmatch(key) and not looks_like_secret(key) else "<key not shown>"
+
+
+def record_error_message(exc: msgspec.ValidationError, what: str) -> str:
+    """One line for msgspec's error: where (``mcp_servers[...].probe.tool``) and what is wrong,
+    never the refused value. ``what`` names the record for an unknown key ("a claude
+    descriptor")."""
+    match = _AT.match(str(exc))
+    msg, loc = (match["msg"], (match["loc"] or "").lstrip(".")) if match else (str(exc), "")
+    unknown = _UNKNOWN.match(msg)
+    if unknown is not None:
+        key = _shown_key(unknown["key"])
+        return f"{loc + '.' if loc else ''}{key}: unknown key for {what}"
+    if msg.startswith("Invalid enum value"):
+        msg = "not one of the allowed values (the value is not shown)"
+    return f"{loc}: {msg}" if loc else msg
+
+
+class _PydanticSerializer:
+    """``Record.__pydantic_serializer__``: what ``pydantic_core.to_json(record)`` (Temporal's
+    pydantic converter) serialises a record with, built on first use (pydantic stays unimported
+    until then): the record's :meth:`Record.to_data`."""
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        return _serializer()
+
+
+@functools.cache
+def _serializer() -> Any:
+    from pydantic_core import SchemaSerializer, core_schema
+
+    return SchemaSerializer(
+        core_schema.any_schema(
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda value: value.to_data()
+            )
+        )
+    )
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(msgspec.field,))
+class RecordMeta(msgspec.StructMeta):
+    """Makes ``Record(**data)`` validate, as :meth:`Record.from_data` does, and every record
+    class keyword-only (msgspec applies ``kw_only`` per class body, so a subclass would
+    otherwise have to repeat it)."""
+
+    def __new__(
+        mcls, name: str, bases: tuple[type, ...], namespace: dict[str, Any], **options: Any
+    ) -> RecordMeta:
+        options.setdefault("kw_only", True)
+        return super().__new__(mcls, name, bases, namespace, **options)
+
+    def __call__(cls, /, *args: Any, **data: Any) -> Any:
+        if args:
+            raise TypeError(f"{cls.__name__} takes keyword arguments only")
+        return cast("type[Record]", cls).from_data(data)
+
+
+class Record(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    metaclass=RecordMeta,
+):
+    """Base of jigs' input records (see the module docstring for the contract)."""
+
+    # unannotated: a class attribute, not a field (msgspec reads annotations only)
+    __pydantic_serializer__ = _PydanticSerializer()
+
+    @classmethod
+    def _invalid(cls, message: str) -> JigsError:
+        """The error a bad record raises (override for another class or wording)."""
+        from jigs.errors import DescriptorError
+
+        return DescriptorError(f"invalid {cls.__name__}: {message}")
+
+    @classmethod
+    def _what(cls) -> str:
+        """How an unknown-key message names the record."""
+        return f"a {cls.__name__}"
+
+    @classmethod
+    def _prepare(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """Look at (or normalise) raw data before validation; may raise the class's error."""
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Self:
+        """Validate plain data (as :meth:`to_data` or JSON gives it) into this record."""
+        if not isinstance(data, Mapping):
+            raise cls._invalid(f"expected a mapping of keys to values, got {type(data).__name__}")
+        prepared = cls._prepare(dict(data))
+        message = None
+        try:
+            return msgspec.convert(prepared, cls)
+        except msgspec.ValidationError as exc:
+            message = record_error_message(exc, cls._what())
+        raise cls._invalid(message)
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain JSON-ready data (``from_data`` rebuilds the record from it)."""
+        return cast("dict[str, Any]", msgspec.to_builtins(self))
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` applied, validated like a new record."""
+        return type(self).from_data(msgspec.to_builtins(self) | changes)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        def validate(value: Any) -> Any:
+            return value if isinstance(value, cls) else cls.from_data(value)
+
+        return core_schema.no_info_plain_validator_function(
+            validate,
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda value: value.to_data()
+            ),
+        )
