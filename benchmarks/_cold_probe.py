@@ -4,7 +4,7 @@
 
 Each run starts a fresh Python process that imports jigs, runs one step (claude:
 ``create_agent_runner`` + ``generate_text`` + close; pi: ``run_agent``) against a loopback
-:class:`jigs.testing.ModelServer` in this process, and prints its stages (from jigs' structlog
+:class:`jigs_testing.ModelServer` in this process, and prints its stages (from jigs' structlog
 events, plus the first byte the CLI wrote) as milliseconds since this process spawned it. The raw
 CLI runs the same turn with the same flags it always runs with and a reused home. Both sides are
 whole processes and alternate. A probe for the ``cold`` work of issue 18; ``bench`` owns the
@@ -144,7 +144,7 @@ async def main_async(kind: str, runs: int, show: bool, bytecode: str, versus: li
 
     import anyio
     from jigs.env import build_env
-    from jigs.testing import ModelServer, text
+    from jigs_testing import ModelServer, text
 
     os.environ[KEY_ENV] = "sk-cold"
     timelines: list[list[tuple[str, float, float]]] = []

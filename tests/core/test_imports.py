@@ -44,9 +44,12 @@ def test_importing_steps_and_models_loads_no_heavy_library() -> None:
 
 
 #: Modules resolving a kind and building its descriptor must not load: the engine, the events,
-#: processes and the libraries a step only needs once it runs. (importlib.metadata is imported,
-#: by pydantic alone: building the first model scans the ``pydantic`` entry points; see below.)
+#: processes, pydantic (descriptors are msgspec records) and the libraries a step only needs once
+#: it runs; nothing asks importlib.metadata either (see below).
 NOT_ON_RESOLVE = (
+    "pydantic",
+    "pydantic_core",
+    "importlib.metadata",
     "anyio",
     "httpx",
     "mcp",
@@ -113,10 +116,48 @@ def test_resolving_a_kind_and_building_its_descriptor_stays_light(kind: str) -> 
     assert done.returncode == 0, done.stderr
     *_, importers, loaded = (json.loads(line) for line in done.stdout.strip().splitlines())
     assert loaded == [], f"resolving {kind} imported {loaded}"
-    # only pydantic's plugin loader asks importlib.metadata (no jigs module, no kind)
-    assert all(Path(f).as_posix().endswith("pydantic/plugin/_loader.py") for f in importers), (
-        importers
+    # nobody asks importlib.metadata (jigs reads entry_points.txt; pydantic is not loaded)
+    assert importers == [], importers
+
+
+_STEP = """
+import asyncio, json, sys, tempfile
+from jigs import RunMetadata, harnesses
+from jigs.steps import run_agent
+
+async def main():
+    kwargs = {}
+    if OUTPUT:
+        from pydantic import BaseModel
+
+        class Answer(BaseModel):
+            answer: int
+
+        kwargs["output"] = Answer
+    worktree = tempfile.mkdtemp()
+    result = await run_agent(
+        harness=harnesses.echo(), cwd=worktree, prompt='json:{"answer":%2042}' if OUTPUT else "hi",
+        run=RunMetadata(workflow_run_id="imports"), **kwargs
     )
+    assert result.session is not None, result
+    assert result.output.answer == 42 if OUTPUT else result.text == "echo: hi (turn 1)", result
+    print(json.dumps(sorted(m for m in ("pydantic", "pydantic_core") if m in sys.modules)))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("output", [False, True], ids=["plain", "with-output"])
+def test_a_whole_step_without_output_never_imports_pydantic(output: bool, tmp_path: Path) -> None:
+    """A cold step's inputs, events, usage and result are records: pydantic is imported only
+    for an ``output=`` model (the with-output run shows the check sees an import)."""
+    import os
+
+    env = {**os.environ, "HOME": str(tmp_path), "JIGS_DATA_DIR": str(tmp_path / "data")}
+    done = _fresh(_STEP.replace("OUTPUT", repr(output)), env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert loaded == (["pydantic", "pydantic_core"] if output else []), loaded
 
 
 def test_a_kind_package_exports_its_names_on_first_access() -> None:

@@ -30,7 +30,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -38,6 +38,7 @@ import anyio.abc
 from jigs import _otel, _structured
 from jigs._redact import secret_values
 from jigs._steplog import StepLog
+from jigs._usage import Usage
 from jigs.errors import (
     AgentCrashedError,
     AgentLimitError,
@@ -61,7 +62,9 @@ from jigs.events import (
     TurnFailed,
     UsageUpdated,
 )
-from jigs.models._types import CallWarning, Usage
+
+if TYPE_CHECKING:
+    from jigs.models._types import CallWarning
 from jigs.plugin import (
     Harness,
     HarnessContext,
@@ -151,6 +154,14 @@ class TurnRecord:
     @property
     def ended(self) -> bool:
         return self.completed is not None or self.failed is not None
+
+    def provider_metadata(self, kind: str) -> dict[str, dict[str, Any]]:
+        """The turn's metadata as results carry it: ``{kind: {..., "session_id",
+        "stop_reason", "model_calls"}}``."""
+        metadata: dict[str, Any] = {**self.metadata, "session_id": self.session_id}
+        metadata.setdefault("stop_reason", self.stop_reason)
+        metadata.setdefault("model_calls", self.model_calls)
+        return {kind: metadata}
 
 
 # ------------------------------------------------------------------ one process per turn
@@ -374,6 +385,8 @@ class TurnEngine:
 
     def warnings_for(self, settings: Mapping[str, Any]) -> list[CallWarning]:
         """Warnings for the per-call settings the kind does not honour."""
+        from jigs.models._types import CallWarning  # pydantic: the model path only
+
         return [
             CallWarning(
                 setting=name,

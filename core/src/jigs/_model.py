@@ -13,7 +13,6 @@ every :mod:`jigs.events` event; may be async) and whatever the kind reads itself
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 from jigs._engine import TurnEngine, TurnRecord, TurnRequest
 from jigs.events import TextDelta, ToolCallFinished, ToolCallStarted
@@ -65,9 +64,6 @@ def result_of(
     kind: str, record: TurnRecord, warnings: list[CallWarning], model_id: str | None
 ) -> GenerateResult:
     """A finished turn as a :class:`GenerateResult`."""
-    metadata: dict[str, Any] = {**record.metadata, "session_id": record.session_id}
-    metadata.setdefault("stop_reason", record.stop_reason)
-    metadata.setdefault("model_calls", record.model_calls)
     notices = [CallWarning(type="other", message=m) for m in record.notices]
     return GenerateResult(
         text=record.text,
@@ -77,7 +73,7 @@ def result_of(
         tool_calls=tuple(_call(c) for c in record.tool_calls),
         tool_results=tuple(_result(r) for r in record.tool_results),
         output=record.output,
-        provider_metadata={kind: metadata},
+        provider_metadata=record.provider_metadata(kind),
         model_id=model_id,
     )
 

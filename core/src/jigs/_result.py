@@ -1,5 +1,5 @@
 """:class:`jigs.steps.AgentResult`, defined on first use so that ``import jigs.steps`` stays
-free of pydantic (its fields are pydantic types).
+cheap (``dataclasses`` and the records it holds load only when a step builds one).
 
 The class presents itself as ``jigs.steps.AgentResult`` (its ``__module__``), as it always has:
 pickles and serialised workflow results name it there. So that ``typing.get_type_hints`` (which
@@ -14,7 +14,7 @@ from typing import Any, Generic
 
 import jigs.steps
 from jigs._types import AgentSessionRef
-from jigs.models._types import Usage
+from jigs._usage import Usage
 from jigs.steps import OutputT
 
 __all__ = ["AgentResult"]

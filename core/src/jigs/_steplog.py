@@ -35,7 +35,7 @@ class StepLog:
         self._log = log
 
     def write(self, turn: int, event: Any) -> None:
-        """Append one event (a pydantic model) of turn ``turn``."""
+        """Append one event (a record) of turn ``turn``."""
         if self._broken:
             return
         try:
@@ -44,7 +44,7 @@ class StepLog:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
                 self._file = os.fdopen(fd, "w", encoding="utf-8")
             line = json.dumps(
-                {"turn": turn, "at": round(time.time(), 3), **event.model_dump(mode="json")},
+                {"turn": turn, "at": round(time.time(), 3), **event.to_data()},
                 separators=(",", ":"),
                 default=str,
             )

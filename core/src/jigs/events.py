@@ -2,8 +2,9 @@
 
 A kind's decoder turns each message its CLI prints into these events; the core's turn engine
 (:mod:`jigs._engine`) reads them to apply deadlines and limits, to build results and errors, and
-hands them to ``on_event`` callbacks. They are frozen pydantic models in a discriminated union
-(:data:`AgentEvent`, keyed on ``type``), so they serialise to JSON and back.
+hands them to ``on_event`` callbacks. They are frozen records (:class:`~jigs._record.Record`) in
+a tagged union (:data:`AgentEvent`, keyed on ``type``): ``event.to_data()`` gives JSON-ready data
+and :func:`event_from_data` rebuilds the event (pydantic models accept them as fields too).
 
 Events a decoder emits:
 
@@ -17,13 +18,17 @@ Events a decoder emits:
   output) or :class:`TurnFailed` (why the turn failed, in jigs' categories) ends the turn.
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: msgspec reads these classes' annotations as objects,
+# never by looking the module up in sys.modules (a Temporal workflow sandbox does not have it)
 
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+import msgspec
+from msgspec import field
 
-from jigs.models._types import Usage
+from jigs._record import Record, record_error_message
+from jigs._usage import Usage
 
 __all__ = [
     "AgentEvent",
@@ -37,84 +42,79 @@ __all__ = [
     "TurnCompleted",
     "TurnFailed",
     "UsageUpdated",
+    "event_from_data",
 ]
 
 
-class _Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+class _Event(Record, tag_field="type"):
+    @property
+    def type(self) -> str:
+        """The event's tag (``"text-delta"``, ``"turn-completed"``...), the ``type`` key of its
+        data."""
+        return str(self.__struct_config__.tag)
 
 
-class SessionStarted(_Event):
+class SessionStarted(_Event, tag="session"):
     """The session the turn runs in (a later step resumes it)."""
 
-    type: Literal["session"] = "session"
     session_id: str
 
 
-class ModelCallStarted(_Event):
+class ModelCallStarted(_Event, tag="model-call"):
     """One model request of the turn began."""
 
-    type: Literal["model-call"] = "model-call"
 
-
-class TextDelta(_Event):
+class TextDelta(_Event, tag="text-delta"):
     """A piece of the agent's answer text."""
 
-    type: Literal["text-delta"] = "text-delta"
     text: str
 
 
-class ReasoningDelta(_Event):
+class ReasoningDelta(_Event, tag="reasoning-delta"):
     """A piece of the model's reasoning summary, where the CLI reports one."""
 
-    type: Literal["reasoning-delta"] = "reasoning-delta"
     text: str
 
 
-class ToolCallStarted(_Event):
+class ToolCallStarted(_Event, tag="tool-call-started"):
     """The agent called a tool (the CLI runs it)."""
 
-    type: Literal["tool-call-started"] = "tool-call-started"
     id: str
     name: str
     arguments: Any = None
 
 
-class ToolCallFinished(_Event):
+class ToolCallFinished(_Event, tag="tool-call-finished"):
     """A tool call returned."""
 
-    type: Literal["tool-call-finished"] = "tool-call-finished"
     id: str
     name: str
     output: Any = None
     is_error: bool = False
 
 
-class UsageUpdated(_Event):
+class UsageUpdated(_Event, tag="usage"):
     """The turn's usage so far (replaces any earlier figure of the same turn)."""
 
-    type: Literal["usage"] = "usage"
     usage: Usage
 
 
-class Notice(_Event):
+class Notice(_Event, tag="notice"):
     """Something the CLI warned about; the turn goes on."""
 
-    type: Literal["notice"] = "notice"
     message: str
 
 
-class TurnCompleted(_Event):
+class TurnCompleted(_Event, tag="turn-completed"):
     """The turn ended with an answer. ``output`` is the native structured output, if any."""
 
-    type: Literal["turn-completed"] = "turn-completed"
     text: str
     stop_reason: str | None = None
     output: Any = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
-class TurnFailed(_Event):
+class TurnFailed(_Event, tag="turn-failed"):
     """The turn ended without an answer.
 
     ``reason`` is jigs' category: ``api_error`` (the model endpoint failed; retryable),
@@ -122,14 +122,14 @@ class TurnFailed(_Event):
     ``structured_output`` or ``other``. ``message`` is what the CLI said.
     """
 
-    type: Literal["turn-failed"] = "turn-failed"
     reason: str
     message: str
     stop_reason: str | None = None
     retryable: bool = False
 
 
-AgentEvent = Annotated[
+#: Any event of the stream; the data's ``type`` key picks the class.
+AgentEvent = (
     SessionStarted
     | ModelCallStarted
     | TextDelta
@@ -139,6 +139,19 @@ AgentEvent = Annotated[
     | UsageUpdated
     | Notice
     | TurnCompleted
-    | TurnFailed,
-    Field(discriminator="type"),
-]
+    | TurnFailed
+)
+
+
+def event_from_data(data: Mapping[str, Any]) -> AgentEvent:
+    """Rebuild an event from its data (``event.to_data()``, or a step log line's keys); fails
+    with :class:`~jigs.errors.InvalidInputError` naming the key, never the value."""
+    message = None
+    try:
+        event: AgentEvent = msgspec.convert(dict(data), AgentEvent)
+        return event
+    except msgspec.ValidationError as exc:
+        message = record_error_message(exc, "an event")
+    from jigs.errors import InvalidInputError
+
+    raise InvalidInputError(f"invalid event: {message}", argument="event")

@@ -272,10 +272,8 @@ async def run_agent(
     usage and cost).
     """
     from jigs._engine import TurnRecord, TurnRequest
-    from jigs._model import result_of
     from jigs._pipeline import Step, validate_prompt
     from jigs._types import AgentSessionRef
-    from jigs.models._functions import parse_output
 
     validate_prompt(prompt)
     if output is not None and not _is_model_class(output):
@@ -305,7 +303,10 @@ async def run_agent(
         usage = record.usage
         parsed = None
         if output is not None:
+            # pydantic (the output model's) is imported only when an output is asked for
+            from jigs._model import result_of
             from jigs.errors import StructuredOutputError
+            from jigs.models._functions import parse_output
 
             try:
                 parsed = parse_output(output, result_of(kind, record, [], None))
@@ -337,8 +338,6 @@ async def run_agent(
         if record.session_id
         else None
     )
-    model = getattr(descriptor, "model", None)  # Pi's is a model source, not a name
-    result = result_of(kind, record, [], model if isinstance(model, str) else None)
     from jigs._result import AgentResult
 
     return AgentResult(
@@ -346,7 +345,7 @@ async def run_agent(
         session=session,
         output=parsed,
         usage=usage,
-        provider_metadata=result.provider_metadata,
+        provider_metadata=record.provider_metadata(kind),
     )
 
 

@@ -9,6 +9,7 @@ from jigs._lazy import lazy_exports
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: keep this import cheap
 if TYPE_CHECKING:
+    from jigs._usage import Usage
     from jigs.models._functions import (
         ObjectResult,
         TextStream,
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
         ToolCallPart,
         ToolResult,
         ToolResultPart,
-        Usage,
     )
 
 __all__ = [
@@ -65,6 +65,8 @@ _EXPORTS = {
     if name in _FUNCTIONS
     else "jigs.models._protocol"
     if name in _PROTOCOL
+    else "jigs._usage"
+    if name == "Usage"
     else "jigs.models._types"
     for name in __all__
 }

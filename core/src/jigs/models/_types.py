@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jigs._usage import Usage
+
 __all__ = [
     "CallWarning",
     "FinishPart",
@@ -26,16 +28,6 @@ FinishReason = Literal["stop", "length", "tool-calls", "content-filter", "error"
 
 class _Data(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-
-class Usage(_Data):
-    """Token counts and cost of one call; None where the harness does not report it."""
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    total_tokens: int | None = None
-    cached_input_tokens: int | None = None
-    cost_usd: float | None = None
 
 
 class CallWarning(_Data):
