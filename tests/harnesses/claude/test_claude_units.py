@@ -439,3 +439,18 @@ def test_subagent_messages_are_not_the_turns_own() -> None:
         "message": {"id": "m2", "content": [{"type": "tool_use", "id": "t", "name": "Read"}]},
     }
     assert ClaudeDecoder(partial=False).decode(sub) == []
+
+
+def test_the_bundled_cli_found_by_spec_is_the_one_the_wheel_lists() -> None:
+    """The quick lookup (``find_spec``, no importlib.metadata) agrees with the wheel's RECORD."""
+    import importlib.metadata
+
+    from jigs_harness_claude._executable import _bundled_by_spec
+
+    listed = [
+        Path(str(f.locate())).resolve()
+        for f in importlib.metadata.files("claude-agent-sdk") or ()
+        if f.name == "claude" and f.parent.name == "_bundled"
+    ]
+    assert listed
+    assert _bundled_by_spec() == listed[0]

@@ -4,12 +4,14 @@
 2. ``claude`` on the agent's ``PATH``;
 3. the native CLI bundled in the ``claude-agent-sdk`` wheel, a dependency of this distribution,
    so ``pip install jigs-harness-claude`` is enough on a fresh machine. It is located through
-   :func:`importlib.metadata.files`, never by importing ``claude_agent_sdk`` (that costs ~1 s).
+   :func:`importlib.util.find_spec` (or the wheel's file list), never by importing
+   ``claude_agent_sdk`` (that costs ~1 s).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -39,8 +41,17 @@ FIX = (
 
 @functools.cache
 def bundled_cli() -> Path | None:
-    """The CLI inside the installed ``claude-agent-sdk`` wheel, or None when it is absent."""
-    import importlib.metadata  # here: its import costs tens of ms in a fresh process
+    """The CLI inside the installed ``claude-agent-sdk`` wheel, or None when it is absent.
+
+    The wheel's package folder is found with :func:`importlib.util.find_spec` (a top-level name:
+    nothing is imported) and used when the wheel's metadata folder sits next to it and the CLI
+    is in ``_bundled``; anything else (a zip, another layout) asks the wheel's installed file
+    list through :mod:`importlib.metadata`, whose import costs tens of ms in a fresh process.
+    """
+    found = _bundled_by_spec()
+    if found is not None:
+        return found
+    import importlib.metadata
 
     try:
         files = importlib.metadata.files("claude-agent-sdk")
@@ -50,6 +61,29 @@ def bundled_cli() -> Path | None:
         if file.name == "claude" and file.parent.name == "_bundled":
             return Path(str(file.locate())).resolve()
     return None
+
+
+def _bundled_by_spec() -> Path | None:
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("claude_agent_sdk")
+    except (ImportError, ValueError):
+        return None
+    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if len(folders) != 1:
+        return None
+    package = Path(folders[0])
+    try:
+        siblings = os.listdir(package.parent)
+    except OSError:
+        return None
+    if not any(
+        n.lower().startswith("claude_agent_sdk-") and n.endswith(".dist-info") for n in siblings
+    ):
+        return None
+    binary = package / "_bundled" / "claude"
+    return binary.resolve() if binary.is_file() else None
 
 
 def _bundled(env: Mapping[str, str]) -> Path | None:
