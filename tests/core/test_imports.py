@@ -135,6 +135,16 @@ async def main():
 
         kwargs["output"] = Answer
     worktree = tempfile.mkdtemp()
+    if RUNNER:
+        from jigs.models import generate_text
+        from jigs.steps import create_agent_runner
+
+        async with create_agent_runner(
+            harnesses.echo(), cwd=worktree, run=RunMetadata(workflow_run_id="imports")
+        ) as runner:
+            answer = await generate_text(runner.model, prompt="hi", temperature=0)
+            assert answer.text == "echo: hi (turn 1)", answer
+            assert runner.session_from(answer) is not None
     result = await run_agent(
         harness=harnesses.echo(), cwd=worktree, prompt='json:{"answer":%2042}' if OUTPUT else "hi",
         run=RunMetadata(workflow_run_id="imports"), **kwargs
@@ -147,14 +157,22 @@ asyncio.run(main())
 """
 
 
-@pytest.mark.parametrize("output", [False, True], ids=["plain", "with-output"])
-def test_a_whole_step_without_output_never_imports_pydantic(output: bool, tmp_path: Path) -> None:
-    """A cold step's inputs, events, usage and result are records: pydantic is imported only
-    for an ``output=`` model (the with-output run shows the check sees an import)."""
+@pytest.mark.parametrize(
+    ("output", "runner"),
+    [(False, False), (False, True), (True, False)],
+    ids=["run_agent", "runner-generate_text", "with-output"],
+)
+def test_a_whole_step_without_output_never_imports_pydantic(
+    output: bool, runner: bool, tmp_path: Path
+) -> None:
+    """A cold step's inputs, events, usage, model requests and results are records: pydantic is
+    imported only for an ``output=`` model (the with-output run shows the check sees an
+    import). The runner variant also runs ``create_agent_runner`` + ``generate_text``."""
     import os
 
     env = {**os.environ, "HOME": str(tmp_path), "JIGS_DATA_DIR": str(tmp_path / "data")}
-    done = _fresh(_STEP.replace("OUTPUT", repr(output)), env=env)
+    code = _STEP.replace("OUTPUT", repr(output)).replace("RUNNER", repr(runner))
+    done = _fresh(code, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
     assert loaded == (["pydantic", "pydantic_core"] if output else []), loaded

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
-
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from jigs.errors import StructuredOutputError
 from jigs.models._protocol import LanguageModel
@@ -15,7 +13,12 @@ from jigs.models._types import FinishPart, GenerateResult, ModelRequest, StreamP
 
 __all__ = ["ObjectResult", "TextStream", "generate_object", "generate_text", "stream_text"]
 
-T = TypeVar("T", bound=BaseModel)
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+# pydantic is imported only for a structured answer (parse_output): generate_text and
+# stream_text of a step in a fresh process never pay for it
+T = TypeVar("T", bound="BaseModel")
 
 
 def _request(
@@ -154,6 +157,8 @@ def parse_output(schema: type[T], result: GenerateResult) -> T:
                 f"the agent's answer is not JSON for {schema.__name__}: {result.text[:200]!r}",
                 raw=result.text,
             ) from None
+    from pydantic import ValidationError
+
     try:
         return schema.model_validate(raw)
     except ValidationError as exc:

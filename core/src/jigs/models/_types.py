@@ -1,12 +1,17 @@
 """The model protocol's data: requests, results, stream parts, usage and warnings."""
 
-from __future__ import annotations
+# no `from __future__ import annotations`: msgspec reads these classes' annotations as objects
+# (see jigs.descriptors)
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from msgspec import field
 
+from jigs._record import Record
 from jigs._usage import Usage
+
+if TYPE_CHECKING:
+    from jigs.errors import JigsError
 
 __all__ = [
     "CallWarning",
@@ -26,11 +31,18 @@ __all__ = [
 FinishReason = Literal["stop", "length", "tool-calls", "content-filter", "error", "other"]
 
 
-class _Data(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+class _Data(Record):
+    """Frozen records (no pydantic: a step in a fresh process builds them); bad data is an
+    :class:`~jigs.errors.InvalidInputError` naming the key, never the value."""
+
+    @classmethod
+    def _invalid(cls, message: str) -> "JigsError":
+        from jigs.errors import InvalidInputError
+
+        return InvalidInputError(f"invalid {cls.__name__}: {message}", argument=cls.__name__)
 
 
-class CallWarning(_Data):
+class CallWarning(_Data, kw_only=True):
     """A setting the harness could not honour (the call still ran without it)."""
 
     type: Literal["unsupported-setting", "other"] = "unsupported-setting"
@@ -55,16 +67,12 @@ class ToolResult(_Data):
     is_error: bool = False
 
 
-class ModelRequest(BaseModel):
+class ModelRequest(_Data):
     """One call: a prompt plus generation settings.
 
     ``provider_options`` is the one place a step hands a harness functions (a tool-approval
     callback, an event logger), keyed by provider name; it is never persisted.
     """
-
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
-    )
 
     prompt: str
     system: str | None = None
@@ -75,7 +83,7 @@ class ModelRequest(BaseModel):
     stop_sequences: tuple[str, ...] | None = None
     seed: int | None = None
     output_schema: dict[str, Any] | None = None
-    provider_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def options_for(self, provider: str) -> dict[str, Any]:
         """This provider's options (empty when none were given)."""
@@ -95,31 +103,31 @@ class GenerateResult(_Data):
 
     text: str
     finish_reason: FinishReason = "stop"
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = field(default_factory=Usage)
     warnings: tuple[CallWarning, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()
     tool_results: tuple[ToolResult, ...] = ()
     output: Any = None
-    provider_metadata: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    provider_metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
     model_id: str | None = None
 
 
-class TextDeltaPart(_Data):
+class TextDeltaPart(_Data, kw_only=True):
     type: Literal["text-delta"] = "text-delta"
     text: str
 
 
-class ToolCallPart(_Data):
+class ToolCallPart(_Data, kw_only=True):
     type: Literal["tool-call"] = "tool-call"
     call: ToolCall
 
 
-class ToolResultPart(_Data):
+class ToolResultPart(_Data, kw_only=True):
     type: Literal["tool-result"] = "tool-result"
     result: ToolResult
 
 
-class FinishPart(_Data):
+class FinishPart(_Data, kw_only=True):
     """Always the last part of a successful stream; carries the whole result."""
 
     type: Literal["finish"] = "finish"
