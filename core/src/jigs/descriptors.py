@@ -17,6 +17,7 @@ import msgspec
 from msgspec import Meta, field
 
 from jigs._record import Record
+from jigs._secrets import check_env_name, check_url
 from jigs.errors import DescriptorError, JigsError
 from jigs.mcp import McpServer, normalise_servers
 
@@ -102,6 +103,14 @@ class HarnessDescriptor(Record, omit_defaults=True):
     max_budget_usd: Annotated[float, Meta(gt=0)] | None = None
 
     def __post_init__(self) -> None:
+        # the shared rules for a kind's endpoint fields, whatever the kind: the key is a
+        # variable *name* (the secret-shape test first, never echoed), the URL has no credentials
+        key = getattr(self, "api_key_env", None)
+        if isinstance(key, str):
+            check_env_name(key, "api_key_env")
+        url = getattr(self, "base_url", None)
+        if isinstance(url, str):
+            check_url(url, "base_url")
         for name in LIMITS:
             if getattr(self, name) is not None and name not in self.supported_limits:
                 raise ValueError(

@@ -29,7 +29,34 @@ __all__ = [
     "on_path",
     "parse_version",
     "version_check",
+    "wheel_package_dir",
 ]
+
+
+def wheel_package_dir(package: str, distribution: str) -> Path | None:
+    """The folder of top-level ``package`` when the wheel ``distribution`` installed it: found
+    with :func:`importlib.util.find_spec` (nothing is imported) and trusted only when the
+    distribution's ``.dist-info`` folder sits next to it. None for anything else (not installed,
+    a namespace package, a zip, another layout): a caller then asks the wheel's file list through
+    :mod:`importlib.metadata`, whose import costs tens of ms in a fresh process."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if len(folders) != 1:
+        return None
+    folder = Path(folders[0])
+    try:
+        siblings = os.listdir(folder.parent)
+    except OSError:
+        return None
+    prefix = distribution.replace("-", "_").lower() + "-"
+    if not any(n.lower().startswith(prefix) and n.endswith(".dist-info") for n in siblings):
+        return None
+    return folder
 
 
 @dataclass(frozen=True, slots=True)

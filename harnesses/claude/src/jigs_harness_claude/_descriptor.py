@@ -15,7 +15,6 @@ import math
 from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal
 
-from jigs._secrets import check_env_name, check_url
 from jigs.descriptors import HarnessDescriptor
 from msgspec import Meta
 
@@ -104,12 +103,7 @@ class ClaudeDescriptor(HarnessDescriptor):
     disable_slash_commands: bool = False
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        # the shared rules: the secret-shape test first, the value never echoed
-        if self.api_key_env is not None:
-            check_env_name(self.api_key_env, "api_key_env")
-        if self.base_url is not None:
-            check_url(self.base_url, "base_url")
+        super().__post_init__()  # api_key_env and base_url: the core's shared rules
         flags = ("allowed_tools", "disallowed_tools", "tools", "additional_directories", "betas")
         for key in flags:
             for item in getattr(self, key) or ():

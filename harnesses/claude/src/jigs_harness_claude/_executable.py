@@ -11,11 +11,17 @@
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from jigs.executables import Candidate, Resolved, find_executable, from_env_var, on_path
+from jigs.executables import (
+    Candidate,
+    Resolved,
+    find_executable,
+    from_env_var,
+    on_path,
+    wheel_package_dir,
+)
 
 __all__ = [
     "ENV_VAR",
@@ -64,26 +70,9 @@ def bundled_cli() -> Path | None:
 
 
 def _bundled_by_spec() -> Path | None:
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("claude_agent_sdk")
-    except (ImportError, ValueError):
-        return None
-    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
-    if len(folders) != 1:
-        return None
-    package = Path(folders[0])
-    try:
-        siblings = os.listdir(package.parent)
-    except OSError:
-        return None
-    if not any(
-        n.lower().startswith("claude_agent_sdk-") and n.endswith(".dist-info") for n in siblings
-    ):
-        return None
-    binary = package / "_bundled" / "claude"
-    return binary.resolve() if binary.is_file() else None
+    folder = wheel_package_dir("claude_agent_sdk", "claude-agent-sdk")
+    binary = folder / "_bundled" / "claude" if folder is not None else None
+    return binary.resolve() if binary is not None and binary.is_file() else None
 
 
 def _bundled(env: Mapping[str, str]) -> Path | None:

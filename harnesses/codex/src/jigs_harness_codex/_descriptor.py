@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal
 
-from jigs._secrets import check_env_name, check_url
 from jigs.descriptors import HarnessDescriptor
 from msgspec import Meta
 
@@ -79,12 +78,7 @@ class CodexDescriptor(HarnessDescriptor):
     startup_timeout: Annotated[float, Meta(gt=0, le=600)] = 60.0
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        # the shared rules: the secret-shape test first, the value never echoed
-        if self.api_key_env is not None:
-            check_env_name(self.api_key_env, "api_key_env")
-        if self.base_url is not None:
-            check_url(self.base_url, "base_url")
+        super().__post_init__()  # api_key_env and base_url: the core's shared rules
         if (self.base_url or self.api_key_env) and self.model is None:
             raise ValueError("a descriptor that names an endpoint must also name its model")
 

@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from jigs.executables import (
     from_env_var,
     installed_dir,
     on_path,
+    wheel_package_dir,
 )
 
 __all__ = [
@@ -77,20 +76,8 @@ def wheel_binary() -> Path | None:
 
 
 def _wheel_binary_by_spec() -> Path | None:
-    try:
-        spec = importlib.util.find_spec(_WHEEL_PACKAGE)
-    except (ImportError, ValueError):
-        return None
-    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
-    if len(folders) != 1:
-        return None
-    package = Path(folders[0])
-    try:
-        siblings = os.listdir(package.parent)
-    except OSError:
-        return None
-    prefix = RUNTIME_WHEEL.replace("-", "_") + "-"
-    if not any(n.lower().startswith(prefix) and n.endswith(".dist-info") for n in siblings):
+    package = wheel_package_dir(_WHEEL_PACKAGE, RUNTIME_WHEEL)
+    if package is None:
         return None
     for entry in _WHEEL_ENTRIES:
         binary = package.parent / entry
