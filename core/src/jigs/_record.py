@@ -1,5 +1,5 @@
-"""Frozen, validated records: the data a step takes in (descriptors, MCP servers, run metadata,
-session references).
+"""Frozen, validated records: the data a step builds (descriptors, MCP servers, run metadata,
+session references, events, usage, the model protocol's requests and results).
 
 A record is a :class:`msgspec.Struct` (frozen, keyword-only, unknown keys refused) whose
 construction validates. ``Record(**data)`` and :meth:`Record.from_data` check every field's type
@@ -7,11 +7,10 @@ and constraints (``Annotated[T, msgspec.Meta(...)]``), then run ``__post_init__`
 checks what a type cannot say and raises ``ValueError`` (or :class:`~jigs._secrets.SecretRuleError`)
 with a message that names the key and never the value.
 
-Why msgspec and not pydantic: a step may run in a fresh process, and everything a step takes in is
-built before its CLI starts. Importing msgspec and defining every record costs a few milliseconds;
+Why msgspec and not pydantic: a step may run in a fresh process, and what it takes in is built
+before its CLI starts. Importing msgspec and defining every record costs a few milliseconds;
 importing pydantic and building one model costs more than the whole import budget of a step
-(``benchmarks/bench_core.py`` prints both). Results and events, built while the CLI runs, stay
-pydantic models.
+(``benchmarks/bench_core.py``). Only a user's ``output=`` model is a pydantic model.
 
 Failure modes: a bad record raises the class's :meth:`Record._invalid` error
 (:class:`~jigs.errors.DescriptorError` unless the class says otherwise) with one line per problem,
@@ -73,15 +72,17 @@ class _PydanticSerializer:
         return _serializer()
 
 
+def _to_data(record: Record) -> dict[str, Any]:
+    return record.to_data()
+
+
 @functools.cache
 def _serializer() -> Any:
     from pydantic_core import SchemaSerializer, core_schema
 
     return SchemaSerializer(
         core_schema.any_schema(
-            serialization=core_schema.plain_serializer_function_ser_schema(
-                lambda value: value.to_data()
-            )
+            serialization=core_schema.plain_serializer_function_ser_schema(_to_data)
         )
     )
 
@@ -162,8 +163,5 @@ class Record(
             return value if isinstance(value, cls) else cls.from_data(value)
 
         return core_schema.no_info_plain_validator_function(
-            validate,
-            serialization=core_schema.plain_serializer_function_ser_schema(
-                lambda value: value.to_data()
-            ),
+            validate, serialization=core_schema.plain_serializer_function_ser_schema(_to_data)
         )

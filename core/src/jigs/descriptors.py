@@ -66,15 +66,6 @@ COMMON_POLICY_KEYS: Mapping[str, str] = {
 }
 
 
-@functools.cache
-def _kind_default(cls: "type[HarnessDescriptor]") -> str:
-    """The default of the class's ``kind`` field (its kind's name), else the class's name."""
-    for info in msgspec.structs.fields(cls):
-        if info.name == "kind" and isinstance(info.default, str) and info.default:
-            return info.default
-    return cls.__name__
-
-
 class HarnessDescriptor(Record, omit_defaults=True):
     """Base of every kind's descriptor: a :class:`~jigs._record.Record` (frozen, keyword-only,
     validated when built). Subclasses set ``kind`` as a ``Literal`` field with its default, add
@@ -142,8 +133,14 @@ class HarnessDescriptor(Record, omit_defaults=True):
         return f"a {cls._kind_default()} descriptor"
 
     @classmethod
+    @functools.cache
     def _kind_default(cls) -> str:
-        return _kind_default(cls)
+        """The default of the class's ``kind`` field (its kind's name), else the class's name
+        (cached per class: msgspec resolves the annotations to answer)."""
+        for info in msgspec.structs.fields(cls):
+            if info.name == "kind" and isinstance(info.default, str) and info.default:
+                return info.default
+        return cls.__name__
 
     def to_data(self) -> dict[str, Any]:
         """Plain JSON-ready data, without keys left at their defaults."""
