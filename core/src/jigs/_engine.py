@@ -30,7 +30,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -62,9 +62,7 @@ from jigs.events import (
     TurnFailed,
     UsageUpdated,
 )
-
-if TYPE_CHECKING:
-    from jigs.models._types import CallWarning
+from jigs.models._types import CallWarning
 from jigs.plugin import (
     Harness,
     HarnessContext,
@@ -385,8 +383,6 @@ class TurnEngine:
 
     def warnings_for(self, settings: Mapping[str, Any]) -> list[CallWarning]:
         """Warnings for the per-call settings the kind does not honour."""
-        from jigs.models._types import CallWarning  # pydantic: the model path only
-
         return [
             CallWarning(
                 setting=name,
