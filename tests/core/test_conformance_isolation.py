@@ -64,7 +64,7 @@ async def test_the_worker_death_check_catches_a_worker_without_isolation(
 
 
 WEAK_NAMESPACE = """
-import dataclasses
+import msgspec
 import jigs._isolation as i
 
 _probed = i.isolation
@@ -76,7 +76,7 @@ def weak():
     prefix = list(found.prefix)
     if prefix and prefix[0].endswith("setpriv"):
         prefix = prefix[4:]
-    return dataclasses.replace(found, prefix=tuple(a for a in prefix if a != "--kill-child"))
+    return msgspec.structs.replace(found, prefix=tuple(a for a in prefix if a != "--kill-child"))
 
 
 i.isolation = weak

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import msgspec
 import pytest
 from jigs._registry import default_registry
 from jigs.plugin import ConfigFile, Planted, TurnLaunch
@@ -53,7 +54,7 @@ async def _check(
         data = json.loads(config.read_text())
         argv = ["/bin/sh", "-c", f'{data.get("hook", ":")}; exec "$@"', "sh", *launch.argv]
         env = {**launch.env, **data.get("env", {})}
-        return dataclasses.replace(launch, argv=argv, env=env)
+        return msgspec.structs.replace(launch, argv=argv, env=env)
 
     monkeypatch.setattr(harness, "launch_turn", obeying)
     monkeypatch.setattr(harness, "config_files", lambda: files)

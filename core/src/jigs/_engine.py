@@ -29,11 +29,11 @@ import json
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import anyio.abc
+import msgspec
 
 from jigs import _otel, _structured
 from jigs._redact import secret_values
@@ -117,8 +117,7 @@ def decode_line(
     return message
 
 
-@dataclass(frozen=True, slots=True)
-class TurnRequest:
+class TurnRequest(msgspec.Struct, frozen=True):
     """What a step asks of one turn (before the engine shapes it for the kind)."""
 
     prompt: str
@@ -126,12 +125,11 @@ class TurnRequest:
     system: str | None = None
     max_output_tokens: int | None = None
     partial: bool = False
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = msgspec.field(default_factory=dict)
     on_event: EventCallback | None = None
 
 
-@dataclass(slots=True)
-class TurnRecord:
+class TurnRecord(msgspec.Struct):
     """What one turn produced so far (kept on failure too)."""
 
     session_id: str | None = None
@@ -140,12 +138,12 @@ class TurnRecord:
     stop_reason: str | None = None
     output: Any = None
     output_problem: str | None = None
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = msgspec.field(default_factory=Usage)
     model_calls: int = 0
-    tool_calls: list[ToolCallStarted] = field(default_factory=list)
-    tool_results: list[ToolCallFinished] = field(default_factory=list)
-    notices: list[str] = field(default_factory=list)
-    metadata: dict[str, Any] = field(default_factory=dict)
+    tool_calls: list[ToolCallStarted] = msgspec.field(default_factory=list)
+    tool_results: list[ToolCallFinished] = msgspec.field(default_factory=list)
+    notices: list[str] = msgspec.field(default_factory=list)
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     completed: TurnCompleted | None = None
     failed: TurnFailed | None = None
 

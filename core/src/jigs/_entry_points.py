@@ -20,13 +20,13 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass
+
+import msgspec
 
 __all__ = ["FoundEntryPoint", "entry_points"]
 
 
-@dataclass(frozen=True, slots=True)
-class FoundEntryPoint:
+class FoundEntryPoint(msgspec.Struct, frozen=True):
     """One entry point: ``name = value`` in ``group``, from the distribution whose metadata
     folder is ``folder`` (None when importlib.metadata found it: ``dist`` is then filled)."""
 

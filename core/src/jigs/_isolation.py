@@ -41,8 +41,9 @@ import os
 import shutil
 import subprocess
 import threading
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 __all__ = ["ENV_VAR", "PLAIN", "Isolation", "isolation", "reset_isolation_cache"]
 
@@ -58,8 +59,7 @@ _FIX = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Isolation:
+class Isolation(msgspec.Struct, frozen=True):
     """The isolation in force for this process's launches.
 
     ``mode`` is ``namespace`` or ``tree`` (``none``, a plain process group, is never probed: only

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from pathlib import Path
@@ -29,6 +28,8 @@ def _safe(part: str) -> str:
     cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", part)[:100]
     if cleaned == part and cleaned not in {".", ".."}:
         return cleaned
+    import hashlib
+
     return f"{cleaned}-{hashlib.sha256(part.encode()).hexdigest()[:12]}"
 
 

@@ -45,13 +45,13 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeAlias, cast
 from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
+import msgspec
 
 from jigs._logging import logger
 from jigs._usage_tap import TokenUsage, UsageTap
@@ -102,8 +102,7 @@ class _ClientGone(Exception):
     """The client closed or reset its connection to the proxy."""
 
 
-@dataclass(frozen=True, slots=True)
-class ProxiedRequest:
+class ProxiedRequest(msgspec.Struct, frozen=True):
     """One request the proxy forwarded (refused requests are only counted and logged).
 
     ``path`` is the path after the step token, without the query (e.g. ``/v1/messages``).

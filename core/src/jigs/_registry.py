@@ -17,9 +17,9 @@ import os
 import re
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pluggy
 
 from jigs._contract import check_contract
@@ -35,8 +35,7 @@ GROUP = "jigs.harnesses"
 KIND_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 
 
-@dataclass(frozen=True, slots=True)
-class PluginInfo:
+class PluginInfo(msgspec.Struct, frozen=True):
     """What ``jigs harnesses`` shows for one kind."""
 
     kind: str

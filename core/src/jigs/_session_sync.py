@@ -31,12 +31,12 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
+import msgspec
 
 from jigs._files import write_atomic
 from jigs._paths import _safe, data_dir
@@ -71,8 +71,7 @@ RUN_FILE = "run.json"
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(msgspec.Struct, frozen=True):
     """A session's artifacts at one moment: the manifest, its key and digest, and the bytes."""
 
     key: str

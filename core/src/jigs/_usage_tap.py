@@ -17,8 +17,9 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 __all__ = ["TokenUsage", "UsageTap"]
 
@@ -35,8 +36,7 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-@dataclass(frozen=True, slots=True)
-class TokenUsage:
+class TokenUsage(msgspec.Struct, frozen=True):
     """Token counts of one model response, as the upstream reported them.
 
     ``input_tokens`` / ``output_tokens`` come from ``input_tokens`` / ``output_tokens``
@@ -52,7 +52,14 @@ class TokenUsage:
     output_tokens: int | None
     cache_read_tokens: int | None
     cache_write_tokens: int | None
-    raw: Mapping[str, Any] = field(repr=False)
+    raw: Mapping[str, Any]
+
+    def __repr__(self) -> str:  # without ``raw``
+        return (
+            f"TokenUsage(input_tokens={self.input_tokens!r}, output_tokens={self.output_tokens!r}, "
+            f"cache_read_tokens={self.cache_read_tokens!r}, "
+            f"cache_write_tokens={self.cache_write_tokens!r})"
+        )
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any]) -> TokenUsage:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+
+import msgspec
 
 __all__ = [
     "CHECK_TIMEOUT",
@@ -27,15 +28,13 @@ __all__ = [
 CHECK_TIMEOUT = 15.0
 
 
-@dataclass(frozen=True, slots=True)
-class CheckOk:
+class CheckOk(msgspec.Struct, frozen=True):
     """The check passed; ``detail`` is shown by ``jigs doctor``."""
 
     detail: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class CheckFailure:
+class CheckFailure(msgspec.Struct, frozen=True):
     """The check failed: ``reason`` says what is wrong, ``repair`` how to fix it."""
 
     reason: str
@@ -45,8 +44,7 @@ class CheckFailure:
 CheckResult = CheckOk | CheckFailure
 
 
-@dataclass(frozen=True, slots=True)
-class Check:
+class Check(msgspec.Struct, frozen=True):
     """One named check. ``run`` must be safe to run concurrently with other checks."""
 
     id: str
@@ -55,8 +53,7 @@ class Check:
     timeout: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class CheckOutcome:
+class CheckOutcome(msgspec.Struct, frozen=True):
     """What one check concluded, with how long it took."""
 
     id: str
@@ -66,7 +63,15 @@ class CheckOutcome:
     reason: str = ""
     repair: str = ""
     unanswered: bool = False
-    seconds: float = field(default=0.0, compare=False)
+    seconds: float = 0.0
+
+    def __eq__(self, other: object) -> bool:  # how long it took is not what it concluded
+        if type(other) is not CheckOutcome:
+            return NotImplemented
+        return msgspec.structs.astuple(self)[:-1] == msgspec.structs.astuple(other)[:-1]
+
+    def __hash__(self) -> int:
+        return hash(msgspec.structs.astuple(self)[:-1])
 
 
 #: A failed outcome (``ok`` is False). An alias for readability in signatures.
@@ -74,11 +79,9 @@ FailedCheck = CheckOutcome
 
 
 def _redacted(outcome: CheckOutcome) -> CheckOutcome:
-    from dataclasses import replace
-
     from jigs._secrets import redact_known
 
-    return replace(
+    return msgspec.structs.replace(
         outcome,
         detail=redact_known(outcome.detail),
         reason=redact_known(outcome.reason),

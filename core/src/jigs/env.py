@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from jigs._secrets import SecretRuleError, check_env_name, remember_env
 from jigs.errors import EnvPolicyError
@@ -91,8 +92,7 @@ RESERVED_AGENT_ENV: Mapping[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class AgentsConfig:
+class AgentsConfig(msgspec.Struct, frozen=True):
     """The factory's ``agents`` settings and where they were read from."""
 
     env: tuple[str, ...] = ()

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from jigs._paths import data_dir
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
@@ -59,16 +59,14 @@ def wheel_package_dir(package: str, distribution: str) -> Path | None:
     return folder
 
 
-@dataclass(frozen=True, slots=True)
-class Resolved:
+class Resolved(msgspec.Struct, frozen=True):
     """An executable and which candidate found it (shown by ``jigs doctor``)."""
 
     path: Path
     source: str
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(msgspec.Struct, frozen=True):
     """One place to look: a description and a function that returns a path or None."""
 
     where: str
@@ -93,6 +91,8 @@ def on_path(name: str) -> Candidate:
     """``name`` on the agent's ``PATH``."""
 
     def find(env: Mapping[str, str]) -> Path | None:
+        import shutil
+
         found = shutil.which(name, path=env.get("PATH", os.environ.get("PATH", "")))
         return Path(found) if found else None
 

@@ -48,15 +48,13 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
+import msgspec
 import pluggy
 
 from jigs.errors import AgentSessionError, RunnerClosedError
@@ -110,8 +108,7 @@ hookimpl = pluggy.HookimplMarker("jigs")
 D = TypeVar("D", bound="HarnessDescriptor")
 
 
-@dataclass(frozen=True, slots=True)
-class HarnessTarget(Generic[D]):
+class HarnessTarget(msgspec.Struct, Generic[D], frozen=True):
     """What a step asks for: a descriptor, the worktree, and optionally a session to resume."""
 
     descriptor: D
@@ -119,8 +116,7 @@ class HarnessTarget(Generic[D]):
     resume: AgentSessionRef | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ModelRoute:
+class ModelRoute(msgspec.Struct, frozen=True):
     """Where a kind's CLI sends a model key the descriptor names (see :meth:`Harness.model_route`).
 
     ``upstream`` is the real API base URL the CLI would use without jigs (the descriptor's
@@ -138,8 +134,7 @@ class ModelRoute:
     allow_paths: tuple[str, ...] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ModelEndpoint:
+class ModelEndpoint(msgspec.Struct, frozen=True):
     """What the CLI gets instead of the real endpoint and key (``ctx.model_endpoint``).
 
     ``base_url`` is the step's proxy URL (``http://127.0.0.1:<port>/<step token>``): give it to
@@ -149,13 +144,15 @@ class ModelEndpoint:
     Both stop working when the step closes.
     """
 
-    base_url: str = field(repr=False)
-    key: str = field(repr=False)
+    base_url: str
+    key: str
     route: ModelRoute
 
+    def __repr__(self) -> str:  # the URL holds the step's token
+        return f"ModelEndpoint(base_url=<hidden>, key=<hidden>, route={self.route!r})"
 
-@dataclass(slots=True)
-class HarnessContext:
+
+class HarnessContext(msgspec.Struct):
     """Everything the core hands a kind while it opens or runs.
 
     ``env`` is the exact environment the agent gets (built from empty); ``state_dir`` is durable
@@ -211,6 +208,9 @@ class HarnessContext:
 
     def private_dir(self, prefix: str | None = None) -> Path:
         """A fresh 0700 directory only this step uses, removed when the step closes."""
+        import shutil
+        import tempfile
+
         path = Path(tempfile.mkdtemp(prefix=prefix or f"jigs-{self.kind}-"))
         self.stack.callback(shutil.rmtree, path, True)
         return path
@@ -224,8 +224,7 @@ class HarnessContext:
         self.stack.push_async_callback(fn, *args)
 
 
-@dataclass(frozen=True, slots=True)
-class TurnSpec(Generic[D]):
+class TurnSpec(msgspec.Struct, Generic[D], frozen=True):
     """One turn the core asks a kind to run.
 
     ``prompt`` is final (for a prompted kind it already asks for the JSON answer);
@@ -248,7 +247,7 @@ class TurnSpec(Generic[D]):
     system: str | None = None
     max_output_tokens: int | None = None
     partial: bool = False
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = msgspec.field(default_factory=dict)
 
 
 class TurnDriver(Protocol):
@@ -264,8 +263,7 @@ class TurnDriver(Protocol):
         """The turn ended (or failed): close stdin. Must not raise."""
 
 
-@dataclass(frozen=True, slots=True)
-class TurnLaunch:
+class TurnLaunch(msgspec.Struct, frozen=True):
     """How to start one turn's process: ``argv``, ``env`` added to the step's environment,
     ``stdin`` bytes written then closed (None: stdin closed), or a ``driver`` that speaks on
     stdin. ``exit_grace`` is how long the CLI may take to exit after its last event.
@@ -273,7 +271,7 @@ class TurnLaunch:
     check (a session id it chose); None: :meth:`Harness.decoder`."""
 
     argv: Sequence[str]
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = msgspec.field(default_factory=dict)
     stdin: bytes | None = None
     driver: TurnDriver | None = None
     exit_grace: float = 3.0
@@ -326,8 +324,7 @@ class SessionTransport(ABC):
         """Start one turn and return its stream."""
 
 
-@dataclass(frozen=True, slots=True)
-class Planted:
+class Planted(msgspec.Struct, frozen=True):
     """What the conformance kit hands a :class:`ConfigFile` writer to make a hostile file.
 
     ``markers`` is a directory: a hostile hook, helper, notifier, MCP server or extension should
@@ -355,8 +352,7 @@ class Planted:
         return ["/bin/sh", "-c", self.command(name)]
 
 
-@dataclass(frozen=True, slots=True)
-class ConfigFile:
+class ConfigFile(msgspec.Struct, frozen=True):
     """One config file a kind's CLI reads by itself, outside what jigs writes for it.
 
     ``path`` is relative (POSIX) to ``root``: the step's worktree or the HOME the agent runs

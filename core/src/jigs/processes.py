@@ -40,13 +40,13 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Literal, Self
 
 import anyio
 import anyio.abc
+import msgspec
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from jigs import _proctree
@@ -78,8 +78,7 @@ _STDERR_TAIL = 4000
 _TAIL_MARGIN = 1024
 
 
-@dataclass(frozen=True, slots=True)
-class Launch:
+class Launch(msgspec.Struct, frozen=True):
     """What jigs launched: the CLI's argv (without the isolation prefix), the environment's names
     and value digests (never values), cwd, pgid and the isolation mode."""
 

@@ -36,9 +36,9 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 from jigs.mcp import McpHttpServer, McpStdioServer
 
 from jigs_harness_codex._descriptor import DEFAULT_OPENAI_BASE_URL, CodexDescriptor
@@ -69,12 +69,11 @@ _THREAD_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z-]{7,80}$")
 _FIRST_LINE_LIMIT = 64 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class CodexHome:
+class CodexHome(msgspec.Struct, frozen=True):
     """A built home: its path and what the app server's environment must add."""
 
     path: Path
-    extra_env: Mapping[str, str] = field(default_factory=dict)
+    extra_env: Mapping[str, str] = msgspec.field(default_factory=dict)
 
     def remove(self) -> None:
         """Delete the home (never follows the symlinks into the login or the session store)."""

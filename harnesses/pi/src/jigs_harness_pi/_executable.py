@@ -20,9 +20,9 @@ import json
 import os
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 from jigs.errors import CliNotFoundError
 from jigs.executables import installed_dir, parse_version
 
@@ -53,8 +53,7 @@ INSTALL_FIX = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class PiExecutable:
+class PiExecutable(msgspec.Struct, frozen=True):
     """A resolved Pi: the file, where it was found, how to launch it and its package version."""
 
     path: Path

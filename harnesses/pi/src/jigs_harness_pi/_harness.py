@@ -32,10 +32,10 @@ import json
 import re
 import uuid
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+import msgspec
 from jigs._files import write_atomic
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.descriptors import HarnessDescriptor
@@ -121,8 +121,7 @@ def _missing(session_id: str, sessions: Path) -> AgentSessionError:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Prepared:
+class _Prepared(msgspec.Struct, frozen=True):
     """What every turn of a step shares."""
 
     pi: PiExecutable
