@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from pathlib import Path
 
 __all__ = ["write_atomic"]
@@ -15,7 +14,7 @@ def write_atomic(path: Path, data: bytes, *, temp_name: str | None = None) -> No
     renamed over ``path``. ``temp_name`` names the temporary file (default: a hidden name with
     a random part); it is removed on every path. Raises ``OSError`` as the filesystem does."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(temp_name or f".{path.name}.jigs-{secrets.token_hex(6)}.tmp")
+    tmp = path.with_name(temp_name or f".{path.name}.jigs-{os.urandom(6).hex()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as fh:

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -86,6 +85,8 @@ exec {shlex.quote(bash)} --noprofile --norc "$@"
 
 def _find_bash(env: Mapping[str, str] | None) -> str | None:
     path = (env if env is not None else os.environ).get("PATH")
+    import shutil  # here: resolving the kind imports this module, only a step needs it
+
     found = shutil.which("bash", path=path) or (
         "/bin/bash" if os.access("/bin/bash", os.X_OK) else None
     )

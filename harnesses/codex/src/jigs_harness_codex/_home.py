@@ -33,8 +33,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -42,7 +40,6 @@ import msgspec
 from jigs.mcp import McpHttpServer, McpStdioServer
 
 from jigs_harness_codex._descriptor import DEFAULT_OPENAI_BASE_URL, CodexDescriptor
-from jigs_harness_codex._seed import claim_spare, copy_seed
 
 __all__ = [
     "MCP_STARTUP_TIMEOUT",
@@ -77,6 +74,8 @@ class CodexHome(msgspec.Struct, frozen=True):
 
     def remove(self) -> None:
         """Delete the home (never follows the symlinks into the login or the session store)."""
+        import shutil
+
         shutil.rmtree(self.path, ignore_errors=True)
 
 
@@ -103,6 +102,8 @@ def link_rollout(store: Path, home: Path, thread_id: str) -> None:
     except FileExistsError:
         pass
     except OSError:
+        import shutil
+
         shutil.copy2(source, target)
 
 
@@ -286,6 +287,10 @@ def build_home(
     """Create this invocation's home (mode 0700) under ``state_dir``, starting from a copy of
     ``seed`` (see :mod:`jigs_harness_codex._seed`: a spare copied ahead when one is ready) when
     given; ``base_url`` as in :func:`render_config`. Any failure removes it."""
+    import tempfile  # here and below: resolving the kind imports this module, a step builds homes
+
+    from jigs_harness_codex._seed import claim_spare, copy_seed
+
     store = sessions_dir(state_dir)
     store.mkdir(parents=True, exist_ok=True)
     homes = state_dir / "homes"

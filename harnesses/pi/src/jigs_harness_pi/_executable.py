@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -160,6 +159,8 @@ def resolve_pi(env: Mapping[str, str]) -> PiExecutable:
         tried.append(f"${ENV_VAR}: {path} is not an executable file")
         raise CliNotFoundError("pi", tried, INSTALL_FIX)
     tried.append(f"${ENV_VAR}: not set")
+
+    import shutil  # here: resolving the kind imports this module, only a step needs it
 
     found = shutil.which("pi", path=env.get("PATH", os.environ.get("PATH", "")))
     if found is None:
