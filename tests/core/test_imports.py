@@ -439,3 +439,50 @@ def test_entry_points_ask_importlib_where_file_access_is_forbidden(
     # open() as the sandbox has it, for this module only (importlib.metadata keeps the real one)
     monkeypatch.setattr(_entry_points, "open", forbidden, raising=False)
     assert _ours("jigs.harnesses") == expected
+
+
+_PROXIED = """
+import json, sys, anyio
+from jigs._proxy import CredentialProxy
+
+BODY = json.dumps({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})
+
+async def main():
+    async with CredentialProxy(UPSTREAM, "sk-ant-api03-imports-0123456789abcdef") as proxy:
+        path = proxy.base_url.split(str(proxy.port), 1)[1] + "/v1/messages"
+        stream = await anyio.connect_tcp("127.0.0.1", proxy.port)
+        head = (
+            f"POST {path} HTTP/1.1\\r\\nhost: 127.0.0.1\\r\\ncontent-type: application/json\\r\\n"
+            f"content-length: {len(BODY)}\\r\\nconnection: close\\r\\n\\r\\n"
+        )
+        await stream.send(head.encode() + BODY.encode())
+        answer = b""
+        try:
+            while True:
+                answer += await stream.receive()
+        except anyio.EndOfStream:
+            pass
+    print(answer.split(b"\\r\\n", 1)[0].decode())
+    print(json.dumps(sorted(m for m in ("httpx", "urllib.request", "http.client") if m in sys.modules)))
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.anyio
+async def test_a_proxied_request_loads_neither_httpx_nor_urllib_request() -> None:
+    """The credential proxy's upstream side is httpcore: a proxied step pays neither httpx's
+    imports nor ``urllib.request``'s (only read when a proxy variable is set)."""
+    import os
+
+    import anyio
+    from jigs_testing import ModelServer, text
+
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    async with ModelServer([text("proxied")]) as server:
+        code = _PROXIED.replace("UPSTREAM", repr(server.anthropic_base_url))
+        done = await anyio.run_process([sys.executable, "-c", code], env=env, check=False)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    status, loaded = done.stdout.decode().strip().splitlines()[-2:]
+    assert status.startswith("HTTP/1.1 200"), status
+    assert json.loads(loaded) == [], loaded

@@ -3,6 +3,7 @@ token is checked, the port closes with the step, and no secret reaches a log."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import logging
@@ -695,12 +696,14 @@ async def test_a_failing_hook_does_not_break_the_proxy():
     def hook(record: ProxiedRequest) -> None:
         raise RuntimeError("hook bug")
 
-    async with (
-        ModelServer([text("a"), text("b")]) as server,
-        CredentialProxy(server.url, KEY, on_request=hook) as proxy,
-        httpx.AsyncClient(base_url=proxy.base_url) as client,
-    ):
-        with capture_logs() as logs:
+    # a request is recorded once its response has ended, which the client may see first: the
+    # logs are read once the proxy has closed
+    with capture_logs() as logs:
+        async with (
+            ModelServer([text("a"), text("b")]) as server,
+            CredentialProxy(server.url, KEY, on_request=hook) as proxy,
+            httpx.AsyncClient(base_url=proxy.base_url) as client,
+        ):
             first = await client.post("/v1/messages", json=ANTHROPIC_BODY)
             second = await client.post("/v1/messages", json=ANTHROPIC_BODY)
     assert (first.status_code, second.status_code) == (200, 200)
@@ -719,6 +722,85 @@ async def test_upstream_side_honours_the_hosts_proxy_settings(monkeypatch):
             response = await client.get(proxy.base_url + "/models")
     assert response.status_code == 403  # the host's proxy answered, not a DNS failure
     assert refusing.proxy_requests == ["GET http://api.example.invalid/v1/models"]
+
+
+async def test_upstream_side_goes_direct_to_a_host_no_proxy_names(monkeypatch):
+    async with ModelServer([text("direct")]) as server, ModelServer() as refusing:
+        monkeypatch.setenv("HTTP_PROXY", refusing.proxy_url)
+        monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+        async with (
+            CredentialProxy(server.anthropic_base_url, KEY) as proxy,
+            httpx.AsyncClient(trust_env=False) as client,
+        ):
+            response = await client.post(proxy.base_url + "/v1/messages", json=ANTHROPIC_BODY)
+    assert response.status_code == 200
+    assert refusing.proxy_requests == []
+
+
+async def test_upstream_side_tunnels_an_https_upstream_through_the_hosts_proxy(monkeypatch):
+    async with ModelServer() as refusing:  # it answers every CONNECT 403 and logs it
+        monkeypatch.setenv("HTTPS_PROXY", refusing.proxy_url)
+        for name in ("NO_PROXY", "no_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        async with (
+            CredentialProxy("https://api.example.invalid", KEY, scheme="bearer") as proxy,
+            httpx.AsyncClient(trust_env=False) as client,
+        ):
+            response = await client.post(proxy.base_url + "/v1/messages", json=ANTHROPIC_BODY)
+    assert response.status_code == 502
+    assert refusing.connect_attempts == ["api.example.invalid:443"]
+    assert KEY not in response.text
+
+
+async def test_the_hosts_proxy_credentials_go_as_a_header_and_are_never_echoed(monkeypatch):
+    password = "pr0xy-Secret-9f3a7c"
+
+    async def refuse(ex: Exchange) -> None:
+        await ex.read_body()
+        await ex.head(407, [("content-length", "0")])
+        await ex.end()
+
+    async with anyio.create_task_group() as group:
+        fake_proxy = await _start_upstream(group, refuse)
+        monkeypatch.setenv("HTTP_PROXY", f"http://ops:{password}@127.0.0.1:{fake_proxy.port}")
+        for name in ("NO_PROXY", "no_proxy", "http_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        with capture_logs() as logs:
+            async with (
+                CredentialProxy("http://api.example.invalid/v1", KEY, scheme="bearer") as proxy,
+                httpx.AsyncClient(trust_env=False) as client,
+            ):
+                response = await client.get(proxy.base_url + "/models")
+        group.cancel_scope.cancel()
+    assert response.status_code == 407  # the host's proxy answered
+    [seen] = fake_proxy.seen
+    assert seen.target == "http://api.example.invalid/v1/models"
+    headers = dict(seen.headers)
+    assert (
+        headers["proxy-authorization"]
+        == "Basic " + base64.b64encode(f"ops:{password}".encode()).decode()
+    )
+    assert headers["authorization"] == f"Bearer {KEY}"
+    assert password not in response.text
+    assert password not in repr(logs)
+
+
+async def test_an_unusable_proxy_setting_answers_502_without_echoing_it(monkeypatch):
+    password = "pr0xy-Secret-9f3a7c"
+    monkeypatch.setenv("HTTP_PROXY", f"ftp://ops:{password}@proxy.example.invalid:21")
+    for name in ("NO_PROXY", "no_proxy", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with capture_logs() as logs:
+        async with (
+            CredentialProxy("http://api.example.invalid/v1", KEY, scheme="bearer") as proxy,
+            httpx.AsyncClient(trust_env=False) as client,
+        ):
+            response = await client.get(proxy.base_url + "/models")
+    assert response.status_code == 502
+    assert "HTTP_PROXY" in response.text
+    assert password not in response.text
+    assert password not in repr(logs)
+    assert [e["event"] for e in logs].count("jigs.proxy.client_failed") == 1
 
 
 async def test_an_upstream_client_that_cannot_be_built_answers_502_naming_why(

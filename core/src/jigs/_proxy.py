@@ -25,14 +25,14 @@ Each forwarded request is recorded as a :class:`ProxiedRequest` (status, timings
 token ``usage`` the upstream reported) in :attr:`CredentialProxy.requests` and handed to the
 ``on_request`` callback when it ends.
 
-The upstream side is ``httpx``, with ``trust_env=True``: the host's ``HTTPS_PROXY`` /
-``NO_PROXY`` and ``SSL_CERT_FILE`` apply. The loopback side is h11 on an anyio listener. The
-port is bound when the proxy reports started; the upstream client (importing httpx and
-httpcore, ~150 ms in a fresh process, and the TLS context) is built 50 ms later or at the
-first request, whichever comes first, on the proxy's own loop, so it overlaps the CLI's
-start-up instead of delaying it. A request that
-arrives first waits for it; if it cannot be built (an unreadable ``SSL_CERT_FILE``), every
-request gets 502 naming the error and ``jigs.proxy.client_failed`` is logged.
+The upstream side is an httpcore connection pool (:mod:`jigs._upstream`), with the host's
+``HTTPS_PROXY`` / ``NO_PROXY`` and ``SSL_CERT_FILE`` applied as httpx's ``trust_env`` does. The
+loopback side is h11 on an anyio listener. The port is bound when the proxy reports started; the
+upstream pool (importing httpcore, and the TLS context for an ``https`` upstream) is built 50 ms
+later or at the first request, whichever comes first, on the proxy's own loop, so it overlaps
+the CLI's start-up instead of delaying it. A request that arrives first waits for it; if it
+cannot be built (an unreadable ``SSL_CERT_FILE``, an unusable proxy URL), every request gets 502
+naming the error and ``jigs.proxy.client_failed`` is logged.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ import secrets
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self, TypeAlias, cast
+from typing import TYPE_CHECKING, Literal, Self, TypeAlias, cast
 from urllib.parse import urlsplit
 
 import anyio
@@ -59,7 +59,7 @@ from jigs.errors import CredentialProxyError
 
 if TYPE_CHECKING:
     import h11
-    import httpx
+    import httpcore
 
 __all__ = ["AuthScheme", "CredentialProxy", "Outcome", "ProxiedRequest", "TokenUsage"]
 
@@ -86,7 +86,6 @@ _CLIENT_AUTH = frozenset(
     {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key"}
 )
 _DROPPED_REQUEST = _HOP_BY_HOP | _CLIENT_AUTH | {"host"}
-_HTTPX_DEFAULTS = ("accept", "accept-encoding", "connection", "user-agent")
 
 _READ_SIZE = 65536
 _CLIENT_DELAY = 0.05
@@ -177,26 +176,6 @@ def _check_key(key: str, upstream: str) -> bytes:
         ) from None
 
 
-_SSL_CONTEXTS: dict[tuple[bool, str | None, str | None], object] = {}
-
-
-def _verify(upstream: str, trust_env: bool) -> Any:
-    """The upstream's TLS verification: one SSL context per process (loading the CA bundle
-    costs ~40 ms, once per step otherwise), keyed on the variables that choose the CAs;
-    nothing to load for a plain-HTTP upstream (a loopback endpoint)."""
-    import os
-
-    if not upstream.startswith("https:"):
-        return False
-    key = (trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
-    context = _SSL_CONTEXTS.get(key)
-    if context is None:
-        import httpx
-
-        context = _SSL_CONTEXTS[key] = httpx.create_ssl_context(trust_env=trust_env)
-    return context
-
-
 def _unsafe_path(path: str) -> bool:
     """Dot segments or encoded slashes/dots could step out of the upstream's base path."""
     lowered = path.lower()
@@ -216,7 +195,7 @@ class CredentialProxy:
     called with each :class:`ProxiedRequest` when it ends (an exception it raises is logged and
     ignored). ``connect_timeout`` bounds connecting to the upstream; ``read_timeout`` bounds
     each wait for upstream bytes (a model may think for minutes between events).
-    ``trust_env`` lets httpx use the host's proxy and CA settings.
+    ``trust_env`` applies the host's proxy and CA settings (see :mod:`jigs._upstream`).
 
     Run it either as ``async with CredentialProxy(...) as proxy:`` or inside an existing task
     group: ``await group.start(proxy.serve)`` then ``await proxy.aclose()`` (cancelling the
@@ -237,6 +216,7 @@ class CredentialProxy:
         trust_env: bool = True,
     ) -> None:
         self._upstream = _check_upstream(upstream)
+        self._host = urlsplit(self._upstream).netloc.rpartition("@")[2].encode("idna")
         key_bytes = _check_key(key, self._upstream)
         if scheme == "x-api-key":
             self._auth = (b"x-api-key", key_bytes)
@@ -274,7 +254,7 @@ class CredentialProxy:
         self._records: list[ProxiedRequest] = []
         self._refused = 0
         self._group: anyio.abc.TaskGroup | None = None
-        self._client: httpx.AsyncClient | None = None
+        self._client: httpcore.AsyncConnectionPool | None = None
         self._client_error: Exception | None = None
         self._client_ready = anyio.Event()
         self._client_wanted = anyio.Event()
@@ -408,27 +388,15 @@ class CredentialProxy:
         self._build_client()
 
     def _build_client(self) -> None:
-        """The upstream client (blocks this proxy's loop while httpx, and h11 for the loopback
+        """The upstream pool (blocks this proxy's loop while httpcore, and h11 for the loopback
         side, load); on failure the error is kept and every request answered 502 with it.
         Never raises."""
         try:
             import h11  # noqa: F401  (loaded here, off the step's critical path)
-            import httpx
 
-            client = httpx.AsyncClient(
-                trust_env=self._trust_env,
-                verify=_verify(self._upstream, self._trust_env),
-                follow_redirects=False,
-                timeout=httpx.Timeout(
-                    connect=self._connect_timeout,
-                    read=self._read_timeout,
-                    write=self._read_timeout,
-                    pool=self._connect_timeout,
-                ),
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
-            )
-            for name in _HTTPX_DEFAULTS:  # forward the client's own headers, not httpx's
-                del client.headers[name]
+            from jigs._upstream import open_pool
+
+            client = open_pool(self._upstream, trust_env=self._trust_env)
             self._client = client
         except Exception as exc:
             self._client_error = exc
@@ -568,7 +536,8 @@ class CredentialProxy:
         body = _error_body(
             "api_error",
             f"the credential proxy cannot reach the upstream {self._upstream}: its HTTP client "
-            f"could not be built ({why}); check SSL_CERT_FILE / SSL_CERT_DIR",
+            f"could not be built ({why}); check SSL_CERT_FILE / SSL_CERT_DIR and the proxy "
+            "variables (HTTPS_PROXY, ALL_PROXY)",
         )
         with contextlib.suppress(_ClientGone, h11.LocalProtocolError):
             await _send_plain(conn, stream, 502, body)
@@ -593,14 +562,17 @@ class CredentialProxy:
         conn: h11.Connection,
         stream: anyio.abc.SocketStream,
         request: h11.Request,
-        client: httpx.AsyncClient,
+        client: httpcore.AsyncConnectionPool,
         *,
         url: str,
         path: str,
     ) -> bool:
         import h11
-        import httpx
+        import httpcore
 
+        from jigs._upstream import timeouts, upstream_errors
+
+        timed_out, failed = upstream_errors()
         started = time.perf_counter()
         method = request.method.decode("ascii", "replace")
         connection_tokens = {
@@ -616,10 +588,15 @@ class CredentialProxy:
             and name.decode("latin-1") not in connection_tokens
         ]
         headers.append(self._auth)
+        headers.append((b"host", self._host))
         has_body = any(
             (name == b"content-length" and value.strip() != b"0") or name == b"transfer-encoding"
             for name, value in request.headers
         )
+        if has_body and not any(name == b"content-length" for name, _ in request.headers):
+            # the client's own framing is hop-by-hop (dropped above): a body of unknown length
+            # goes upstream chunked
+            headers.append((b"transfer-encoding", b"chunked"))
         sizes = [0, 0]  # request bytes, response bytes
         first_byte: float | None = None
         status = 0
@@ -647,38 +624,44 @@ class CredentialProxy:
                 if not isinstance(end, h11.EndOfMessage):
                     raise _ClientGone
             request_body = body() if has_body else None
-            upstream_request = client.build_request(
-                method, url, headers=headers, content=request_body
+            upstream_request = httpcore.Request(
+                method,
+                url,
+                headers=headers,
+                content=request_body,
+                extensions=timeouts(self._connect_timeout, self._read_timeout),
             )
             try:
-                response = await client.send(upstream_request, stream=True)
-            except httpx.TimeoutException as exc:
+                response = await client.handle_async_request(upstream_request)
+            except timed_out as exc:
                 status, outcome, keep = 504, "upstream_timeout", False
                 await self._upstream_failed(conn, stream, status, path, exc)
                 return False
-            except httpx.HTTPError as exc:
+            except failed as exc:
                 status, outcome, keep = 502, "upstream_unreachable", False
                 await self._upstream_failed(conn, stream, status, path, exc)
                 return False
-            chunks = response.aiter_raw()
+            chunks = response.aiter_stream()
             try:
-                status = response.status_code
+                status = response.status
                 response_headers = [
                     (name, value)
-                    for name, value in response.headers.raw
+                    for name, value in response.headers
                     if name.decode("latin-1").lower() not in _HOP_BY_HOP
                 ]
+                reason = response.extensions.get("reason_phrase", b"")
                 head = h11.Response(
                     status_code=status,
                     headers=response_headers,
-                    reason=response.reason_phrase.encode("latin-1", "replace"),
+                    reason=reason if isinstance(reason, bytes) else b"",
                 )
                 head_bytes = conn.send(head) or b""
                 # A chunked body is framed here, not by h11: it is the per-event hot path.
                 chunked = b"\r\ntransfer-encoding: chunked\r\n" in head_bytes.lower()
                 await _write(stream, head_bytes)
                 tap = UsageTap(
-                    response.headers.get("content-type"), response.headers.get("content-encoding")
+                    _header(response.headers, b"content-type"),
+                    _header(response.headers, b"content-encoding"),
                 )
                 feed = tap.feed
 
@@ -695,7 +678,7 @@ class CredentialProxy:
                     else:
                         await _send(conn, stream, h11.Data(data=data))
 
-                broken = await _relay(chunks, seen, write, httpx.HTTPError)
+                broken = await _relay(chunks, seen, write, failed)
                 if broken is not None:
                     outcome, keep = "upstream_cut", False
                     logger.warning(
@@ -805,7 +788,7 @@ async def _relay(
     chunks: AsyncIterator[bytes],
     seen: Callable[[bytes], None],
     write: Callable[[bytes], Awaitable[None]],
-    upstream_errors: type[Exception],
+    upstream_errors: tuple[type[Exception], ...],
 ) -> Exception | None:
     """Copy an upstream body to the client as it arrives; the upstream error that cut it off,
     or ``None`` at its end. Raises what ``write`` raises (:class:`_ClientGone`).
@@ -854,15 +837,23 @@ async def _relay(
 
 
 async def _finish(chunks: AsyncIterator[bytes]) -> None:
-    """Run a left-off httpx body iterator to its end once its response is closed.
+    """Run a left-off httpcore body iterator to its end once its response is closed.
 
-    Leaving it suspended would leave httpx's nested generators to the garbage collector (trio
+    Leaving it suspended would leave httpcore's nested generators to the garbage collector (trio
     warns about each); with the connection closed the next read fails at once and unwinds them
     all. Bounded, in case bytes were already buffered.
     """
     with anyio.move_on_after(1.0), contextlib.suppress(Exception):
         async for _ in chunks:
             pass
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    """The first value of header ``name`` (lower case), decoded; None if absent."""
+    for key, value in headers:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
 
 
 async def _next_event(conn: h11.Connection, stream: anyio.abc.SocketStream) -> h11.Event:

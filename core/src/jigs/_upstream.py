@@ -1,0 +1,128 @@
+"""The credential proxy's upstream side: one httpcore connection pool for one upstream origin.
+
+httpcore is the transport httpx is built on; the proxy uses it directly because it needs no
+more than httpcore gives (HTTP/1.1, a keep-alive pool, streamed bodies both ways, timeouts,
+proxies) and httpx adds ~70 ms of imports to a fresh process (its cookie and auth support loads
+``urllib.request``, ``http.client`` and ``email``) that every proxied step would pay.
+
+What httpx's ``trust_env=True`` did is done here, with the same rules:
+
+- **CAs** (an ``https`` upstream only; a plain-HTTP one loads none): ``SSL_CERT_FILE``, else
+  ``SSL_CERT_DIR``, else certifi's bundle. One context per process and per setting, as loading
+  a bundle costs ~40 ms.
+- **The host's proxy**: ``<scheme>_proxy`` then ``all_proxy`` (either case, the lower-case one
+  first) unless ``no_proxy`` names the upstream's host (the standard library's rules:
+  ``urllib.request.proxy_bypass_environment``, only imported when a proxy variable is set). A
+  proxy URL may carry ``user:password@``; it is sent as ``Proxy-Authorization``.
+
+:func:`open_pool` raises ``OSError`` / ``ssl.SSLError`` (an unreadable CA file) or
+``ValueError`` (an unusable proxy URL); the proxy answers 502 naming it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import ssl
+
+    import httpcore
+
+__all__ = ["environment_proxy", "open_pool", "ssl_context", "timeouts", "upstream_errors"]
+
+_SSL_CONTEXTS: dict[tuple[str | None, str | None], ssl.SSLContext] = {}
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
+
+
+def ssl_context(trust_env: bool) -> ssl.SSLContext:
+    """A verifying client context with the CAs ``trust_env`` chooses (cached per setting)."""
+    cafile = os.environ.get("SSL_CERT_FILE") or None if trust_env else None
+    capath = os.environ.get("SSL_CERT_DIR") or None if trust_env and not cafile else None
+    key = (cafile, capath)
+    context = _SSL_CONTEXTS.get(key)
+    if context is None:
+        import ssl
+
+        if cafile is None and capath is None:
+            import certifi
+
+            cafile = certifi.where()
+        context = _SSL_CONTEXTS[key] = ssl.create_default_context(cafile=cafile, capath=capath)
+    return context
+
+
+def environment_proxy(upstream: str) -> str | None:
+    """The proxy URL the host's environment names for ``upstream``, or None (no proxy variable,
+    or ``no_proxy`` covers the upstream's host)."""
+    if not any(name in os.environ or name.upper() in os.environ for name in _PROXY_VARIABLES):
+        return None  # the common case, without importing urllib.request
+    from urllib.parse import urlsplit
+    from urllib.request import (  # type: ignore[attr-defined]  # in CPython, not in typeshed
+        getproxies_environment,
+        proxy_bypass_environment,
+    )
+
+    proxies = getproxies_environment()
+    parts = urlsplit(upstream)
+    if proxies.get("no") and proxy_bypass_environment(parts.hostname or "", proxies):
+        return None
+    found = proxies.get(parts.scheme) or proxies.get("all")
+    if not found:
+        return None
+    return found if "://" in found else f"http://{found}"
+
+
+def _proxy(url: str, trust_env: bool) -> httpcore.Proxy:
+    from urllib.parse import unquote, urlsplit
+
+    import httpcore
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https", "socks5", "socks5h") or not parts.hostname:
+        raise ValueError(
+            "the host's proxy setting (HTTP_PROXY / HTTPS_PROXY / ALL_PROXY) is not an "
+            "http://, https:// or socks5:// URL"
+        )
+    auth = None
+    if parts.username is not None:
+        auth = (unquote(parts.username), unquote(parts.password or ""))
+    netloc = parts.netloc.rpartition("@")[2]  # without the credentials, sent as a header
+    return httpcore.Proxy(
+        url=f"{parts.scheme}://{netloc}/",
+        auth=auth,
+        ssl_context=ssl_context(trust_env) if parts.scheme == "https" else None,
+    )
+
+
+def open_pool(upstream: str, *, trust_env: bool) -> httpcore.AsyncConnectionPool:
+    """A pool for ``upstream`` (no connection is made yet). See the module for the errors."""
+    import httpcore
+
+    proxy_url = environment_proxy(upstream) if trust_env else None
+    return httpcore.AsyncConnectionPool(
+        ssl_context=ssl_context(trust_env) if upstream.startswith("https:") else None,
+        proxy=_proxy(proxy_url, trust_env) if proxy_url else None,
+        max_connections=None,
+        max_keepalive_connections=32,
+    )
+
+
+def timeouts(connect: float, read: float) -> dict[str, Any]:
+    """The request extension that bounds each phase of one request."""
+    return {"timeout": {"connect": connect, "read": read, "write": read, "pool": connect}}
+
+
+def upstream_errors() -> tuple[tuple[type[Exception], ...], tuple[type[Exception], ...]]:
+    """(timeouts, every upstream failure) as httpcore raises them."""
+    import httpcore
+
+    timeouts_ = (httpcore.TimeoutException,)
+    return timeouts_, (
+        *timeouts_,
+        httpcore.NetworkError,
+        httpcore.ProtocolError,
+        httpcore.ProxyError,
+        httpcore.UnsupportedProtocol,
+        OSError,
+    )
