@@ -81,6 +81,15 @@ def child(kind: str, url: str, tree: str, t0: float) -> None:
                 result = await generate_text(runner.model, prompt="say something")
                 marks.append(("turn done", time.time(), time.process_time()))
             text = result.text
+        elif kind == "codex":
+            descriptor = harnesses.codex(
+                model="fake-model", base_url=url, api_key_env=KEY_ENV, max_retries=0
+            )
+            text = (
+                await run_agent(
+                    harness=descriptor, cwd=tree, prompt="say something", run=run, agents_env=[]
+                )
+            ).text
         else:
             descriptor = harnesses.pi(
                 model={
@@ -107,6 +116,8 @@ def child(kind: str, url: str, tree: str, t0: float) -> None:
         profile = cProfile.Profile(timer)
         profile.runcall(anyio.run, step)
         main_cpu = time.thread_time()
+        if os.environ.get("PROBE_DUMP"):  # for pstats' callers / callees views
+            profile.dump_stats(os.environ["PROBE_DUMP"])
         stats = pstats.Stats(profile, stream=sys.stderr)
         stats.sort_stats(os.environ["PROBE_PROFILE"]).print_stats(
             os.environ.get("PROBE_FILTER", ""), 40

@@ -137,6 +137,19 @@ async def test_unparseable_worktree_config_fails_closed(descriptor, worktree, ru
     assert "cannot be parsed" in str(info.value)
 
 
+@pytest.mark.parametrize("planted", ["not utf-8", "a directory"])
+async def test_unreadable_worktree_config_fails_closed(planted, descriptor, worktree, run_meta):
+    (worktree / ".codex").mkdir()
+    config = worktree / ".codex" / "config.toml"
+    if planted == "not utf-8":
+        config.write_bytes(b'[mcp_servers.x]\ncommand = "\xff\xfe"\n')
+    else:
+        config.mkdir()
+    with pytest.raises(JitCheckError) as info:
+        await create_agent_runner(descriptor(), cwd=worktree, run=run_meta, agents_env=[])
+    assert "cannot be parsed" in str(info.value)
+
+
 async def test_worktree_config_without_mcp_servers_is_fine(
     descriptor, worktree, run_meta, model_server
 ):

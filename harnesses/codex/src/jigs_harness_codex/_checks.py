@@ -106,23 +106,31 @@ def auth_check(descriptor: CodexDescriptor, env: Mapping[str, str]) -> Check:
     return Check("harness.codex-auth", "Codex login or model key", run)
 
 
+def _unparsable(path: Path, exc: Exception, by: str) -> CheckFailure:
+    return CheckFailure(
+        reason=f"{path} cannot be parsed ({type(exc).__name__}: {exc}), so jigs cannot prove "
+        f"it declares no MCP servers or policy keys",
+        repair=f"fix or remove {path}; MCP servers are declared per step, never by {by}",
+    )
+
+
 def _worktree_failure(
     path: Path, *, by: str = "the repo", policy: bool = True
 ) -> CheckFailure | None:
     """Why the Codex config layer at ``path`` may not be loaded with a step; None when it is
     absent or harmless. ``policy=False`` looks at ``mcp_servers`` only."""
-    import tomllib
-
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        return CheckFailure(
-            reason=f"{path} cannot be parsed ({type(exc).__name__}: {exc}), so jigs cannot prove "
-            f"it declares no MCP servers or policy keys",
-            repair=f"fix or remove {path}; MCP servers are declared per step, never by {by}",
-        )
+    except (OSError, UnicodeDecodeError) as exc:
+        return _unparsable(path, exc, by)
+    import tomllib  # only for a file that is there (its import compiles regexes, ~10 ms)
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        return _unparsable(path, exc, by)
     servers = data.get("mcp_servers")
     if servers:
         names = ", ".join(sorted(servers)) if isinstance(servers, dict) else str(servers)[:80]
