@@ -9,7 +9,8 @@ Every key maps to one ``claude`` flag or variable (see :mod:`._launch`). ``max_t
 ``--max-budget-usd``); ``turn_timeout`` / ``idle_timeout`` by the core.
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: msgspec then reads these classes' annotations as
+# objects (evaluating them as strings cost the first descriptor ~2 ms)
 
 import math
 from collections.abc import Mapping

@@ -6,7 +6,8 @@ the executable) is refused with a message naming the key. A model endpoint is na
 travels in the agent's environment.
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: msgspec then reads these classes' annotations as
+# objects (evaluating them as strings cost the first descriptor ~2 ms)
 
 from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal

@@ -13,7 +13,8 @@ the turn's events (model requests, and the cost Pi computes from the model's pri
 support; they are the agent's whole MCP universe (see :mod:`jigs_harness_pi._mcp`).
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: msgspec then reads these classes' annotations as
+# objects (evaluating them as strings cost the first descriptor ~2 ms)
 
 import re
 from typing import Annotated, Any, ClassVar, Literal
