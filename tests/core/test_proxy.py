@@ -957,3 +957,29 @@ def test_nothing_loads_the_proxy_or_httpx_until_a_step_needs_it():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.split() == ["False", "False", "False"]
+
+
+def test_ca_settings_come_from_the_environment_only_with_trust_env(monkeypatch, tmp_path):
+    from jigs import _upstream
+
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
+    with pytest.raises(OSError):
+        _upstream.ssl_context(True)
+    assert _upstream.ssl_context(False).cert_store_stats()["x509_ca"] > 0  # certifi's bundle
+    monkeypatch.delenv("SSL_CERT_FILE")
+    monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path))  # a directory of none: loaded lazily
+    assert _upstream.ssl_context(True).cert_store_stats()["x509_ca"] == 0
+    assert _upstream.ssl_context(True) is _upstream.ssl_context(True)  # one per setting
+
+
+def test_no_proxy_variable_means_no_proxy_and_no_urllib_request(monkeypatch):
+    from jigs import _upstream
+
+    for name in ("http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    assert _upstream.environment_proxy("https://api.openai.com/v1") is None
+    monkeypatch.setenv("ALL_PROXY", "corp.example:3128")  # no scheme: http
+    assert _upstream.environment_proxy("https://api.openai.com/v1") == "http://corp.example:3128"
+    monkeypatch.setenv("NO_PROXY", ".openai.com")
+    assert _upstream.environment_proxy("https://api.openai.com/v1") is None

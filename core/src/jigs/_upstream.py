@@ -37,8 +37,10 @@ _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 
 def ssl_context(trust_env: bool) -> ssl.SSLContext:
     """A verifying client context with the CAs ``trust_env`` chooses (cached per setting)."""
-    cafile = os.environ.get("SSL_CERT_FILE") or None if trust_env else None
-    capath = os.environ.get("SSL_CERT_DIR") or None if trust_env and not cafile else None
+    cafile = capath = None
+    if trust_env:
+        cafile = os.environ.get("SSL_CERT_FILE") or None
+        capath = None if cafile else os.environ.get("SSL_CERT_DIR") or None
     key = (cafile, capath)
     context = _SSL_CONTEXTS.get(key)
     if context is None:
