@@ -710,24 +710,36 @@ async def test_a_failing_hook_does_not_break_the_proxy():
     assert [e["event"] for e in logs].count("jigs.proxy.hook_failed") == 2
 
 
+def _host_proxy(monkeypatch: pytest.MonkeyPatch, **variables: str) -> None:
+    """The worker's environment names exactly these proxy variables (every other one, in
+    either case, is cleared)."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+
+
+async def _through_proxy(upstream: str = "http://api.example.invalid/v1") -> httpx.Response:
+    """One ``GET /models`` through a credential proxy for ``upstream``."""
+    async with (
+        CredentialProxy(upstream, KEY, scheme="bearer") as proxy,
+        httpx.AsyncClient(trust_env=False) as client,
+    ):
+        return await client.get(proxy.base_url + "/models")
+
+
 async def test_upstream_side_honours_the_hosts_proxy_settings(monkeypatch):
     async with ModelServer() as refusing:
-        monkeypatch.setenv("HTTP_PROXY", refusing.proxy_url)
-        monkeypatch.delenv("NO_PROXY", raising=False)
-        monkeypatch.delenv("no_proxy", raising=False)
-        async with (
-            CredentialProxy("http://api.example.invalid/v1", KEY, scheme="bearer") as proxy,
-            httpx.AsyncClient(trust_env=False) as client,
-        ):
-            response = await client.get(proxy.base_url + "/models")
+        _host_proxy(monkeypatch, HTTP_PROXY=refusing.proxy_url)
+        response = await _through_proxy()
     assert response.status_code == 403  # the host's proxy answered, not a DNS failure
     assert refusing.proxy_requests == ["GET http://api.example.invalid/v1/models"]
 
 
 async def test_upstream_side_goes_direct_to_a_host_no_proxy_names(monkeypatch):
     async with ModelServer([text("direct")]) as server, ModelServer() as refusing:
-        monkeypatch.setenv("HTTP_PROXY", refusing.proxy_url)
-        monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+        _host_proxy(monkeypatch, HTTP_PROXY=refusing.proxy_url, NO_PROXY="localhost,127.0.0.1")
         async with (
             CredentialProxy(server.anthropic_base_url, KEY) as proxy,
             httpx.AsyncClient(trust_env=False) as client,
@@ -739,14 +751,8 @@ async def test_upstream_side_goes_direct_to_a_host_no_proxy_names(monkeypatch):
 
 async def test_upstream_side_tunnels_an_https_upstream_through_the_hosts_proxy(monkeypatch):
     async with ModelServer() as refusing:  # it answers every CONNECT 403 and logs it
-        monkeypatch.setenv("HTTPS_PROXY", refusing.proxy_url)
-        for name in ("NO_PROXY", "no_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
-            monkeypatch.delenv(name, raising=False)
-        async with (
-            CredentialProxy("https://api.example.invalid", KEY, scheme="bearer") as proxy,
-            httpx.AsyncClient(trust_env=False) as client,
-        ):
-            response = await client.post(proxy.base_url + "/v1/messages", json=ANTHROPIC_BODY)
+        _host_proxy(monkeypatch, HTTPS_PROXY=refusing.proxy_url)
+        response = await _through_proxy("https://api.example.invalid")
     assert response.status_code == 502
     assert refusing.connect_attempts == ["api.example.invalid:443"]
     assert KEY not in response.text
@@ -762,15 +768,9 @@ async def test_the_hosts_proxy_credentials_go_as_a_header_and_are_never_echoed(m
 
     async with anyio.create_task_group() as group:
         fake_proxy = await _start_upstream(group, refuse)
-        monkeypatch.setenv("HTTP_PROXY", f"http://ops:{password}@127.0.0.1:{fake_proxy.port}")
-        for name in ("NO_PROXY", "no_proxy", "http_proxy", "ALL_PROXY", "all_proxy"):
-            monkeypatch.delenv(name, raising=False)
+        _host_proxy(monkeypatch, HTTP_PROXY=f"http://ops:{password}@127.0.0.1:{fake_proxy.port}")
         with capture_logs() as logs:
-            async with (
-                CredentialProxy("http://api.example.invalid/v1", KEY, scheme="bearer") as proxy,
-                httpx.AsyncClient(trust_env=False) as client,
-            ):
-                response = await client.get(proxy.base_url + "/models")
+            response = await _through_proxy()
         group.cancel_scope.cancel()
     assert response.status_code == 407  # the host's proxy answered
     [seen] = fake_proxy.seen
@@ -787,15 +787,9 @@ async def test_the_hosts_proxy_credentials_go_as_a_header_and_are_never_echoed(m
 
 async def test_an_unusable_proxy_setting_answers_502_without_echoing_it(monkeypatch):
     password = "pr0xy-Secret-9f3a7c"
-    monkeypatch.setenv("HTTP_PROXY", f"ftp://ops:{password}@proxy.example.invalid:21")
-    for name in ("NO_PROXY", "no_proxy", "http_proxy", "ALL_PROXY", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
+    _host_proxy(monkeypatch, HTTP_PROXY=f"ftp://ops:{password}@proxy.example.invalid:21")
     with capture_logs() as logs:
-        async with (
-            CredentialProxy("http://api.example.invalid/v1", KEY, scheme="bearer") as proxy,
-            httpx.AsyncClient(trust_env=False) as client,
-        ):
-            response = await client.get(proxy.base_url + "/models")
+        response = await _through_proxy()
     assert response.status_code == 502
     assert "HTTP_PROXY" in response.text
     assert password not in response.text
@@ -975,9 +969,7 @@ def test_ca_settings_come_from_the_environment_only_with_trust_env(monkeypatch, 
 def test_no_proxy_variable_means_no_proxy_and_no_urllib_request(monkeypatch):
     from jigs import _upstream
 
-    for name in ("http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.upper(), raising=False)
+    _host_proxy(monkeypatch)
     assert _upstream.environment_proxy("https://api.openai.com/v1") is None
     monkeypatch.setenv("ALL_PROXY", "corp.example:3128")  # no scheme: http
     assert _upstream.environment_proxy("https://api.openai.com/v1") == "http://corp.example:3128"
