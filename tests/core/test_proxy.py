@@ -8,8 +8,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -17,6 +16,7 @@ import anyio.abc
 import h11
 import httpx
 import pytest
+from h11_upstream import Exchange, echo, start_upstream
 from jigs._proxy import CredentialProxy, ProxiedRequest
 from jigs.errors import CredentialProxyError, JigsError
 from jigs_testing import ModelServer, text, tool_call
@@ -31,119 +31,6 @@ ANTHROPIC_BODY = {
     "stream": True,
     "messages": [{"role": "user", "content": "hi"}],
 }
-
-
-# -- a tiny upstream that sees header values (ModelServer keeps names only) ------------------
-
-
-@dataclass
-class Seen:
-    method: str
-    target: str
-    headers: list[tuple[str, str]]
-    body: bytes = b""
-
-    def values(self, name: str) -> list[str]:
-        return [value for key, value in self.headers if key == name]
-
-
-class Exchange:
-    """The upstream side of one request, for a handler."""
-
-    def __init__(self, conn: h11.Connection, stream: anyio.abc.SocketStream, seen: Seen) -> None:
-        self._conn = conn
-        self._stream = stream
-        self.seen = seen
-
-    async def _event(self) -> Any:
-        while True:
-            event = self._conn.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            try:
-                data = await self._stream.receive()
-            except (anyio.EndOfStream, anyio.BrokenResourceError):
-                data = b""
-            self._conn.receive_data(data)
-
-    async def body_chunk(self) -> bytes | None:
-        """The next chunk of the request body, or ``None`` at its end."""
-        event = await self._event()
-        if isinstance(event, h11.Data):
-            self.seen.body += event.data
-            return bytes(event.data)
-        assert isinstance(event, h11.EndOfMessage), event
-        return None
-
-    async def read_body(self) -> bytes:
-        while await self.body_chunk() is not None:
-            pass
-        return self.seen.body
-
-    async def head(self, status: int = 200, headers: list[tuple[str, str]] | None = None) -> None:
-        headers = headers if headers is not None else [("content-type", "text/event-stream")]
-        await self._stream.send(self._conn.send(h11.Response(status_code=status, headers=headers)))
-
-    async def send(self, data: bytes) -> None:
-        await self._stream.send(self._conn.send(h11.Data(data=data)))
-
-    async def end(self) -> None:
-        await self._stream.send(self._conn.send(h11.EndOfMessage()))
-
-
-Handler = Callable[[Exchange], Awaitable[None]]
-
-
-async def _echo(ex: Exchange) -> None:
-    body = await ex.read_body()
-    await ex.head(200, [("content-type", "application/json")])
-    await ex.send(body)
-    await ex.end()
-
-
-@dataclass
-class Upstream:
-    handler: Handler = _echo
-    seen: list[Seen] = field(default_factory=list)
-    connections: int = 0
-    port: int = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    async def _serve(self, stream: anyio.abc.SocketStream) -> None:
-        self.connections += 1
-        conn = h11.Connection(h11.SERVER)
-        async with stream:
-            while True:
-                ex = Exchange(conn, stream, Seen("", "", []))
-                event = await ex._event()
-                if not isinstance(event, h11.Request):
-                    return
-                ex.seen = Seen(
-                    event.method.decode(),
-                    event.target.decode(),
-                    [(k.decode().lower(), v.decode()) for k, v in event.headers],
-                )
-                self.seen.append(ex.seen)
-                await self.handler(ex)
-                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
-                    return
-                conn.start_next_cycle()
-
-
-async def _start_upstream(group: anyio.abc.TaskGroup, handler: Handler = _echo) -> Upstream:
-    upstream = Upstream(handler)
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
-    upstream.port = int(listener.extra(anyio.abc.SocketAttribute.local_port))
-
-    async def serve() -> None:
-        async with listener:
-            await listener.serve(upstream._serve)
-
-    group.start_soon(serve)
-    return upstream
 
 
 def _sse_events(raw: str) -> list[dict[str, Any]]:
@@ -275,7 +162,7 @@ async def test_chat_usage_chunk_is_reported():
 )
 async def test_upstream_sees_the_real_key_and_never_the_placeholder(scheme, header, value):
     async with anyio.create_task_group() as group:
-        upstream = await _start_upstream(group)
+        upstream = await start_upstream(group)
         async with (
             CredentialProxy(upstream.url + "/base", KEY, scheme=scheme) as proxy,
             httpx.AsyncClient(base_url=proxy.base_url) as client,
@@ -458,7 +345,7 @@ async def test_first_event_reaches_the_client_before_a_slow_upstream_finishes():
         await ex.end()
 
     async with anyio.create_task_group() as group:
-        upstream = await _start_upstream(group, slow)
+        upstream = await start_upstream(group, slow)
         async with (
             CredentialProxy(upstream.url, KEY) as proxy,
             httpx.AsyncClient(base_url=proxy.base_url) as client,
@@ -490,7 +377,7 @@ async def test_a_burst_of_events_arrives_complete_and_in_order():
         await ex.end()
 
     async with anyio.create_task_group() as group:
-        upstream = await _start_upstream(group, burst)
+        upstream = await start_upstream(group, burst)
         async with (
             CredentialProxy(upstream.url, KEY) as proxy,
             httpx.AsyncClient(base_url=proxy.base_url) as client,
@@ -519,7 +406,7 @@ async def test_request_body_streams_to_the_upstream():
         yield b"second-part"
 
     async with anyio.create_task_group() as group:
-        upstream = await _start_upstream(group, observe)
+        upstream = await start_upstream(group, observe)
         async with (
             CredentialProxy(upstream.url, KEY) as proxy,
             httpx.AsyncClient(base_url=proxy.base_url) as client,
@@ -542,7 +429,7 @@ async def test_keep_alive_and_concurrent_requests():
 
     results: dict[int, bytes] = {}
     async with anyio.create_task_group() as group:
-        upstream = await _start_upstream(group, delayed)
+        upstream = await start_upstream(group, delayed)
         async with (
             CredentialProxy(upstream.url, KEY) as proxy,
             httpx.AsyncClient(base_url=proxy.base_url) as client,
@@ -616,13 +503,13 @@ async def test_unreachable_upstream_is_502_and_a_cut_stream_is_cut():
         await ex.read_body()
         await ex.head()
         await ex.send(b'data: {"type":"message_start"}\n\n')
-        await ex._stream.aclose()
+        await ex.close()
 
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
     dead_port = int(listener.extra(anyio.abc.SocketAttribute.local_port))
     await listener.aclose()
     async with anyio.create_task_group() as group:
-        upstream = await _start_upstream(group, cut)
+        upstream = await start_upstream(group, cut)
         async with (
             CredentialProxy(f"http://127.0.0.1:{dead_port}", KEY) as dead,
             CredentialProxy(upstream.url, KEY) as proxy,
@@ -650,7 +537,7 @@ async def test_a_client_that_leaves_mid_stream_costs_only_its_request():
             await ex.end()
 
     async with anyio.create_task_group() as group:
-        upstream = await _start_upstream(group, slow)
+        upstream = await start_upstream(group, slow)
         async with CredentialProxy(upstream.url, KEY) as proxy:
             token = proxy.base_url.rsplit("/", 1)[1]
             head = f"POST /{token}/v1/messages HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{{}}"
@@ -664,7 +551,7 @@ async def test_a_client_that_leaves_mid_stream_costs_only_its_request():
             with anyio.fail_after(5):
                 while not proxy.requests:
                     await anyio.sleep(0.02)
-            upstream.handler = _echo
+            upstream.handler = echo
             async with httpx.AsyncClient(base_url=proxy.base_url) as client:
                 after = await client.post("/v1/other", content=b"still serving")
         group.cancel_scope.cancel()
@@ -679,7 +566,7 @@ async def test_an_upstream_that_never_answers_is_504():
         await anyio.sleep(5)
 
     async with anyio.create_task_group() as group:
-        upstream = await _start_upstream(group, silent)
+        upstream = await start_upstream(group, silent)
         async with (
             CredentialProxy(upstream.url, KEY, read_timeout=0.2) as proxy,
             httpx.AsyncClient(base_url=proxy.base_url) as client,
@@ -767,7 +654,7 @@ async def test_the_hosts_proxy_credentials_go_as_a_header_and_are_never_echoed(m
         await ex.end()
 
     async with anyio.create_task_group() as group:
-        fake_proxy = await _start_upstream(group, refuse)
+        fake_proxy = await start_upstream(group, refuse)
         _host_proxy(monkeypatch, HTTP_PROXY=f"http://ops:{password}@127.0.0.1:{fake_proxy.port}")
         with capture_logs() as logs:
             response = await _through_proxy()

@@ -177,11 +177,12 @@ def _check_key(key: str, upstream: str) -> bytes:
 
 
 def _unsafe_path(path: str) -> bool:
-    """Dot segments or encoded slashes/dots could step out of the upstream's base path."""
+    """Dot segments (``..``, also as ``..;params``) or encoded slashes/dots could step out of the
+    upstream's base path; a fragment (``#``) has no business in a request."""
     lowered = path.lower()
-    if "%2e" in lowered or "%2f" in lowered or "%5c" in lowered or "\\" in path:
+    if "%2e" in lowered or "%2f" in lowered or "%5c" in lowered or "\\" in path or "#" in path:
         return True
-    return any(segment in (".", "..") for segment in path.split("/"))
+    return any(segment.split(";", 1)[0] in (".", "..") for segment in path.split("/"))
 
 
 class CredentialProxy:
@@ -216,7 +217,17 @@ class CredentialProxy:
         trust_env: bool = True,
     ) -> None:
         self._upstream = _check_upstream(upstream)
-        self._host = urlsplit(self._upstream).netloc.rpartition("@")[2].encode("idna")
+        parts = urlsplit(self._upstream)
+        #: (scheme, host, port, base path) of the upstream, as httpcore takes them: the target
+        #: is then sent exactly as built (a URL string would be re-parsed, and ``;params`` or an
+        #: empty ``?`` dropped)
+        self._origin = (
+            parts.scheme.encode("ascii"),
+            (parts.hostname or "").encode("idna"),
+            parts.port,
+            parts.path.rstrip("/"),
+        )
+        self._host = parts.netloc.rpartition("@")[2].encode("idna")
         key_bytes = _check_key(key, self._upstream)
         if scheme == "x-api-key":
             self._auth = (b"x-api-key", key_bytes)
@@ -517,13 +528,13 @@ class CredentialProxy:
             return await self._refuse(
                 conn, stream, request, status=403, reason="not_allowed", path=path
             )
-        url = self._upstream + path + ("?" + query if has_query else "")
+        target = self._origin[3] + path + ("?" + query if has_query else "")
         self._client_wanted.set()
         await self._client_ready.wait()
         client = self._client
         if client is None:
             return await self._no_client(conn, stream, request, path)
-        return await self._forward(conn, stream, request, client, url=url, path=path)
+        return await self._forward(conn, stream, request, client, target=target, path=path)
 
     async def _no_client(
         self, conn: h11.Connection, stream: anyio.abc.SocketStream, request: h11.Request, path: str
@@ -564,15 +575,15 @@ class CredentialProxy:
         request: h11.Request,
         client: httpcore.AsyncConnectionPool,
         *,
-        url: str,
+        target: str,
         path: str,
     ) -> bool:
         import h11
         import httpcore
 
-        from jigs._upstream import timeouts, upstream_errors
+        from jigs._upstream import timeout_errors, timeouts
 
-        timed_out, failed = upstream_errors()
+        timed_out = timeout_errors()
         started = time.perf_counter()
         method = request.method.decode("ascii", "replace")
         connection_tokens = {
@@ -593,10 +604,13 @@ class CredentialProxy:
             (name == b"content-length" and value.strip() != b"0") or name == b"transfer-encoding"
             for name, value in request.headers
         )
-        if has_body and not any(name == b"content-length" for name, _ in request.headers):
+        has_length = any(name == b"content-length" for name, _ in request.headers)
+        if has_body and not has_length:
             # the client's own framing is hop-by-hop (dropped above): a body of unknown length
             # goes upstream chunked
             headers.append((b"transfer-encoding", b"chunked"))
+        elif not has_length and method in ("POST", "PUT", "PATCH"):
+            headers.append((b"content-length", b"0"))  # RFC 9110 8.6: some front ends want it
         sizes = [0, 0]  # request bytes, response bytes
         first_byte: float | None = None
         status = 0
@@ -609,7 +623,10 @@ class CredentialProxy:
             if conn.they_are_waiting_for_100_continue:
                 await _send(conn, stream, h11.InformationalResponse(status_code=100, headers=[]))
             while True:
-                part = await _next_event(conn, stream)
+                try:
+                    part = await _next_event(conn, stream)
+                except h11.RemoteProtocolError as exc:  # the client hung up mid-body
+                    raise _ClientGone from exc
                 if isinstance(part, h11.Data):
                     sizes[0] += len(part.data)
                     yield bytes(part.data)
@@ -624,9 +641,10 @@ class CredentialProxy:
                 if not isinstance(end, h11.EndOfMessage):
                     raise _ClientGone
             request_body = body() if has_body else None
+            scheme, host, port, _ = self._origin
             upstream_request = httpcore.Request(
                 method,
-                url,
+                httpcore.URL(scheme=scheme, host=host, port=port, target=target.encode("latin-1")),
                 headers=headers,
                 content=request_body,
                 extensions=timeouts(self._connect_timeout, self._read_timeout),
@@ -637,17 +655,24 @@ class CredentialProxy:
                 status, outcome, keep = 504, "upstream_timeout", False
                 await self._upstream_failed(conn, stream, status, path, exc)
                 return False
-            except failed as exc:
+            except _ClientGone:
+                raise
+            except Exception as exc:  # failed, and whatever else the transport raises
                 status, outcome, keep = 502, "upstream_unreachable", False
                 await self._upstream_failed(conn, stream, status, path, exc)
                 return False
             chunks = response.aiter_stream()
             try:
                 status = response.status
+                # RFC 9112 6.3: with a transfer-encoding, a content-length means nothing (and
+                # the relay frames the body itself); both are dropped from what the client gets
+                dropped = _HOP_BY_HOP
+                if any(name.lower() == b"transfer-encoding" for name, _ in response.headers):
+                    dropped = _HOP_BY_HOP | {"content-length"}
                 response_headers = [
                     (name, value)
                     for name, value in response.headers
-                    if name.decode("latin-1").lower() not in _HOP_BY_HOP
+                    if name.decode("latin-1").lower() not in dropped
                 ]
                 reason = response.extensions.get("reason_phrase", b"")
                 head = h11.Response(
@@ -678,7 +703,7 @@ class CredentialProxy:
                     else:
                         await _send(conn, stream, h11.Data(data=data))
 
-                broken = await _relay(chunks, seen, write, failed)
+                broken = await _relay(chunks, seen, write, (Exception,))
                 if broken is not None:
                     outcome, keep = "upstream_cut", False
                     logger.warning(

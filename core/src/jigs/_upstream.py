@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     import httpcore
 
-__all__ = ["environment_proxy", "open_pool", "ssl_context", "timeouts", "upstream_errors"]
+__all__ = ["environment_proxy", "open_pool", "ssl_context", "timeout_errors", "timeouts"]
 
 _SSL_CONTEXTS: dict[tuple[str | None, str | None], ssl.SSLContext] = {}
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
@@ -81,6 +81,14 @@ def _proxy(url: str, trust_env: bool) -> httpcore.Proxy:
     import httpcore
 
     parts = urlsplit(url)
+    if parts.scheme in ("socks5", "socks5h"):
+        import importlib.util
+
+        if importlib.util.find_spec("socksio") is None:  # httpcore would only fail at connect
+            raise ValueError(
+                "the host's proxy setting names a socks5:// proxy, which needs the socksio "
+                "package: pip install socksio, or use an http:// proxy"
+            )
     if parts.scheme not in ("http", "https", "socks5", "socks5h") or not parts.hostname:
         raise ValueError(
             "the host's proxy setting (HTTP_PROXY / HTTPS_PROXY / ALL_PROXY) is not an "
@@ -107,6 +115,9 @@ def open_pool(upstream: str, *, trust_env: bool) -> httpcore.AsyncConnectionPool
         proxy=_proxy(proxy_url, trust_env) if proxy_url else None,
         max_connections=None,
         max_keepalive_connections=32,
+        # as httpx: an idle connection is not reused after 5 s (a NAT or load balancer may have
+        # dropped it silently; reusing it would hang until the read timeout)
+        keepalive_expiry=5.0,
     )
 
 
@@ -115,16 +126,9 @@ def timeouts(connect: float, read: float) -> dict[str, Any]:
     return {"timeout": {"connect": connect, "read": read, "write": read, "pool": connect}}
 
 
-def upstream_errors() -> tuple[tuple[type[Exception], ...], tuple[type[Exception], ...]]:
-    """(timeouts, every upstream failure) as httpcore raises them."""
+def timeout_errors() -> tuple[type[Exception], ...]:
+    """What httpcore raises when a phase of a request ran out of time (any other exception
+    of the upstream side means it is unreachable or broke off)."""
     import httpcore
 
-    timeouts_ = (httpcore.TimeoutException,)
-    return timeouts_, (
-        *timeouts_,
-        httpcore.NetworkError,
-        httpcore.ProtocolError,
-        httpcore.ProxyError,
-        httpcore.UnsupportedProtocol,
-        OSError,
-    )
+    return (httpcore.TimeoutException,)
