@@ -182,3 +182,38 @@ def test_msgspec_json_and_records_agree() -> None:
     assert AgentSessionRef.from_data(ref.to_data()) == ref
     with pytest.raises(JigsError):
         AgentSessionRef.from_data([1, 2])  # type: ignore[arg-type]
+
+
+def test_the_step_token_and_raw_usage_stay_out_of_every_repr() -> None:
+    """``ModelEndpoint`` holds the step's token in its URL: neither ``repr`` nor rich (which
+    renders tracebacks' locals, e.g. structlog's console renderer) shows it; ``TokenUsage``
+    leaves its bulky ``raw`` out of both."""
+    import rich.pretty
+    from jigs._usage_tap import TokenUsage
+    from jigs.plugin import ModelEndpoint, ModelRoute
+
+    token = "Zq3tokenOfTheStep9x"
+    endpoint = ModelEndpoint(
+        base_url=f"http://127.0.0.1:1/{token}",
+        key="jigs-placeholder-0a1b2c",
+        route=ModelRoute(upstream="https://api.anthropic.com", key_env="ANTHROPIC_API_KEY"),
+    )
+    for shown in (repr(endpoint), rich.pretty.pretty_repr(endpoint)):
+        assert token not in shown, shown
+        assert "jigs-placeholder" not in shown, shown
+        assert "api.anthropic.com" in shown, shown
+    usage = TokenUsage.from_raw({"input_tokens": 3, "output_tokens": 4, "secret_blob": "x" * 50})
+    for shown in (repr(usage), rich.pretty.pretty_repr(usage)):
+        assert "secret_blob" not in shown, shown
+        assert "input_tokens=3" in shown.replace(" ", ""), shown
+
+
+def test_check_outcomes_are_equal_whatever_they_took() -> None:
+    from jigs.checks import CheckOutcome
+
+    fast = CheckOutcome("a", "A", ok=False, reason="r", repair="f", seconds=0.001)
+    slow = CheckOutcome("a", "A", ok=False, reason="r", repair="f", seconds=9.0)
+    assert fast == slow
+    assert hash(fast) == hash(slow)
+    assert fast != CheckOutcome("a", "A", ok=False, reason="r", repair="f", unanswered=True)
+    assert fast != CheckOutcome("a", "A", ok=False, reason="other", repair="f")

@@ -61,6 +61,14 @@ class TokenUsage(msgspec.Struct, frozen=True):
             f"cache_write_tokens={self.cache_write_tokens!r})"
         )
 
+    def __rich_repr__(self) -> list[tuple[str, Any]]:  # rich, also without ``raw``
+        return [
+            ("input_tokens", self.input_tokens),
+            ("output_tokens", self.output_tokens),
+            ("cache_read_tokens", self.cache_read_tokens),
+            ("cache_write_tokens", self.cache_write_tokens),
+        ]
+
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any]) -> TokenUsage:
         """Normalise a ``usage`` object of any of the three wires."""

@@ -65,13 +65,18 @@ class CheckOutcome(msgspec.Struct, frozen=True):
     unanswered: bool = False
     seconds: float = 0.0
 
-    def __eq__(self, other: object) -> bool:  # how long it took is not what it concluded
+    def _concluded(self) -> tuple[object, ...]:
+        """Every field but ``seconds``: how long a check took is not what it concluded."""
+        fields = (self.id, self.label, self.ok, self.detail, self.reason, self.repair)
+        return (*fields, self.unanswered)
+
+    def __eq__(self, other: object) -> bool:
         if type(other) is not CheckOutcome:
             return NotImplemented
-        return msgspec.structs.astuple(self)[:-1] == msgspec.structs.astuple(other)[:-1]
+        return self._concluded() == other._concluded()
 
     def __hash__(self) -> int:
-        return hash(msgspec.structs.astuple(self)[:-1])
+        return hash(self._concluded())
 
 
 #: A failed outcome (``ok`` is False). An alias for readability in signatures.

@@ -151,6 +151,9 @@ class ModelEndpoint(msgspec.Struct, frozen=True):
     def __repr__(self) -> str:  # the URL holds the step's token
         return f"ModelEndpoint(base_url=<hidden>, key=<hidden>, route={self.route!r})"
 
+    def __rich_repr__(self) -> list[tuple[str, Any]]:  # rich (tracebacks' locals) too
+        return [("base_url", "<hidden>"), ("key", "<hidden>"), ("route", self.route)]
+
 
 class HarnessContext(msgspec.Struct):
     """Everything the core hands a kind while it opens or runs.
