@@ -703,7 +703,7 @@ class CredentialProxy:
                     else:
                         await _send(conn, stream, h11.Data(data=data))
 
-                broken = await _relay(chunks, seen, write, (Exception,))
+                broken = await _relay(chunks, seen, write)
                 if broken is not None:
                     outcome, keep = "upstream_cut", False
                     logger.warning(
@@ -813,7 +813,6 @@ async def _relay(
     chunks: AsyncIterator[bytes],
     seen: Callable[[bytes], None],
     write: Callable[[bytes], Awaitable[None]],
-    upstream_errors: tuple[type[Exception], ...],
 ) -> Exception | None:
     """Copy an upstream body to the client as it arrives; the upstream error that cut it off,
     or ``None`` at its end. Raises what ``write`` raises (:class:`_ClientGone`).
@@ -833,7 +832,7 @@ async def _relay(
                 seen(chunk)
                 pending.append(chunk)
                 wake[0].set()
-        except upstream_errors as exc:
+        except Exception as exc:  # whatever broke reading the upstream body cut it off
             ended.append(exc)
         else:
             ended.append(None)

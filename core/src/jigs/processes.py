@@ -128,12 +128,20 @@ def _untrack(process: ManagedProcess) -> None:
             del _open[process.pgid]
 
 
+def _polls(cap: float) -> Iterator[float]:
+    """Sleeps between checks for a stopped tree's end: from 1 ms, doubling up to ``cap`` (a
+    killed tree is often gone within a few ms; a fixed interval added up to one to every stop)."""
+    delay = 0.001
+    while True:
+        yield delay
+        delay = min(delay * 2, cap)
+
+
 def _wait_gone(processes: Sequence[ManagedProcess], seconds: float) -> None:
     deadline = time.monotonic() + seconds
-    delay = 0.001
+    polls = _polls(0.02)
     while any(p._alive() for p in processes) and time.monotonic() < deadline:
-        time.sleep(delay)
-        delay = min(delay * 2, 0.02)
+        time.sleep(next(polls))
 
 
 def stop_all(grace: float = DEFAULT_GRACE) -> None:
@@ -456,12 +464,9 @@ class ManagedProcess:
                 # in a namespace: unshare exits only once its child, the namespace's first
                 # process, is reaped, which happens only once every other process in it is gone
                 await self._process.wait()
-            # polled from 1 ms up to every 10 ms: the tree is often gone within a few ms, and a
-            # fixed 10 ms poll added up to 10 ms to every step's close
-            delay = 0.001
+            polls = _polls(0.01)
             while self._alive():
-                await anyio.sleep(delay)
-                delay = min(delay * 2, 0.01)
+                await anyio.sleep(next(polls))
 
     def _term_is_futile(self) -> bool:
         """Stopped right after launch, the namespace's first process may not yet be ``timeout``
