@@ -1,9 +1,9 @@
 """Where a cold step's time goes: one step in a fresh process, as a timeline, next to the raw CLI.
 
-    uv run python benchmarks/_cold_probe.py --kind claude|pi [--runs N] [--timeline]
+    uv run python benchmarks/_cold_probe.py --kind claude|codex|pi [--runs N] [--timeline]
 
 Each run starts a fresh Python process that imports jigs, runs one step (claude:
-``create_agent_runner`` + ``generate_text`` + close; pi: ``run_agent``) against a loopback
+``create_agent_runner`` + ``generate_text`` + close; codex and pi: ``run_agent``) against a loopback
 :class:`jigs_testing.ModelServer` in this process, and prints its stages (from jigs' structlog
 events, plus the first byte the CLI wrote) as milliseconds since this process spawned it. The raw
 CLI runs the same turn with the same flags it always runs with and a reused home. Both sides are
@@ -218,7 +218,8 @@ async def main_async(kind: str, runs: int, show: bool, bytecode: str, versus: li
         async def raw() -> float:
             server.add(text("cold answer"))
             argv = [*raw_argv]
-            argv[argv.index("SESSION")] = str(uuid.uuid4())
+            if "SESSION" in argv:  # codex exec names no session
+                argv[argv.index("SESSION")] = str(uuid.uuid4())
             before = used()
             t0 = time.time()
             result = await anyio.run_process(
@@ -285,6 +286,20 @@ def _raw(kind: str, url: str, tree: str, build_env: Any) -> tuple[list[str], dic
         argv += ["--permission-mode", "bypassPermissions", "--strict-mcp-config"]
         argv += ["--mcp-config", '{"mcpServers":{}}', "--setting-sources", ""]
         return [*argv, "--session-id", "SESSION", "--", "say something"], env
+    if kind == "codex":  # `codex exec` with a reused home holding the config jigs writes
+        from jigs import harnesses
+        from jigs_harness_codex import CodexHarness
+        from jigs_harness_codex._home import render_config
+
+        exe = CodexHarness().resolve_executable(os.environ)
+        descriptor = harnesses.codex(
+            model="fake-model", base_url=url, api_key_env=KEY_ENV, max_retries=0
+        )
+        codex_home = tempfile.mkdtemp(prefix="jigs-cold-codex-home-")
+        config, _ = render_config(descriptor, os.environ)  # type: ignore[arg-type]
+        Path(codex_home, "config.toml").write_text(config)
+        env = build_env([KEY_ENV]) | {"CODEX_HOME": codex_home}
+        return [str(exe.path), "exec", "--json", "--skip-git-repo-check", "say something"], env
     from jigs import harnesses
     from jigs_harness_pi import resolve_pi
     from jigs_harness_pi._home import PiHome, model_flag
@@ -370,7 +385,7 @@ def main() -> None:
         child(kind, url, tree, float(t0))
         return
     parser = argparse.ArgumentParser()
-    parser.add_argument("--kind", choices=["claude", "pi"], required=True)
+    parser.add_argument("--kind", choices=["claude", "codex", "pi"], required=True)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--timeline", action="store_true", help="print every run's timeline")
     parser.add_argument(
