@@ -37,7 +37,6 @@ import fcntl
 import hashlib
 import json
 import os
-import secrets
 from pathlib import Path
 
 from jigs._paths import data_dir
@@ -96,7 +95,7 @@ class WorktreeLock:
         self.run_id = run_id
         self.path = lock_path_for(self.worktree)
         self._holder_path = self.path.with_suffix(".holder")
-        self._token = secrets.token_hex(16)
+        self._token = os.urandom(16).hex()  # secrets.token_hex, without importing secrets
         self._fds: list[int] = []
 
     @property

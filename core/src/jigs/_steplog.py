@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -28,7 +27,7 @@ class StepLog:
 
     def __init__(self, state_dir: Path, secret_values: Sequence[str], log: Any = None) -> None:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        self.path = state_dir / _DIR / f"{stamp}-{secrets.token_hex(4)}.jsonl"
+        self.path = state_dir / _DIR / f"{stamp}-{os.urandom(4).hex()}.jsonl"
         self._secrets = list(secret_values)
         self._file: IO[str] | None = None
         self._broken = False

@@ -7,7 +7,7 @@ renames it over the target (atomic on POSIX filesystems), so a reader never sees
 
 from __future__ import annotations
 
-import secrets
+import os
 from pathlib import Path
 
 from jigs._files import write_atomic
@@ -39,7 +39,7 @@ class LocalStore:
     def put(self, key: str, data: bytes) -> ArtifactInfo:
         path = self._path(key)
         try:
-            write_atomic(path, data, temp_name=f"{path.name}{_TMP_MARK}{secrets.token_hex(6)}")
+            write_atomic(path, data, temp_name=f"{path.name}{_TMP_MARK}{os.urandom(6).hex()}")
             modified = path.stat().st_mtime
         except OSError as exc:
             raise _error(self, "put", exc) from None
