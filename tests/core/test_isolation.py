@@ -491,6 +491,35 @@ def test_a_host_without_user_namespaces_falls_back_and_says_why(
         reset_isolation_cache()
 
 
+def test_a_probe_started_early_answers_the_first_caller_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a slow, failing unshare that counts its runs: the caller that asks while the background
+    # probe runs waits for that probe's answer instead of probing again or guessing
+    runs = tmp_path / "runs"
+    fake = tmp_path / "bin" / "unshare"
+    fake.parent.mkdir()
+    fake.write_text(
+        f"#!/bin/sh\necho run >> {runs}\nsleep 0.3\n"
+        "echo 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv(_isolation.ENV_VAR, raising=False)
+    reset_isolation_cache()
+    try:
+        _isolation.probe_soon()
+        found = isolation()
+        assert found.mode == "tree"
+        assert "Operation not permitted" in found.detail
+        _isolation.probe_soon()  # known now: no second probe
+        assert isolation() is found
+        expected = 2 if os.geteuid() == 0 else 1  # root tries without, then with a user namespace
+        assert runs.read_text().splitlines() == ["run"] * expected
+    finally:
+        reset_isolation_cache()
+
+
 @pytest.mark.anyio
 async def test_a_step_stopped_right_after_launch_leaves_nothing(mode: str, tmp_path: Path) -> None:
     marker = new_marker()

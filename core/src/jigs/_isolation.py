@@ -37,6 +37,7 @@ SIGKILLed worker leaves the CLI's descendants running, and the agent can read ot
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -45,7 +46,14 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ["ENV_VAR", "PLAIN", "Isolation", "isolation", "reset_isolation_cache"]
+__all__ = [
+    "ENV_VAR",
+    "PLAIN",
+    "Isolation",
+    "isolation",
+    "probe_soon",
+    "reset_isolation_cache",
+]
 
 #: ``auto`` (the default: namespace where possible) or ``tree`` (force the fallback).
 ENV_VAR = "JIGS_ISOLATION"
@@ -91,18 +99,34 @@ def reset_isolation_cache() -> None:
         _cache.clear()
 
 
+def _key() -> tuple[int, str]:
+    return os.geteuid(), os.environ.get(ENV_VAR, "auto").strip().lower() or "auto"
+
+
 def isolation() -> Isolation:
     """The isolation launches get, probed once per process (a few milliseconds, cached).
 
     Never raises: when the namespace chain cannot start, the answer is ``tree`` with the reason.
+    While :func:`probe_soon`'s thread is probing, this waits for its answer.
     """
-    wanted = os.environ.get(ENV_VAR, "auto").strip().lower() or "auto"
-    key = (os.geteuid(), wanted)
+    key = _key()
+    wanted = key[1]
     with _cache_lock:
         found = _cache.get(key)
         if found is None:
             found = _cache[key] = _probe(wanted)
     return found
+
+
+def probe_soon() -> None:
+    """Start the probe on a daemon thread unless its answer is already known, so a fresh
+    process's first step does its own work meanwhile instead of waiting for the probe's
+    subprocess (a few milliseconds) when it first needs :func:`isolation`. Never raises (a
+    thread that cannot start leaves the probe to the first :func:`isolation` call)."""
+    if _key() in _cache:
+        return
+    with contextlib.suppress(RuntimeError):
+        threading.Thread(target=isolation, name="jigs-isolation-probe", daemon=True).start()
 
 
 def _tree(setpriv: str | None, why: str) -> Isolation:

@@ -369,8 +369,10 @@ class Step:
         need_model: bool,
     ) -> TurnEngine:
         from jigs import _exit
+        from jigs._isolation import probe_soon
 
         _exit.arm()  # a process that ran a step exits without collecting its modules' cycles
+        probe_soon()  # a fresh process's probe runs while the step resolves and locks
         registry = self.registry or default_registry()
         run_meta = _validate_run(run)
         with timed("runner.resolve", run_id=run_meta.workflow_run_id) as fields:
