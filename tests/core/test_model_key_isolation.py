@@ -129,14 +129,14 @@ def endpoints(monkeypatch: pytest.MonkeyPatch) -> list[ModelEndpoint]:
     from jigs import _model_proxy
 
     opened: list[ModelEndpoint] = []
-    original = _model_proxy.open_model_endpoint
+    original = _model_proxy.prepare_model_endpoint
 
-    async def spy(*args: Any, **kwargs: Any) -> ModelEndpoint:
-        endpoint = await original(*args, **kwargs)
+    def spy(*args: Any, **kwargs: Any) -> tuple[ModelEndpoint, Any]:
+        endpoint, begin = original(*args, **kwargs)
         opened.append(endpoint)
-        return endpoint
+        return endpoint, begin
 
-    monkeypatch.setattr(_model_proxy, "open_model_endpoint", spy)
+    monkeypatch.setattr(_model_proxy, "prepare_model_endpoint", spy)
     return opened
 
 

@@ -6,21 +6,24 @@ returns the :class:`~jigs.plugin.ModelEndpoint` the kind gives its CLI. Each for
 logged on the step's structlog logger as ``proxy.request`` (method, path after the token, status,
 outcome, timings, sizes, model and tokens; never the token or the key).
 
-The proxy runs on its own event loop in a thread (an anyio blocking portal), not in a task group
-of the caller's task: a step holds no cancel scope between ``create_agent_runner`` and
-``close()``, so the runner can be opened and closed from different tasks or cancel scopes, and the
-proxy keeps answering while the caller's loop is busy. Closing stops the proxy (the port is
-closed, open connections are cut) and joins the thread; it is bounded by the step's close
-timeout like every other cleanup.
+The proxy runs on its own event loop in a thread (with an anyio blocking portal for its stop),
+not in a task group of the caller's task: a step holds no cancel scope between
+``create_agent_runner`` and ``close()``, so the runner can be opened and closed from different
+tasks or cancel scopes, and the proxy keeps answering while the caller's loop is busy. Its
+socket is bound, and its arguments checked, before the CLI is launched; the step starts the
+thread right after the launch (:func:`prepare_model_endpoint`), so the thread's start runs while
+the CLI starts, and a request that comes before the loop serves waits in the socket's backlog.
+Closing stops the proxy (the port is closed, open connections are cut) and joins the thread; it
+is bounded by the step's close timeout like every other cleanup.
 """
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, AsyncExitStack
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -33,43 +36,75 @@ if TYPE_CHECKING:
 
     from jigs._proxy import CredentialProxy, ProxiedRequest
 
-__all__ = ["open_model_endpoint"]
+__all__ = ["open_model_endpoint", "prepare_model_endpoint"]
 
 
 class _ProxyThread:
-    """The proxy and the portal (event-loop thread) it runs on; stop is idempotent.
+    """The thread whose event loop serves one proxy; :meth:`stop` is idempotent.
 
-    The proxy is built on the portal's loop (its events belong to that loop, whatever backend
-    the worker runs)."""
+    :meth:`begin` returns at once: the proxy was built (its arguments checked) and its socket
+    bound by the caller, so the endpoint is known; the thread's loop starts serving while the
+    step goes on (a CLI that connects sooner waits in the socket's backlog). If the thread
+    cannot serve, it closes the socket (the CLI's connection is refused at once, nothing hangs)
+    and logs ``jigs.proxy.failed``."""
 
-    def __init__(self, factory: Callable[[], CredentialProxy]) -> None:
-        self._factory = factory
-        self.proxy: CredentialProxy | None = None
-        self._cm: AbstractContextManager[BlockingPortal] | None = None
+    def __init__(self, proxy: CredentialProxy, log: Any) -> None:
+        self.proxy = proxy
+        self._log = log
         self._portal: BlockingPortal | None = None
+        self._ready = threading.Event()  # set once serving, or once that failed
+        self._thread: threading.Thread | None = None
+        self._begun = False
         self._lock = threading.Lock()
 
-    def start(self) -> None:
-        from anyio.from_thread import start_blocking_portal
-
+    def begin(self) -> None:
+        """Start the thread (idempotent; not after :meth:`stop`). Never raises: a thread that
+        cannot start is logged and the socket closed."""
         with self._lock:
-            cm = start_blocking_portal()
-            self._portal = cm.__enter__()
-            self._cm = cm
-            self.proxy = self._portal.call(self._factory)
-            self._portal.start_task(self.proxy.serve)
+            if self._begun:
+                return
+            self._begun = True
+            thread = threading.Thread(target=self._run, name="jigs-proxy", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError as exc:  # no thread to be had
+                self._log.error("jigs.proxy.failed", error=type(exc).__name__)
+                self.proxy.discard()
+                return
+            self._thread = thread
+
+    def _run(self) -> None:
+        try:
+            anyio.run(self._serve)
+        except BaseException as exc:  # reported: nothing above a bare thread would see it
+            self._log.error("jigs.proxy.failed", error=type(exc).__name__)
+        finally:
+            self.proxy.discard()  # if it never served: the CLI's connections are refused
+            self._ready.set()
+
+    async def _serve(self) -> None:
+        from anyio.from_thread import BlockingPortal
+
+        async with BlockingPortal() as portal, anyio.create_task_group() as group:
+            await group.start(self.proxy.serve)
+            self._portal = portal
+            self._ready.set()
 
     def stop(self) -> None:
+        """Stop the proxy (once it serves) and join its thread; a proxy that never began only
+        closes its socket."""
         with self._lock:
-            portal, cm = self._portal, self._cm
-            self._portal = self._cm = None
-            if portal is None or cm is None:
+            self._begun = True  # nothing begins after a stop
+            thread, self._thread = self._thread, None
+            if thread is None:
+                self.proxy.discard()
                 return
-            try:
-                if self.proxy is not None:
+            self._ready.wait()
+            portal, self._portal = self._portal, None
+            if portal is not None:
+                with contextlib.suppress(RuntimeError):  # the loop already ended
                     portal.call(self.proxy.aclose)
-            finally:
-                cm.__exit__(None, None, None)
+            thread.join()
 
     async def astop(self) -> None:
         # abandonable: the step's bounded close may give up waiting (the thread still finishes)
@@ -107,14 +142,35 @@ async def open_model_endpoint(
     log: Any,
     host_env: Mapping[str, str] | None = None,
 ) -> ModelEndpoint:
-    """Start the step's proxy for ``route`` and return the endpoint for the CLI.
+    """Start the step's proxy for ``route`` and return the endpoint for the CLI:
+    :func:`prepare_model_endpoint`, serving at once."""
+    endpoint, begin = prepare_model_endpoint(
+        route, kind=kind, stack=stack, log=log, host_env=host_env
+    )
+    begin()
+    return endpoint
+
+
+def prepare_model_endpoint(
+    route: ModelRoute,
+    *,
+    kind: str,
+    stack: AsyncExitStack,
+    log: Any,
+    host_env: Mapping[str, str] | None = None,
+) -> tuple[ModelEndpoint, Callable[[], None]]:
+    """Bind the step's proxy for ``route``; return the endpoint for the CLI and the function
+    that starts its thread serving (call it once the CLI is launched: the thread's start then
+    runs while the CLI starts, not before it; a request that comes sooner waits in the socket's
+    backlog). The function is idempotent and never raises.
 
     The key is read from ``host_env`` (default: the worker's ``os.environ``) by
     ``route.key_env``. Raises :class:`~jigs.errors.DescriptorError` when it is not set,
     :class:`~jigs.errors.CredentialProxyError` for an unusable upstream or key, and ``OSError``
-    when no loopback port can be bound. The proxy stops when ``stack`` closes.
+    when no loopback port can be bound. The proxy stops (or, if it never began, its socket
+    closes) when ``stack`` closes.
     """
-    from jigs._proxy import CredentialProxy
+    from jigs._proxy import CredentialProxy, loopback_socket
 
     host = os.environ if host_env is None else host_env
     key = host.get(route.key_env)
@@ -128,19 +184,20 @@ async def open_model_endpoint(
     from jigs._secrets import remember
 
     remember([key])  # redacted by value from every error, log line and stderr tail
-    runner = _ProxyThread(
-        functools.partial(
-            CredentialProxy,
+    sock = loopback_socket()
+    try:
+        proxy = CredentialProxy(
             route.upstream,
             key,
             scheme=route.scheme,
             allow_paths=route.allow_paths,
             on_request=_hook(log),
+            sock=sock,
         )
-    )
-    # registered first: a cancelled or failed start still stops whatever did start
+    except BaseException:
+        sock.close()
+        raise
+    runner = _ProxyThread(proxy, log)
     stack.push_async_callback(runner.astop)
-    await anyio.to_thread.run_sync(runner.start)
-    proxy = runner.proxy
-    assert proxy is not None
-    return ModelEndpoint(base_url=proxy.base_url, key=proxy.placeholder_key, route=route)
+    endpoint = ModelEndpoint(base_url=proxy.base_url, key=proxy.placeholder_key, route=route)
+    return endpoint, runner.begin

@@ -26,10 +26,10 @@ when the step ends or any stage fails, cancellation included.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -61,6 +61,7 @@ from jigs.errors import (
 from jigs.plugin import Harness, HarnessContext, HarnessTarget
 
 if TYPE_CHECKING:
+    from jigs.processes import ManagedProcess
     from jigs.stores import SessionStore
 
 __all__ = [
@@ -440,9 +441,10 @@ class Step:
             raise JitCheckError(failed)
 
         endpoint = None
+        begin_proxy = None
         route = harness.model_route(descriptor)
         if route is not None:
-            from jigs._model_proxy import open_model_endpoint
+            from jigs._model_proxy import prepare_model_endpoint
 
             with timed(
                 "runner.proxy.started",
@@ -452,12 +454,15 @@ class Step:
                 key_env=route.key_env,
                 scheme=route.scheme,
             ):
-                endpoint = await open_model_endpoint(route, kind=kind, stack=self.stack, log=log)
+                endpoint, begin_proxy = prepare_model_endpoint(
+                    route, kind=kind, stack=self.stack, log=log
+                )
             # the key never reaches the agent: the kind gives its CLI the endpoint instead
             env = {name: value for name, value in env.items() if name != route.key_env}
             env = _bypass_proxy_for_loopback(env)
 
-        ctx = HarnessContext(
+        ctx = _StepContext(
+            begin_proxy=begin_proxy,
             run=run_meta,
             env=env,
             state_dir=run_state_dir(run_meta.workflow_run_id, kind),
@@ -590,6 +595,28 @@ def _bypass_proxy_for_loopback(env: dict[str, str]) -> dict[str, str]:
         if "127.0.0.1" not in (e.strip() for e in entries):
             env[name] = ",".join([*entries, "127.0.0.1"])
     return env
+
+
+class _StepContext(HarnessContext):
+    """The context the pipeline hands a kind: the step's first launch starts its proxy serving
+    (its thread then starts while the CLI does, not before the CLI's launch)."""
+
+    begin_proxy: Callable[[], None] | None = None
+
+    async def launch(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str] | None = None,
+        stdin: Literal["closed", "pipe"] = "closed",
+        owner: str | None = None,
+    ) -> ManagedProcess:
+        process = await super().launch(argv, cwd=cwd, env=env, stdin=stdin, owner=owner)
+        begin, self.begin_proxy = self.begin_proxy, None
+        if begin is not None:
+            begin()
+        return process
 
 
 def _refuse_leftovers(workdir: Path, log: Any) -> None:

@@ -37,12 +37,14 @@ naming the error and ``jigs.proxy.client_failed`` is logged.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import hmac
 import json
 import logging
-import secrets
+import os
+import socket
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
@@ -61,7 +63,14 @@ if TYPE_CHECKING:
     import h11
     import httpcore
 
-__all__ = ["AuthScheme", "CredentialProxy", "Outcome", "ProxiedRequest", "TokenUsage"]
+__all__ = [
+    "AuthScheme",
+    "CredentialProxy",
+    "Outcome",
+    "ProxiedRequest",
+    "TokenUsage",
+    "loopback_socket",
+]
 
 AuthScheme: TypeAlias = Literal["x-api-key", "bearer"]
 """How the real key is sent upstream: ``x-api-key: KEY`` (Anthropic) or
@@ -197,6 +206,10 @@ class CredentialProxy:
     ignored). ``connect_timeout`` bounds connecting to the upstream; ``read_timeout`` bounds
     each wait for upstream bytes (a model may think for minutes between events).
     ``trust_env`` applies the host's proxy and CA settings (see :mod:`jigs._upstream`).
+    ``sock``, if given, is a bound, listening loopback socket (:func:`loopback_socket`) to serve
+    on: the port, and so :attr:`base_url`, is known before :meth:`serve` runs (the CLI may
+    connect before it does; its connection waits in the backlog). The proxy owns it: it is
+    closed when the proxy stops, or by :meth:`aclose` if the proxy never served.
 
     Run it either as ``async with CredentialProxy(...) as proxy:`` or inside an existing task
     group: ``await group.start(proxy.serve)`` then ``await proxy.aclose()`` (cancelling the
@@ -215,6 +228,7 @@ class CredentialProxy:
         connect_timeout: float = 30.0,
         read_timeout: float = 600.0,
         trust_env: bool = True,
+        sock: socket.socket | None = None,
     ) -> None:
         self._upstream = _check_upstream(upstream)
         parts = urlsplit(self._upstream)
@@ -252,23 +266,27 @@ class CredentialProxy:
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._trust_env = trust_env
-        self._token = secrets.token_urlsafe(24)
+        # as secrets.token_urlsafe(24) / token_hex(8), without importing secrets (which loads
+        # hmac, hashlib and random: milliseconds of a cold step)
+        self._token = base64.urlsafe_b64encode(os.urandom(24)).rstrip(b"=").decode("ascii")
         self._token_bytes = self._token.encode("ascii")
-        self.placeholder_key = f"jigs-placeholder-{secrets.token_hex(8)}"
+        self.placeholder_key = f"jigs-placeholder-{os.urandom(8).hex()}"
         """The key to give the CLI. The proxy ignores it (it strips every client auth header),
         so it is worthless anywhere, including against this proxy without the token."""
-        self._port: int | None = None
+        self._sock = sock
+        self._port: int | None = int(sock.getsockname()[1]) if sock is not None else None
         self._started = False
         self._closed = False
-        self._close_requested = anyio.Event()
-        self._stopped = anyio.Event()
+        # made by serve(), on the loop that serves (the proxy may be built on another thread)
+        self._close_requested: anyio.Event
+        self._stopped: anyio.Event
+        self._client_ready: anyio.Event
+        self._client_wanted: anyio.Event
         self._records: list[ProxiedRequest] = []
         self._refused = 0
         self._group: anyio.abc.TaskGroup | None = None
         self._client: httpcore.AsyncConnectionPool | None = None
         self._client_error: Exception | None = None
-        self._client_ready = anyio.Event()
-        self._client_wanted = anyio.Event()
 
     # -- addresses and logs ------------------------------------------------------------------
 
@@ -341,11 +359,22 @@ class CredentialProxy:
 
     async def aclose(self) -> None:
         """Stop: refuse every further request, close the port, cut open connections. Returns
-        when the port is closed. Idempotent."""
+        when the port is closed. Idempotent; before :meth:`serve` it is :meth:`discard`."""
+        if not self._started:
+            self.discard()
+            return
         self._closed = True
         self._close_requested.set()
+        await self._stopped.wait()
+
+    def discard(self) -> None:
+        """Before :meth:`serve`: close ``sock`` (a client connecting is refused) and mark the
+        proxy closed, so it never serves. No effect once it has served."""
         if self._started:
-            await self._stopped.wait()
+            return
+        self._closed = True
+        if self._sock is not None:
+            self._sock.close()
 
     async def serve(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -359,8 +388,19 @@ class CredentialProxy:
                 upstream=self._upstream,
             )
         self._started = True
+        self._close_requested = anyio.Event()
+        self._stopped = anyio.Event()
+        self._client_ready = anyio.Event()
+        self._client_wanted = anyio.Event()
+        if self._closed:  # closed before it served: its socket is gone
+            self._stopped.set()
+            raise CredentialProxyError(
+                f"the credential proxy for {self._upstream} was closed before it served; "
+                "create a new one",
+                upstream=self._upstream,
+            )
         try:
-            listener = await _loopback_listener()
+            listener = await _loopback_listener(self._sock)
         except BaseException:
             self._closed = True
             self._stopped.set()
@@ -791,18 +831,27 @@ class CredentialProxy:
                 logger.warning("jigs.proxy.hook_failed", error=type(exc).__name__, port=self._port)
 
 
-async def _loopback_listener() -> anyio.abc.SocketListener:
-    """A listener on ``127.0.0.1`` and a fresh port, bound here rather than through
-    ``anyio.create_tcp_listener``, whose address lookup starts an executor thread on the
-    proxy's new event loop (the first step of a process pays for it). Raises ``OSError``."""
-    import socket
-
+def loopback_socket() -> socket.socket:
+    """A listening, non-blocking socket on ``127.0.0.1`` and a fresh port, bound here rather
+    than through ``anyio.create_tcp_listener``, whose address lookup starts an executor thread
+    on the proxy's event loop (the first step of a process pays for it). Raises ``OSError``."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as anyio does
         sock.bind(("127.0.0.1", 0))
         sock.listen(socket.SOMAXCONN)
         sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+async def _loopback_listener(sock: socket.socket | None) -> anyio.abc.SocketListener:
+    """An anyio listener on ``sock``, or on a fresh :func:`loopback_socket`. Raises ``OSError``
+    (the socket is closed then)."""
+    sock = sock if sock is not None else loopback_socket()
+    try:
         return await anyio.abc.SocketListener.from_socket(sock)
     except BaseException:
         sock.close()

@@ -1,0 +1,169 @@
+"""The step's proxy starts without holding the step up, and a start that fails never hangs the CLI.
+
+``open_model_endpoint`` binds the socket and checks the arguments in the caller, then returns
+while the proxy's thread brings its loop up. These tests attack the window that opens: a request
+sent before the loop serves, a loop that never serves, a step closed before it serves, and a
+proxy closed before it served.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from h11_upstream import running_upstream
+from jigs import _model_proxy
+from jigs._proxy import CredentialProxy, loopback_socket
+from jigs.errors import CredentialProxyError
+from jigs.plugin import ModelRoute
+from structlog.testing import capture_logs
+
+pytestmark = pytest.mark.anyio
+
+KEY_ENV = "JIGS_TEST_PROXY_START_KEY"
+KEY = "sk-proxy-start-0123456789abcdef"
+
+
+class _Log:
+    """A step logger stand-in that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def info(self, event: str, **fields: Any) -> None:
+        self.events.append((event, fields))
+
+    error = warning = info
+
+
+def _route(upstream: str) -> ModelRoute:
+    return ModelRoute(upstream=upstream, key_env=KEY_ENV, scheme="bearer")
+
+
+def _proxy_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "jigs-proxy"]
+
+
+async def test_a_request_sent_before_the_proxy_serves_waits_and_is_answered(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    original = _model_proxy._ProxyThread._serve
+    serving = threading.Event()
+
+    async def late(self: Any) -> None:
+        await anyio.sleep(0.3)  # the step has long returned the endpoint
+        serving.set()
+        await original(self)
+
+    monkeypatch.setattr(_model_proxy._ProxyThread, "_serve", late)
+    async with running_upstream() as upstream, AsyncExitStack() as stack:
+        endpoint = await _model_proxy.open_model_endpoint(
+            _route(upstream.url), kind="test", stack=stack, log=_Log()
+        )
+        assert not serving.is_set(), "the endpoint came back only once the proxy served"
+        async with httpx.AsyncClient() as client:
+            reply = await client.get(f"{endpoint.base_url}/v1/models", timeout=5)
+        assert serving.is_set()
+        assert reply.status_code == 200
+        assert upstream.seen[-1].target == "/v1/models"
+        assert upstream.seen[-1].values("authorization") == [f"Bearer {KEY}"]
+    assert not _proxy_threads(), "closing the stack joins the proxy's thread"
+
+
+async def test_a_proxy_thread_that_cannot_serve_refuses_the_cli_at_once(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+
+    async def broken(self: Any) -> None:
+        raise OSError("no event loop for you")
+
+    monkeypatch.setattr(_model_proxy._ProxyThread, "_serve", broken)
+    log = _Log()
+    async with running_upstream() as upstream, AsyncExitStack() as stack:
+        endpoint = await _model_proxy.open_model_endpoint(
+            _route(upstream.url), kind="test", stack=stack, log=log
+        )
+        with anyio.fail_after(5):  # refused, not left waiting in a backlog nobody accepts
+            while True:
+                try:
+                    async with httpx.AsyncClient() as client:
+                        await client.get(f"{endpoint.base_url}/v1/models", timeout=5)
+                except httpx.ConnectError:
+                    break
+                await anyio.sleep(0.01)
+        with anyio.fail_after(5):
+            while ("jigs.proxy.failed", {"error": "OSError"}) not in log.events:
+                await anyio.sleep(0.01)
+    assert not _proxy_threads()
+    assert KEY not in repr(log.events)
+
+
+async def test_a_step_closed_before_its_proxy_serves_stops_it_and_frees_the_port(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    original = _model_proxy._ProxyThread._serve
+
+    async def late(self: Any) -> None:
+        await anyio.sleep(0.2)
+        await original(self)
+
+    monkeypatch.setattr(_model_proxy._ProxyThread, "_serve", late)
+    async with running_upstream() as upstream:
+        async with AsyncExitStack() as stack:
+            endpoint = await _model_proxy.open_model_endpoint(
+                _route(upstream.url), kind="test", stack=stack, log=_Log()
+            )
+        # the stack closed while the thread was still starting: it waited, stopped, joined
+        assert not _proxy_threads()
+        port = int(endpoint.base_url.split(":")[2].split("/")[0])
+        with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port)):
+            pass
+
+
+async def test_a_proxy_that_never_began_closes_its_socket_with_the_step(monkeypatch):
+    # prepared for a CLI that was never launched (the step failed in between): nothing serves,
+    # and the port is given back when the step closes
+    monkeypatch.setenv(KEY_ENV, KEY)
+    before = _proxy_threads()
+    async with AsyncExitStack() as stack:
+        endpoint, begin = _model_proxy.prepare_model_endpoint(
+            _route("http://127.0.0.1:9"), kind="test", stack=stack, log=_Log()
+        )
+        assert _proxy_threads() == before
+    port = int(endpoint.base_url.split(":")[2].split("/")[0])
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port)):
+        pass
+    begin()  # too late: a stopped proxy never begins
+    assert _proxy_threads() == before
+
+
+async def test_a_bad_upstream_fails_the_step_before_any_thread_or_port():
+    before = _proxy_threads()
+    with capture_logs():
+        async with AsyncExitStack() as stack:
+            with pytest.raises(CredentialProxyError) as raised:
+                await _model_proxy.open_model_endpoint(
+                    _route("ftp://upstream.example"),
+                    kind="test",
+                    stack=stack,
+                    log=_Log(),
+                    host_env={KEY_ENV: KEY},
+                )
+    assert "ftp://upstream.example" in str(raised.value)
+    assert KEY not in str(raised.value)
+    assert _proxy_threads() == before
+
+
+async def test_a_proxy_closed_before_it_served_refuses_connections_and_will_not_serve():
+    sock = loopback_socket()
+    port = sock.getsockname()[1]
+    proxy = CredentialProxy("http://127.0.0.1:9", KEY, sock=sock)
+    assert proxy.base_url.startswith(f"http://127.0.0.1:{port}/")
+    await proxy.aclose()
+    assert proxy.closed
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port)):
+        pass
+    with pytest.raises(CredentialProxyError, match="closed before it served"):
+        await proxy.serve()
