@@ -167,3 +167,29 @@ async def test_a_proxy_closed_before_it_served_refuses_connections_and_will_not_
         pass
     with pytest.raises(CredentialProxyError, match="closed before it served"):
         await proxy.serve()
+
+
+async def test_the_steps_first_launch_begins_its_proxy_once(tmp_path):
+    from contextlib import AsyncExitStack
+
+    from jigs._logging import logger
+    from jigs._pipeline import _StepContext
+    from jigs._types import RunMetadata
+
+    began: list[int] = []
+    async with AsyncExitStack() as stack:
+        ctx = _StepContext(
+            begin_proxy=lambda: began.append(len(began)),
+            run=RunMetadata(workflow_run_id="proxy-begin"),
+            env={"PATH": "/usr/bin:/bin"},
+            state_dir=tmp_path,
+            kind="test",
+            stack=stack,
+            log=logger,
+        )
+        assert began == []  # nothing serves before the CLI is launched
+        first = await ctx.launch(["true"], cwd=tmp_path)
+        assert began == [0]
+        await first.wait()
+        await (await ctx.launch(["true"], cwd=tmp_path)).wait()
+        assert began == [0]  # once per step

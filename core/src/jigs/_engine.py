@@ -497,6 +497,10 @@ class TurnEngine:
             with anyio.fail_after(min(idle_limit, turn_limit)) as opening:
                 stream = await self.transport.start_turn(spec)
             del opening
+            # a kind whose turn launched no process through ctx.launch: its proxy serves now
+            begin_proxy = getattr(self.ctx, "begin_proxy", None)
+            if begin_proxy is not None:
+                begin_proxy()
             log.info("turn.started", session_id=self.session_id)
             while not record.ended:
                 left = ends - time.monotonic()

@@ -599,7 +599,9 @@ def _bypass_proxy_for_loopback(env: dict[str, str]) -> dict[str, str]:
 
 class _StepContext(HarnessContext):
     """The context the pipeline hands a kind: the step's first launch starts its proxy serving
-    (its thread then starts while the CLI does, not before the CLI's launch)."""
+    (its thread then starts while the CLI does, not before the CLI's launch); for a kind that
+    launches nothing through :meth:`launch`, the first turn's start does (the engine calls
+    ``begin_proxy``, idempotent)."""
 
     begin_proxy: Callable[[], None] | None = None
 
