@@ -1,6 +1,7 @@
 """Where a cold step's time goes: one step in a fresh process, as a timeline, next to the raw CLI.
 
     uv run python benchmarks/_cold_probe.py --kind claude|codex|pi [--runs N] [--timeline]
+        [--env release|workspace]
 
 Each run starts a fresh Python process that imports jigs, runs one step (claude:
 ``create_agent_runner`` + ``generate_text`` + close; codex and pi: ``run_agent``) against a loopback
@@ -21,7 +22,6 @@ import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
-from collections.abc import MutableMapping  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -45,19 +45,25 @@ def child(kind: str, url: str, tree: str, t0: float) -> None:
 
     marks.append(("imports done", time.time(), time.process_time()))
 
-    import structlog
+    # jigs' events, caught where its logger emits them: configuring structlog would import it
+    # (and, where rich is installed, rich), a cost no plain step pays
+    from jigs import _logging
+    from jigs.processes import ManagedProcess
 
-    def record(logger: Any, name: str, event: MutableMapping[str, Any]) -> Any:
+    emit = _logging.LazyLogger._emit
+
+    def record(
+        self: Any, method: str, event: Any, args: tuple[Any, ...], fields: dict[str, Any]
+    ) -> Any:
         now, cpu = time.time(), time.process_time()
-        label = str(event.get("event"))
-        seconds = event.get("seconds")
+        label = str(event)
+        seconds = fields.get("seconds")
         if isinstance(seconds, float) and not label.startswith("turn."):
             marks.append((f"{label} (start)", now - seconds, math.nan))
         marks.append((label, now, cpu))
-        raise structlog.DropEvent
+        return None if method in ("debug", "info") else emit(self, method, event, args, fields)
 
-    structlog.configure(processors=[record])
-    from jigs.processes import ManagedProcess
+    _logging.LazyLogger._emit = record  # type: ignore[method-assign]
 
     original = ManagedProcess.read_line
     first: list[float] = []
@@ -67,6 +73,7 @@ def child(kind: str, url: str, tree: str, t0: float) -> None:
         if not first:
             first.append(time.time())
             marks.append(("first line from CLI", first[0], time.process_time()))
+            _thread_cpu(marks, first[0])
         return line
 
     ManagedProcess.read_line = read_line  # type: ignore[method-assign]
@@ -143,10 +150,26 @@ def child(kind: str, url: str, tree: str, t0: float) -> None:
         gc.freeze()
 
 
+def _thread_cpu(marks: list[tuple[str, float, float]], at: float) -> None:
+    """One mark per live thread of this process: its CPU so far (what competes with the CLI)."""
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.ident is None:
+            continue
+        try:
+            used = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        except (OSError, AttributeError):
+            continue
+        marks.append((f"  CPU of thread {thread.name.split('-')[0]}", at, used))
+
+
 # ------------------------------------------------------------------ the parent
 
 
-async def main_async(kind: str, runs: int, show: bool, bytecode: str, versus: list[str]) -> None:
+async def main_async(
+    kind: str, runs: int, show: bool, bytecode: str, versus: list[str], *, python: str
+) -> None:
     import resource
     import statistics
     import subprocess
@@ -192,7 +215,7 @@ async def main_async(kind: str, runs: int, show: bool, bytecode: str, versus: li
             before = used()
             t0 = time.time()
             result = await anyio.run_process(
-                [sys.executable, __file__, "--child", kind, url, tree, repr(t0)],
+                [python, __file__, "--child", kind, url, tree, repr(t0)],
                 env=variant_env if variant else child_env,
                 check=False,
             )
@@ -212,7 +235,7 @@ async def main_async(kind: str, runs: int, show: bool, bytecode: str, versus: li
         async def floor() -> float:
             # the interpreter alone: `python -c pass` in the same conditions as the jigs side
             t0 = time.time()
-            await anyio.run_process([sys.executable, "-c", "pass"], env=child_env, check=True)
+            await anyio.run_process([python, "-c", "pass"], env=child_env, check=True)
             return time.time() - t0
 
         async def raw() -> float:
@@ -378,6 +401,7 @@ def _print(
 
 def main() -> None:
     import argparse
+    import functools
     import tempfile
 
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
@@ -401,7 +425,17 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="also run jigs with these variables set (alternated; compared with plain jigs)",
     )
+    parser.add_argument(
+        "--env",
+        choices=["release", "workspace"],
+        default="release",
+        help="where the jigs child runs: the release-wheels venv (as bench_cold) or the workspace",
+    )
     args = parser.parse_args()
+    from _release_env import jigs_env
+
+    python = jigs_env(args.env)
+    print(python.note)
     if args.kind == "pi":
         from jigs_harness_pi import resolve_pi
 
@@ -413,7 +447,14 @@ def main() -> None:
         os.environ["IS_SANDBOX"] = "1"
     import anyio
 
-    anyio.run(main_async, args.kind, args.runs, args.timeline, args.bytecode, args.vs)
+    anyio.run(
+        functools.partial(main_async, python=python.python),
+        args.kind,
+        args.runs,
+        args.timeline,
+        args.bytecode,
+        args.vs,
+    )
     Path(os.environ["HOME"]).exists()
 
 
