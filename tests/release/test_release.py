@@ -108,17 +108,18 @@ def fresh_venv(tmp_path: Path, *requirements: str | Path) -> Path:
     assert not venv.resolve().is_relative_to(ROOT), "the venv must live outside the workspace"
     run(*uv(), "venv", "-q", "--python", sys.executable, venv)
     python = venv / "bin" / "python"
-    run(
-        *uv(),
-        "pip",
-        "install",
-        "-q",
-        "--offline",
-        "--python",
-        python,
-        *requirements,
+    install = [*uv(), "pip", "install", "-q", "--python", python, *requirements]
+    offline = subprocess.run(
+        [str(a) for a in [*install, "--offline"]],
+        capture_output=True,
         cwd=tmp_path,
+        timeout=300,
+        check=False,
     )
+    if offline.returncode != 0:
+        # uv's cache holds the workspace's wheels, not always the registry's index pages an
+        # extra's range (the template's pytest>=8) needs: then from the registry
+        run(*install, cwd=tmp_path)
     return python
 
 
