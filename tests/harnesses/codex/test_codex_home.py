@@ -326,7 +326,9 @@ def test_a_closed_homes_system_skills_are_deleted_off_the_close_path(tmp_path):
     assert (seed / "skills" / ".system" / "imagegen" / "SKILL.md").is_file()
 
 
-def test_trash_left_at_exit_is_deleted_by_the_exiting_interpreter(tmp_path):
+def test_trash_an_exited_process_left_is_deleted_by_the_next_processs_spare(tmp_path):
+    from jigs_harness_codex._seed import prepare_spare
+
     seed = _fake_seed(tmp_path)
     home = tmp_path / "home"
     (home / "skills" / ".system").mkdir(parents=True)
@@ -334,9 +336,17 @@ def test_trash_left_at_exit_is_deleted_by_the_exiting_interpreter(tmp_path):
     code = (
         "import sys, structlog; from pathlib import Path; "
         "from jigs_harness_codex._seed import discard_system_skills; "
-        "discard_system_skills(Path(sys.argv[1]), Path(sys.argv[2]), structlog.get_logger()); "
-        "assert list(Path(sys.argv[1] + '.spares').glob('trash-*/system/x.md'))"
+        "discard_system_skills(Path(sys.argv[1]), Path(sys.argv[2]), structlog.get_logger())"
     )
     subprocess.run([sys.executable, "-c", code, str(seed), str(home)], check=True)
     assert not (home / "skills" / ".system").exists()
-    assert not list(seed.with_name("key.spares").glob("trash-*"))
+    # the exiting interpreter did not spend its exit deleting it
+    (left,) = seed.with_name("key.spares").glob("trash-*")
+    assert (left / "system" / "x.md").read_text() == "seed copy"
+    # a close between its mkdtemp and its rename: an empty trash is not taken from it
+    pending = seed.with_name("key.spares") / "trash-pending"
+    pending.mkdir()
+    prepare_spare(seed, structlog.get_logger())  # the next step, in this process
+    _join("jigs-codex-spare-home")
+    assert not left.exists()
+    assert pending.is_dir()

@@ -21,14 +21,15 @@ is copied as before.
 Removing a home costs more than copying it (unlinking the ~50 files of Codex's system skills
 takes 20-60 ms on a busy disk), and those files are the seed's, not the step's: at close
 :func:`discard_system_skills` moves ``skills/.system`` out of the home with one ``rename`` into
-``<seed>.spares/trash-*``, which the next spare's thread (or the interpreter's exit) deletes; the
-rest of the home (the step's state, config and databases) is still removed before the step's
-close returns.
+``<seed>.spares/trash-*``, which the next spare's thread deletes, in this process or the next one
+that runs a Codex step (not the interpreter's exit: a process that runs one step would pay 6-20
+ms more to end, and the trash holds only pristine seed files, in jigs' data directory). The rest
+of the home (the step's state, config and databases) is still removed before the step's close
+returns.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import hashlib
 import json
@@ -68,10 +69,6 @@ _STALE = 600.0
 #: Seeds a spare is being copied for in this process (one copy at a time per seed).
 _BUILDING: set[Path] = set()
 _BUILDING_LOCK = threading.Lock()
-#: Trash directories this process made and has not deleted yet.
-_TRASH: set[Path] = set()
-#: Whether :func:`_empty_trash` is registered with :mod:`atexit` (a list: mutated in place).
-_EXIT_HOOK: list[bool] = []
 
 
 def seed_path(executable: Path) -> Path:
@@ -199,12 +196,14 @@ def claim_spare(seed: Path, home: Path) -> bool:
 def _build_spare(seed: Path, log: Any) -> None:
     spares = _spares(seed)
     try:
-        _empty_trash()
         spares.mkdir(exist_ok=True)
         now = time.time()
         for entry in spares.iterdir():
             stale = now - entry.stat().st_mtime > _STALE
-            if entry.name.startswith(("building-", "trash-")) and stale:
+            # any process's trash once its skills are in it (an empty one may be a close's,
+            # between its mkdtemp and its rename)
+            full = entry.name.startswith("trash-") and (entry / "system").exists()
+            if full or (entry.name.startswith(("building-", "trash-")) and stale):
                 shutil.rmtree(entry, ignore_errors=True)
         if len(list(spares.glob("ready-*"))) >= SPARES:
             return
@@ -241,9 +240,9 @@ def prepare_spare(seed: Path, log: Any) -> None:
 
 def discard_system_skills(seed: Path, home: Path, log: Any) -> None:
     """Move ``home``'s ``skills/.system`` (the seed's copy of Codex's system skills) to the
-    seed's trash, to be deleted by the next :func:`prepare_spare` thread (while that step's app
-    server starts: a deleting thread during a close would compete with it for the GIL) or when
-    the interpreter exits. Left in place (and removed with the home) when it cannot be moved;
+    seed's trash, to be deleted by the next :func:`prepare_spare` thread, of this process or
+    another (while that step's app server starts: a deleting thread during a close would compete
+    with it for the GIL). Left in place (and removed with the home) when it cannot be moved;
     never raises."""
     system = home / "skills" / ".system"
     if system.is_symlink() or not system.is_dir():
@@ -258,18 +257,4 @@ def discard_system_skills(seed: Path, home: Path, log: Any) -> None:
     except OSError:
         shutil.rmtree(trash, ignore_errors=True)
         return
-    with _BUILDING_LOCK:
-        _TRASH.add(trash)
-        if not _EXIT_HOOK:
-            atexit.register(_empty_trash)
-            _EXIT_HOOK.append(True)
     log.debug("codex.home.skills_discarded", trash=str(trash))
-
-
-def _empty_trash() -> None:
-    """Delete the trash this process made (the next spare's thread, or the interpreter's exit)."""
-    with _BUILDING_LOCK:
-        trash = list(_TRASH)
-        _TRASH.clear()
-    for path in trash:
-        shutil.rmtree(path, ignore_errors=True)
