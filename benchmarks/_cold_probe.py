@@ -352,7 +352,7 @@ def _raw(kind: str, url: str, tree: str, build_env: Any) -> tuple[list[str], dic
 
 
 def _at(timeline: list[tuple[str, float, float]], name: str) -> float:
-    return next(ms for n, ms, _ in timeline if n == name)
+    return next((ms for n, ms, _ in timeline if n == name), math.nan)
 
 
 def _cli_span(timeline: list[tuple[str, float, float]]) -> float:
