@@ -1,8 +1,8 @@
 """The step's proxy starts without holding the step up, and a start that fails never hangs the CLI.
 
-``open_model_endpoint`` binds the socket and checks the arguments in the caller, then returns
-while the proxy's thread brings its loop up. These tests attack the window that opens: a request
-sent before the loop serves, a loop that never serves, a step closed before it serves, and a
+``prepare_model_endpoint`` binds the socket and checks the arguments in the caller; the step
+then begins the proxy's thread, which brings its loop up while the step goes on. These tests
+attack the window that opens: a request sent before the loop serves, a loop that never serves, a step closed before it serves, and a
 proxy closed before it served.
 """
 
@@ -45,6 +45,15 @@ def _route(upstream: str) -> ModelRoute:
     return ModelRoute(upstream=upstream, key_env=KEY_ENV, scheme="bearer")
 
 
+def _open(upstream: str, stack: AsyncExitStack, log: _Log) -> Any:
+    """The step's endpoint, its proxy begun at once (as a step's launch begins it)."""
+    endpoint, begin = _model_proxy.prepare_model_endpoint(
+        _route(upstream), kind="test", stack=stack, log=log
+    )
+    begin()
+    return endpoint
+
+
 def _proxy_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "jigs-proxy"]
 
@@ -61,9 +70,7 @@ async def test_a_request_sent_before_the_proxy_serves_waits_and_is_answered(monk
 
     monkeypatch.setattr(_model_proxy._ProxyThread, "_serve", late)
     async with running_upstream() as upstream, AsyncExitStack() as stack:
-        endpoint = await _model_proxy.open_model_endpoint(
-            _route(upstream.url), kind="test", stack=stack, log=_Log()
-        )
+        endpoint = _open(upstream.url, stack, _Log())
         assert not serving.is_set(), "the endpoint came back only once the proxy served"
         async with httpx.AsyncClient() as client:
             reply = await client.get(f"{endpoint.base_url}/v1/models", timeout=5)
@@ -83,9 +90,7 @@ async def test_a_proxy_thread_that_cannot_serve_refuses_the_cli_at_once(monkeypa
     monkeypatch.setattr(_model_proxy._ProxyThread, "_serve", broken)
     log = _Log()
     async with running_upstream() as upstream, AsyncExitStack() as stack:
-        endpoint = await _model_proxy.open_model_endpoint(
-            _route(upstream.url), kind="test", stack=stack, log=log
-        )
+        endpoint = _open(upstream.url, stack, log)
         with anyio.fail_after(5):  # refused, not left waiting in a backlog nobody accepts
             while True:
                 try:
@@ -112,9 +117,7 @@ async def test_a_step_closed_before_its_proxy_serves_stops_it_and_frees_the_port
     monkeypatch.setattr(_model_proxy._ProxyThread, "_serve", late)
     async with running_upstream() as upstream:
         async with AsyncExitStack() as stack:
-            endpoint = await _model_proxy.open_model_endpoint(
-                _route(upstream.url), kind="test", stack=stack, log=_Log()
-            )
+            endpoint = _open(upstream.url, stack, _Log())
         # the stack closed while the thread was still starting: it waited, stopped, joined
         assert not _proxy_threads()
         port = int(endpoint.base_url.split(":")[2].split("/")[0])
@@ -144,7 +147,7 @@ async def test_a_bad_upstream_fails_the_step_before_any_thread_or_port():
     with capture_logs():
         async with AsyncExitStack() as stack:
             with pytest.raises(CredentialProxyError) as raised:
-                await _model_proxy.open_model_endpoint(
+                _model_proxy.prepare_model_endpoint(
                     _route("ftp://upstream.example"),
                     kind="test",
                     stack=stack,

@@ -1,7 +1,7 @@
 """The step's model endpoint: a :class:`~jigs._proxy.CredentialProxy` on a thread of its own.
 
-:func:`open_model_endpoint` reads the key a :class:`~jigs.plugin.ModelRoute` names from the
-worker's environment, starts the proxy and registers its stop on the step's exit stack, and
+:func:`prepare_model_endpoint` reads the key a :class:`~jigs.plugin.ModelRoute` names from the
+worker's environment, builds the proxy and registers its stop on the step's exit stack, and
 returns the :class:`~jigs.plugin.ModelEndpoint` the kind gives its CLI. Each forwarded request is
 logged on the step's structlog logger as ``proxy.request`` (method, path after the token, status,
 outcome, timings, sizes, model and tokens; never the token or the key).
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from jigs._proxy import CredentialProxy, ProxiedRequest
 
-__all__ = ["open_model_endpoint", "prepare_model_endpoint"]
+__all__ = ["prepare_model_endpoint"]
 
 
 class _ProxyThread:
@@ -132,23 +132,6 @@ def _hook(log: Any) -> Any:
         )
 
     return on_request
-
-
-async def open_model_endpoint(
-    route: ModelRoute,
-    *,
-    kind: str,
-    stack: AsyncExitStack,
-    log: Any,
-    host_env: Mapping[str, str] | None = None,
-) -> ModelEndpoint:
-    """Start the step's proxy for ``route`` and return the endpoint for the CLI:
-    :func:`prepare_model_endpoint`, serving at once."""
-    endpoint, begin = prepare_model_endpoint(
-        route, kind=kind, stack=stack, log=log, host_env=host_env
-    )
-    begin()
-    return endpoint
 
 
 def prepare_model_endpoint(
