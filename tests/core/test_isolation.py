@@ -468,19 +468,25 @@ async def test_an_application_can_opt_out_of_the_sigterm_handler(tmp_path: Path)
         signal.signal(signal.SIGTERM, previous)
 
 
-def test_a_host_without_user_namespaces_falls_back_and_says_why(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # an unshare that fails the way a hardened kernel makes it fail
+def _refusing_unshare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, before: str = "") -> None:
+    """An ``unshare`` first on PATH that runs ``before`` (shell lines), then fails the way a
+    hardened kernel makes it fail; the probe's cache is cleared."""
     fake = tmp_path / "bin" / "unshare"
     fake.parent.mkdir()
     fake.write_text(
-        "#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n"
+        f"#!/bin/sh\n{before}echo 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n"
     )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv(_isolation.ENV_VAR, raising=False)
     reset_isolation_cache()
+
+
+def test_a_host_without_user_namespaces_falls_back_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an unshare that fails the way a hardened kernel makes it fail
+    _refusing_unshare(tmp_path, monkeypatch)
     try:
         found = isolation()
         assert found.mode == "tree"
@@ -497,16 +503,7 @@ def test_a_probe_started_early_answers_the_first_caller_once(
     # a slow, failing unshare that counts its runs: the caller that asks while the background
     # probe runs waits for that probe's answer instead of probing again or guessing
     runs = tmp_path / "runs"
-    fake = tmp_path / "bin" / "unshare"
-    fake.parent.mkdir()
-    fake.write_text(
-        f"#!/bin/sh\necho run >> {runs}\nsleep 0.3\n"
-        "echo 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n"
-    )
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.delenv(_isolation.ENV_VAR, raising=False)
-    reset_isolation_cache()
+    _refusing_unshare(tmp_path, monkeypatch, before=f"echo run >> {runs}\nsleep 0.3\n")
     try:
         _isolation.probe_soon()
         found = isolation()
