@@ -15,8 +15,8 @@ start time (launch to the ``initialize`` answer), both measured after the pairs 
 with them, they slowed the next step). Then ``--breakdown`` more jigs steps run with
 jigs' structlog events captured (outside the timed pairs, so capturing costs the headline
 nothing) and the median of each stage of the step is printed: open (checks and lock, proxy, home
-seed, app-server spawn, initialize, thread start), turn, close (app server stop, home removal,
-proxy stop, lock and session save).
+seed, app-server spawn, initialize, thread start), turn, close (app server kill, home removal
+during its teardown, its end, proxy stop, lock and session save).
 """
 
 from __future__ import annotations
@@ -49,8 +49,10 @@ OPEN_MARKS = (
 )
 TURN_MARKS = (("turn (turn/start to completed)", "turn.finished"), ("result", "*turned"))
 CLOSE_MARKS = (
-    ("app server exit at end of input", "codex.app_server.stopped"),
-    ("home removal", "codex.home.removed"),
+    # a settled thread: the app server is killed, its home removed while the kernel tears it
+    # down, then its end awaited (otherwise: its exit at end of input, then the home removal)
+    ("app server kill, home removal", "codex.home.removed"),
+    ("app server gone", "codex.app_server.stopped"),
     ("proxy stop", "jigs.proxy.stopped"),
     ("lock release, session save", "runner.closed"),
     ("rest of close", "*closed"),

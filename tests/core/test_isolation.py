@@ -415,6 +415,72 @@ async def test_the_lock_lives_as_long_as_the_steps_processes(
     assert not worktree_locked(worktree)
 
 
+@pytest.mark.anyio
+async def test_kill_returns_at_once_and_stop_waits_until_the_step_is_gone(
+    mode: str, worktree: Path, tmp_path: Path
+) -> None:
+    """kill() signals without waiting (the caller works while the kernel tears the step down);
+    stop() then returns only once every process of the step, detached ones included, is gone
+    and so the lock they inherited is free; no TERM was sent (the agent's trap never ran)."""
+    lock = WorktreeLock(worktree, "run-kill")
+    lock.acquire()
+    marker = new_marker()
+    termed = tmp_path / "termed"
+    script = f"trap 'touch {termed}' TERM\n" + agent_script(
+        marker, instant_setsid_orphan=mode == "namespace"
+    ).replace("exec sleep", "sleep")
+    process = await launch(
+        [SH, "-c", script],
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"]},
+        owner="t",
+        pass_fds=lock.fds,
+    )
+    assert await process.read_line() == b"ready"
+    await anyio.sleep(0.1)  # one sampling interval for the fallback's tracker
+    lock.release()
+    assert marked(marker)
+    process.kill()
+    process.kill()  # idempotent
+    await process.stop(grace=3.0)  # after kill(): no TERM, no grace, only the wait
+    assert marked(marker) == []
+    assert not worktree_locked(worktree)
+    assert process.returncode == -signal.SIGKILL
+    assert not termed.exists()
+    assert live_groups() == {}
+
+
+@pytest.mark.anyio
+async def test_stop_without_grace_sends_no_term(mode: str, tmp_path: Path) -> None:
+    marker = new_marker()
+    termed = tmp_path / "termed"
+    script = f"trap 'touch {termed}' TERM; sleep {marker} & echo ready; wait; wait"
+    process = await launch([SH, "-c", script], cwd=tmp_path, env={}, owner="t")
+    assert await process.read_line() == b"ready"
+    await process.stop(grace=0)
+    assert marked(marker) == []
+    assert process.returncode == -signal.SIGKILL
+    assert not termed.exists()
+
+
+@pytest.mark.anyio
+async def test_stop_all_waits_for_a_step_that_was_killed(mode: str, tmp_path: Path) -> None:
+    marker = new_marker()
+    process = await launch(
+        [SH, "-c", agent_script(marker, instant_setsid_orphan=mode == "namespace")],
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"]},
+        owner="t",
+    )
+    assert await process.read_line() == b"ready"
+    await anyio.sleep(0.1)
+    process.kill()
+    stop_all(grace=3.0)  # what the SIGTERM handler runs while a close is under way
+    assert marked(marker) == []
+    await process.stop()
+    assert live_groups() == {}
+
+
 def test_doctor_says_which_isolation_is_in_force(monkeypatch: pytest.MonkeyPatch) -> None:
     from jigs._cli_doctor import isolation_line
 

@@ -150,13 +150,13 @@ def stop_all(grace: float = DEFAULT_GRACE) -> None:
     ``grace + 1`` seconds). Safe to call from a signal handler; the :class:`ManagedProcess`
     objects are left for their owners to close (their ``stop`` then returns at once)."""
     processes = list(dict(_open).values())  # no lock: a signal handler may interrupt a holder
-    futile = [p for p in processes if p._term_is_futile()]
+    futile = [p for p in processes if p._killed or p._term_is_futile()]
     for process in processes:
-        if process._alive():
+        if not process._killed and process._alive():
             process._signal(signal.SIGTERM)
     _wait_gone([p for p in processes if p not in futile], grace)
     for process in processes:
-        if process._alive():
+        if not process._killed and process._alive():
             process._signal(signal.SIGKILL)
     _wait_gone(processes, 1.0)
 
@@ -165,8 +165,8 @@ def _reap_all() -> None:
     """SIGKILL every step jigs started and has not stopped (at interpreter exit)."""
     processes = list(dict(_open).values())
     for process in processes:
-        if process._alive():
-            process._signal(signal.SIGKILL)
+        if not process._killed and process._alive():
+            process._signal(signal.SIGKILL)  # a killed one is already going: only waited for
     _wait_gone(processes, 1.0)
 
 
@@ -272,6 +272,8 @@ class ManagedProcess:
         self._reader: BufferedByteReceiveStream | None = None
         self._stdout_ended = False
         self._stopped = False
+        self._killed = False
+        self._reaps_killed = False  # unshare was left to reap the namespace jigs killed
         self._stop_lock = anyio.Lock()
         self._init: _proctree.Proc | None = None  # the namespace's first process, outer pid
         self._cli_unborn = False
@@ -289,6 +291,10 @@ class ManagedProcess:
         # ``timeout``, the namespace's first process, reports a CLI killed by signal N as 128+N
         if self._namespaced and code is not None and 128 < code < 128 + signal.NSIG:
             return 128 - code
+        if self._reaps_killed and code == 1:
+            # unshare, left to reap the first process jigs killed, re-raises its SIGKILL on
+            # itself, which util-linux 2.38 cannot do ("sigprocmask unblock failed"): exit 1
+            return -signal.SIGKILL
         return code
 
     @property
@@ -357,7 +363,8 @@ class ManagedProcess:
         return code
 
     async def stop(self, grace: float = DEFAULT_GRACE) -> None:
-        """Stop every process of the step: SIGTERM, up to ``grace`` seconds, then SIGKILL.
+        """Stop every process of the step: SIGTERM, up to ``grace`` seconds, then SIGKILL
+        (``grace=0``: SIGKILL at once, no TERM).
 
         Shielded from cancellation and bounded (about ``grace + 1`` seconds). Idempotent.
         Returns once no process of the step is left (namespace mode), or once the group and
@@ -375,6 +382,16 @@ class ManagedProcess:
                     if self._watch is not None:
                         self._watch.close()
                     await self._close_streams()
+
+    def kill(self) -> None:
+        """SIGKILL every process of the step now, without waiting for them to be gone (the
+        kernel tears them down meanwhile; :meth:`stop` then only waits). For a caller with
+        work that does not need them gone to do first. Idempotent; never raises."""
+        if self._killed or self._stopped:
+            return
+        self._killed = True
+        if self._alive():
+            self._signal(signal.SIGKILL)
 
     # -- the step's processes, synchronously (also used from the SIGTERM handler) -------------
 
@@ -443,8 +460,14 @@ class ManagedProcess:
         if self._init is not None:
             _proctree.kill_procs([self._init])
         if self._process.returncode is None:
+            # with its child killed, unshare is let go on: it reaps that child, which happens
+            # once the namespace is empty, and exits, so its exit (which the event loop sees at
+            # once) is the namespace's end and nobody polls for it; with no child found, it is
+            # killed as well (the child, if any, dies with it: PR_SET_PDEATHSIG)
+            resume = signal.SIGCONT if self._init is not None else signal.SIGKILL
+            self._reaps_killed = resume == signal.SIGCONT
             with contextlib.suppress(OSError):
-                os.kill(self.pid, signal.SIGKILL)
+                os.kill(self.pid, resume)
 
     async def _term_late_cli(self) -> None:
         """After a TERM sent before ``timeout`` forked the CLI: TERM the CLI once it appears."""
@@ -480,13 +503,16 @@ class ManagedProcess:
         )
 
     async def _stop_step(self, grace: float) -> None:
-        if self._alive():
+        # no grace: a TERM could not be acted on, KILL at once; after kill(), only wait
+        if not self._killed and grace > 0 and self._alive():
             futile = self._term_is_futile()  # before: timeout ignores TERM once it forwarded it
             self._signal(signal.SIGTERM)
             if not futile:
                 await self._wait_gone(grace)
-        if self._alive():
+        if not self._killed and self._alive():
+            self._killed = True
             self._signal(signal.SIGKILL)
+        if self._killed:
             await self._wait_gone(1.0)
         with anyio.move_on_after(0.5):
             await self._process.wait()  # reap the leader (at once when it is already reaped)

@@ -350,3 +350,29 @@ def test_trash_an_exited_process_left_is_deleted_by_the_next_processs_spare(tmp_
     _join("jigs-codex-spare-home")
     assert not left.exists()
     assert pending.is_dir()
+
+
+def test_home_cleanup_run_early_then_again_removes_what_a_dying_process_wrote(tmp_path):
+    """The cleanup runs once the app server is killed (while it dies) and again from the close
+    stack once it is gone: the second pass removes what a process wrote meanwhile, and a third
+    finds nothing to do."""
+    from jigs_harness_codex._home import CodexHome
+    from jigs_harness_codex._transport import _HomeCleanup
+
+    home = CodexHome(tmp_path / "homes" / "invocation-x")
+    rollout = home.path / "sessions" / "2026" / "12" / "01" / "rollout-a-thread.jsonl"
+    rollout.parent.mkdir(parents=True)
+    rollout.write_text('{"type":"event_msg"}\n')
+    store = tmp_path / "sessions"
+    with structlog.testing.capture_logs() as logs:
+        cleanup = _HomeCleanup(home, None, store, structlog.get_logger())
+        cleanup()
+        assert not home.path.exists()
+        assert (store / "2026" / "12" / "01" / "rollout-a-thread.jsonl").is_file()
+        late = home.path / "logs" / "codex.log"  # a write that landed while the process died
+        late.parent.mkdir(parents=True)
+        late.write_text("late")
+        cleanup()
+        assert not home.path.exists()
+        cleanup()
+    assert [e["event"] for e in logs] == ["codex.home.removed", "codex.home.removed"]

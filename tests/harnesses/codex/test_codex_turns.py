@@ -6,6 +6,7 @@ import json
 
 import pytest
 from codex_helpers import KEY_ENV, KEY_VALUE
+from jigs._paths import run_state_dir
 from jigs.models import ToolCallPart, ToolResultPart, generate_object, generate_text, stream_text
 from jigs.steps import create_agent_runner, run_agent
 from jigs_testing import reply, text, tool_call
@@ -29,10 +30,14 @@ async def test_two_turns_second_runner_resumes_the_thread(
         ) as runner:
             first = await generate_text(runner.model, prompt="FIRST-QUESTION-7f3", temperature=0)
             session = runner.session_from(first)
-    # the rollout was whole at close, so the app server was not waited for: the resume below
-    # proves the stored session lacks nothing
+    # the rollout was whole at close, so the app server was killed and its home removed while
+    # the kernel tore it down: the resume below proves the stored session lacks nothing
+    events = [e["event"] for e in logs]
     (stopped,) = [e for e in logs if e["event"] == "codex.app_server.stopped"]
-    assert stopped["how"] == "stopped, rollout complete"
+    assert stopped["how"] == "killed, rollout complete"
+    assert events.index("codex.home.removed") < events.index("codex.app_server.stopped")
+    assert events.count("codex.home.removed") == 1  # the close stack's pass found nothing left
+    assert list((run_state_dir(run_meta.workflow_run_id, "codex") / "homes").iterdir()) == []
     assert first.text == "the first answer"
     assert session is not None
     assert session.harness == "codex"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,13 +114,16 @@ class CodexTransport(SessionTransport):
         thread_id: str,
         descriptor: CodexDescriptor,
         log: Any,
+        *,
         store: Path | None = None,
+        on_killed: Callable[[], None] | None = None,
     ) -> None:
         self.session_id = thread_id
         self._server = server
         self._descriptor = descriptor
         self._log = log
         self._store = store
+        self._on_killed = on_killed
         self._turn: CodexDecoder | None = None
         self._turn_open = False
 
@@ -127,9 +131,11 @@ class CodexTransport(SessionTransport):
         """At close, when no turn is in flight: end the app server at once if the thread's
         rollout already ends with the last turn's ``task_complete`` (the session the core syncs
         is whole; nothing Codex still does at shutdown lands anywhere but the home, which is
-        removed), else close its stdin and wait (at most :data:`_EXIT_GRACE`) for it, and so its
-        namespace, to exit, like at the end of a ``codex exec``. Never raises; whatever is left
-        the core's stop ends (it runs next either way)."""
+        removed): SIGKILL, then the home's cleanup (``on_killed``) while the kernel tears the
+        app server down, then wait for it to be gone. Otherwise close its stdin and wait (at most
+        :data:`_EXIT_GRACE`) for it, and so its namespace, to exit, like at the end of a ``codex
+        exec``. Never raises; whatever is left the core's stop ends (it runs next either way),
+        and the home's cleanup runs again after it (for what a dying process still wrote)."""
         process = self._server.process
         turn = self._turn
         if self._turn_open and (turn is None or not turn.ended):
@@ -140,7 +146,10 @@ class CodexTransport(SessionTransport):
         with anyio.CancelScope(shield=True), anyio.move_on_after(_EXIT_GRACE) as scope:
             try:
                 if turn is not None and self._rollout_settled(turn):
-                    how = "stopped, rollout complete"
+                    how = "killed, rollout complete"
+                    process.kill()
+                    if self._on_killed is not None:
+                        self._on_killed()
                     await process.stop(grace=0)
                     code = process.returncode
                 else:
@@ -264,7 +273,8 @@ async def open_transport(
             seed=seed,
             base_url=endpoint.base_url if endpoint is not None else None,
         )
-    ctx.callback(_remove_home, home, seed, sessions_dir(ctx.state_dir), ctx.log)
+    cleanup = _HomeCleanup(home, seed, sessions_dir(ctx.state_dir), ctx.log)
+    ctx.callback(cleanup)
     if target.resume is not None:
         link_rollout(sessions_dir(ctx.state_dir), home.path, target.resume.id)
     env = {**ctx.env, **home.extra_env, "CODEX_HOME": str(home.path)}
@@ -327,21 +337,35 @@ async def open_transport(
             kind="codex",
         )
     ctx.log.info("codex.thread.opened", thread_id=thread_id, resumed=target.resume is not None)
-    transport = CodexTransport(server, thread_id, descriptor, ctx.log, store=home.path / "sessions")
+    transport = CodexTransport(
+        server, thread_id, descriptor, ctx.log, store=home.path / "sessions", on_killed=cleanup
+    )
     # registered last, so it runs first at close: before the core's stop of the namespace
     ctx.async_callback(transport.end_input)
     return transport
 
 
-def _remove_home(home: CodexHome, seed: Path | None, store: Path, log: Any) -> None:
-    """At close, once the app server is gone: the home's rollouts to the run's store, then the
-    home away (whatever the move did: a failure is logged, the home still removed)."""
-    started = time.perf_counter()
-    try:
-        save_rollouts(home.path, store)
-    except OSError as exc:
-        log.error("codex.rollout.save_failed", error=f"{type(exc).__name__}: {exc}")
-    if seed is not None:
-        discard_system_skills(seed, home.path, log)  # the seed's files: deleted on a thread
-    home.remove()
-    log.info("codex.home.removed", seconds=round(time.perf_counter() - started, 4))
+class _HomeCleanup:
+    """The home's rollouts to the run's store, then the home away (whatever the move did: a
+    failure is logged, the home still removed). Called once the app server is killed (so it
+    overlaps the kernel's teardown of it) and by the close stack once every process of the step
+    is gone, which then finds nothing left, or only what a process wrote while it died."""
+
+    def __init__(self, home: CodexHome, seed: Path | None, store: Path, log: Any) -> None:
+        self._home, self._seed, self._store, self._log = home, seed, store, log
+        self._ran = False
+
+    def __call__(self) -> None:
+        if self._ran and not self._home.path.exists():
+            return
+        self._ran = True
+        started = time.perf_counter()
+        try:
+            save_rollouts(self._home.path, self._store)
+        except OSError as exc:
+            self._log.error("codex.rollout.save_failed", error=f"{type(exc).__name__}: {exc}")
+        if self._seed is not None:
+            # the seed's files: deleted on a thread
+            discard_system_skills(self._seed, self._home.path, self._log)
+        self._home.remove()
+        self._log.info("codex.home.removed", seconds=round(time.perf_counter() - started, 4))
