@@ -182,3 +182,26 @@ def test_usage_errors() -> None:
     listed = jigs("list")
     assert listed.returncode == 0
     assert "no runs are kept" in listed.stdout
+
+
+@pytest.mark.anyio
+async def test_listing_files_a_machine_crash_emptied_are_taken_and_written_again(
+    tmp_path: Path, jigs_data_dir: Path
+) -> None:
+    """run.json and the stored-session records only list (they are not fsynced): emptied, as
+    a crash may leave them, `jigs runs` still lists the run, and its next step writes run.json
+    again."""
+    tree = _tree(tmp_path, "tree")
+    run_id = f"review/PR-{uuid.uuid4().hex[:6]}"
+    await _step(tree, run_id, None)
+    (run_dir,) = [p for p in (jigs_data_dir / "runs").iterdir() if p.is_dir()]
+    emptied = [run_dir / "run.json", *run_dir.glob("*/stored/*.json")]
+    assert len(emptied) == 2
+    for path in emptied:
+        path.write_bytes(b"")
+    runs = runs_json(None)
+    assert list(runs) == [run_dir.name]  # the safe name stands in for the lost real id
+    await _step(tree, run_id, None, "again")
+    runs = runs_json(None)
+    assert list(runs) == [run_id]
+    assert len(runs[run_id]["sessions"]) == 2  # both steps' sessions, from the store

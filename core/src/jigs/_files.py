@@ -9,10 +9,15 @@ from pathlib import Path
 __all__ = ["write_atomic"]
 
 
-def write_atomic(path: Path, data: bytes, *, temp_name: str | None = None) -> None:
+def write_atomic(
+    path: Path, data: bytes, *, temp_name: str | None = None, durable: bool = True
+) -> None:
     """Write ``data`` to ``path`` (0600) through a temporary file beside it, fsynced, then
     renamed over ``path``. ``temp_name`` names the temporary file (default: a hidden name with
-    a random part); it is removed on every path. Raises ``OSError`` as the filesystem does."""
+    a random part); it is removed on every path. ``durable=False`` skips the fsync, for a file
+    that only lists or describes (a reader never sees half of it, but a crash of the machine
+    may leave it empty or missing: its readers must take that). Raises ``OSError`` as the
+    filesystem does."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(temp_name or f".{path.name}.jigs-{os.urandom(6).hex()}.tmp")
     try:
@@ -20,7 +25,8 @@ def write_atomic(path: Path, data: bytes, *, temp_name: str | None = None) -> No
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         tmp.replace(path)
     finally:
         with contextlib.suppress(FileNotFoundError):

@@ -87,14 +87,18 @@ def session_prefix(run_id: str, kind: str, session_id: str) -> str:
 
 
 def record_run(run: RunMetadata) -> None:
-    """Note the run's real id in ``<data>/runs/<safe id>/run.json`` (once) for ``jigs runs``."""
+    """Note the run's real id in ``<data>/runs/<safe id>/run.json`` (once) for ``jigs runs``:
+    a listing, so not fsynced (``jigs runs`` shows the safe name where a machine crash left it
+    empty, and the run's next step writes it again)."""
     path = data_dir() / "runs" / _safe(run.workflow_run_id) / RUN_FILE
-    if path.exists():
-        return
+    with contextlib.suppress(OSError):
+        if path.stat().st_size:
+            return
     with contextlib.suppress(OSError):
         write_atomic(
             path,
             json.dumps({"run_id": run.workflow_run_id, "created": time.time()}).encode(),
+            durable=False,
         )
 
 
@@ -177,8 +181,12 @@ async def save_snapshot(store: SessionStore, snap: Snapshot, ctx: HarnessContext
         "saved": time.time(),
     }
     name = snap.digest.removeprefix("sha256:")[:32]
-    with contextlib.suppress(OSError):
-        write_atomic(ctx.state_dir / STORED_DIR / f"{name}.json", json.dumps(record).encode())
+    with contextlib.suppress(OSError):  # a listing for ``jigs runs`` (the store is the record)
+        write_atomic(
+            ctx.state_dir / STORED_DIR / f"{name}.json",
+            json.dumps(record).encode(),
+            durable=False,
+        )
     log.info(
         "store.session.saved",
         store=_describe(store),
