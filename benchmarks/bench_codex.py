@@ -16,7 +16,7 @@ with them, they slowed the next step). Then ``--breakdown`` more jigs steps run 
 jigs' structlog events captured (outside the timed pairs, so capturing costs the headline
 nothing) and the median of each stage of the step is printed: open (checks and lock, proxy, home
 seed, app-server spawn, initialize, thread start), turn, close (app server kill, home removal
-during its teardown, its end, proxy stop, lock and session save).
+and session store during its teardown, its end, proxy stop, lock release).
 """
 
 from __future__ import annotations
@@ -49,12 +49,14 @@ OPEN_MARKS = (
 )
 TURN_MARKS = (("turn (turn/start to completed)", "turn.finished"), ("result", "*turned"))
 CLOSE_MARKS = (
-    # a settled thread: the app server is killed, its home removed while the kernel tears it
-    # down, then its end awaited (otherwise: its exit at end of input, then the home removal)
+    # a settled thread: the app server is killed, its home removed and the session stored while
+    # the kernel tears it down, then its end awaited (otherwise: its exit at end of input, then
+    # the home removal, the session stored last)
     ("app server kill, home removal", "codex.home.removed"),
+    ("session stored (while it dies)", "store.session.saved"),
     ("app server gone", "codex.app_server.stopped"),
     ("proxy stop", "jigs.proxy.stopped"),
-    ("lock release, session save", "runner.closed"),
+    ("lock release", "runner.closed"),
     ("rest of close", "*closed"),
 )
 

@@ -540,3 +540,39 @@ async def test_a_crash_message_redacts_secret_values_from_stderr(worktree, run_m
             await generate_text(runner.model, prompt="leakenv:DEPLOY_TOKEN crash")
     assert "tok-very-secret-123" not in str(info.value)
     assert "[redacted]" in info.value.stderr_tail
+
+
+async def test_a_session_said_complete_is_stored_while_the_close_runs(worktree, run_meta):
+    """ctx.sessions_complete() during close stores the session at once (a kind calls it once
+    its killed CLI can write nothing more, then waits for it to be gone): stored once, before
+    the lock is released; outside close it does nothing."""
+    runner = await create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta)
+    result = await generate_text(runner.model, prompt="hello")
+    ctx = runner._step.ctx
+    during: list[list[str]] = []
+    with capture_logs() as logs:
+        ctx.sessions_complete()  # not closing: nothing happens
+        assert [e["event"] for e in logs] == []
+
+        async def a_cli_that_takes_its_time_to_die() -> None:
+            ctx.sessions_complete()
+            ctx.sessions_complete()  # a second call: nothing more
+            for _ in range(300):
+                if any(e["event"] == "store.session.saved" for e in logs):
+                    break
+                await anyio.sleep(0.01)
+            during.append([e["event"] for e in logs])
+
+        runner._step.stack.push_async_callback(a_cli_that_takes_its_time_to_die)
+        await runner.close()
+    events = [e["event"] for e in logs]
+    assert "store.session.saved" in during[0]  # stored while the close still waited
+    assert events.count("store.session.saved") == 1
+    assert events.index("store.session.saved") < events.index("runner.lock.released")
+    session = runner.session_from(result)
+    assert session is not None
+    assert session.store_key is not None
+    again = await run_agent(
+        harness=harnesses.echo(), cwd=worktree, prompt="again", run=run_meta, resume=session
+    )
+    assert again.text

@@ -323,6 +323,8 @@ class Step:
         self.closed = False
         self.started = time.perf_counter()
         self._closing = anyio.Lock()
+        self._sessions_saving = False
+        self._sessions_saved = anyio.Event()
         self._engine: TurnEngine | None = None
         #: The step's OpenTelemetry span (None without ``opentelemetry-api``).
         self.span: Any = None
@@ -523,12 +525,26 @@ class Step:
                     self.ctx.closed = True
                 started = time.perf_counter()
                 with anyio.move_on_after(CLOSE_TIMEOUT) as scope:
-                    await self.stack.aclose()
+                    async with anyio.create_task_group() as group:
+                        # a kind that says its session is complete (ctx.sessions_complete)
+                        # has it stored while the rest of the close runs
+                        ctx = self.ctx if isinstance(self.ctx, _StepContext) else None
+
+                        def store_now() -> None:
+                            group.start_soon(self._save_sessions)
+
+                        if ctx is not None:
+                            ctx.on_sessions_complete = store_now
+                        try:
+                            await self.stack.aclose()
+                        finally:
+                            if ctx is not None:
+                                ctx.on_sessions_complete = None
                 if scope.cancelled_caught:
                     self.log.warning("runner.close.timeout", seconds=CLOSE_TIMEOUT)
                     if self.lock is not None:
                         self.lock.release()
-                await self._save_sessions()
+                await self._save_sessions()  # at once when it ran already
                 if self.ctx is not None:
                     self.log.info("runner.closed", seconds=round(time.perf_counter() - started, 4))
                 from jigs import _otel
@@ -548,7 +564,21 @@ class Step:
         return snap.key, snap.digest
 
     async def _save_sessions(self) -> None:
-        """Store the engine's latest session and every snapshot handed out; never raises."""
+        """Store the engine's latest session and every snapshot handed out, once (a second
+        call, or one while the first runs, returns when it is done); never raises."""
+        if self._sessions_saved.is_set():
+            return
+        if self._sessions_saving:
+            await self._sessions_saved.wait()
+            return
+        self._sessions_saving = True
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._store_sessions()
+        finally:
+            self._sessions_saved.set()
+
+    async def _store_sessions(self) -> None:
         store, ctx, harness = self.store, self.ctx, self.harness
         try:
             if store is None or ctx is None or harness is None or self.workdir is None:
@@ -604,6 +634,13 @@ class _StepContext(HarnessContext):
     ``begin_proxy``, idempotent)."""
 
     begin_proxy: Callable[[], None] | None = None
+    #: Set by the step while it closes: stores the sessions now (see :meth:`sessions_complete`).
+    on_sessions_complete: Callable[[], None] | None = None
+
+    def sessions_complete(self) -> None:
+        store, self.on_sessions_complete = self.on_sessions_complete, None
+        if store is not None:
+            store()
 
     async def launch(
         self,

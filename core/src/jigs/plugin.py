@@ -218,6 +218,16 @@ class HarnessContext(msgspec.Struct):
         self.stack.callback(shutil.rmtree, path, True)
         return path
 
+    def sessions_complete(self) -> None:
+        """Say, while the step closes, that the session's artifacts
+        (:meth:`Harness.session_artifacts`) are complete: the core then stores them while the
+        rest of the close runs, instead of after it. For a kind whose CLI is killed at close:
+        call it once the CLI can write nothing more (killed, its files where
+        ``session_artifacts`` finds them), before waiting for its processes to be gone. The
+        close still returns only once they are stored. Anywhere else, and a second time, it
+        does nothing; never raises."""
+        return
+
     def callback(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` at close (after later-registered cleanups)."""
         self.stack.callback(fn, *args)

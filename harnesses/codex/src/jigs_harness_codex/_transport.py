@@ -131,11 +131,12 @@ class CodexTransport(SessionTransport):
         """At close, when no turn is in flight: end the app server at once if the thread's
         rollout already ends with the last turn's ``task_complete`` (the session the core syncs
         is whole; nothing Codex still does at shutdown lands anywhere but the home, which is
-        removed): SIGKILL, then the home's cleanup (``on_killed``) while the kernel tears the
-        app server down, then wait for it to be gone. Otherwise close its stdin and wait (at most
-        :data:`_EXIT_GRACE`) for it, and so its namespace, to exit, like at the end of a ``codex
-        exec``. Never raises; whatever is left the core's stop ends (it runs next either way),
-        and the home's cleanup runs again after it (for what a dying process still wrote)."""
+        removed): SIGKILL, then the home's cleanup and the session's storing (``on_killed``)
+        while the kernel tears the app server down, then wait for it to be gone. Otherwise
+        close its stdin and wait (at most :data:`_EXIT_GRACE`) for it, and so its namespace, to
+        exit, like at the end of a ``codex exec``. Never raises; whatever is left the core's
+        stop ends (it runs next either way), and the home's cleanup runs again after it (for
+        what a dying process still wrote)."""
         process = self._server.process
         turn = self._turn
         if self._turn_open and (turn is None or not turn.ended):
@@ -337,8 +338,13 @@ async def open_transport(
             kind="codex",
         )
     ctx.log.info("codex.thread.opened", thread_id=thread_id, resumed=target.resume is not None)
+
+    def killed() -> None:  # the rollouts to the run's store, then stored while Codex dies
+        cleanup()
+        ctx.sessions_complete()
+
     transport = CodexTransport(
-        server, thread_id, descriptor, ctx.log, store=home.path / "sessions", on_killed=cleanup
+        server, thread_id, descriptor, ctx.log, store=home.path / "sessions", on_killed=killed
     )
     # registered last, so it runs first at close: before the core's stop of the namespace
     ctx.async_callback(transport.end_input)
