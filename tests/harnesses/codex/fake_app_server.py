@@ -17,6 +17,9 @@ fail-turn     complete the turn with status "failed"
 deaf          like ok, but keep running when stdin ends (only a signal stops it)
 requests      during the turn, send approval requests and an unknown request; the answer text
               is the JSON of the replies received
+scribbler     like ok, but the turn writes a whole rollout (ending with its task_complete) to
+              $CODEX_HOME/sessions and starts a ``setsid`` child that creates files in
+              $CODEX_HOME without pause until it is killed (its pid in ``scribbler.pid``)
 
 Every mode appends each message it reads to ``fake-codex-rpc.jsonl`` in its working directory
 (the worktree), so tests can assert what jigs sent.
@@ -105,6 +108,28 @@ def main():
                 sys.stdout.write('{"method": "item/agentMessage/delta", "params": {"del')
                 sys.stdout.flush()
                 return 3
+            if MODE == "scribbler":
+                import subprocess
+
+                home = os.environ["CODEX_HOME"]
+                day = os.path.join(home, "sessions", "2026", "12", "01")
+                os.makedirs(day, exist_ok=True)
+                meta = {"type": "session_meta", "payload": {"id": thread}}
+                done = {"type": "event_msg", "payload": {"type": "task_complete", "turn_id": turn}}
+                with open(
+                    os.path.join(day, f"rollout-2026-12-01T00-00-00-{thread}.jsonl"), "w"
+                ) as fh:
+                    fh.write(json.dumps(meta) + "\n" + json.dumps(done) + "\n")
+                loop = (
+                    "import os, sys, itertools\n"
+                    "for n in itertools.count():\n"
+                    "    open(os.path.join(sys.argv[1], f'scribble-{n}'), 'w').close()\n"
+                )
+                child = subprocess.Popen([sys.executable, "-c", loop, home], start_new_session=True)
+                with open(os.path.join(os.getcwd(), "scribbler.pid"), "w") as fh:
+                    fh.write(str(child.pid))
+                while not any(n.startswith("scribble-") for n in os.listdir(home)):
+                    time.sleep(0.005)
             answer = "fake answer"
             if (msg.get("params") or {}).get("outputSchema"):
                 answer = json.dumps({"ok": True})

@@ -402,3 +402,42 @@ def test_resolution_order_env_var_then_path_then_wheel(tmp_path, monkeypatch):
     explicit.chmod(0o755)
     monkeypatch.setenv("JIGS_CODEX_EXECUTABLE", str(explicit))
     assert harness.resolve_executable({"PATH": str(bindir)}).path == explicit
+
+
+async def test_a_home_written_to_while_the_app_server_dies_is_still_removed(
+    fake_codex, worktree, run_meta
+):
+    """A settled thread's app server is killed and its home removed while the kernel tears it
+    down; a detached process that keeps creating files in the home until it is killed races
+    that removal (the second pass after the namespace is gone is unit-tested in
+    test_codex_home), and the close still ends with the home gone, the rollout stored, and the
+    writer dead."""
+    from codex_helpers import alive, kill_quietly
+    from jigs._paths import run_state_dir
+    from jigs._proctree import outer_pid
+
+    fake_codex("scribbler")
+    writer = None
+    try:
+        with capture_logs() as logs:
+            async with create_agent_runner(
+                _descriptor(), cwd=worktree, run=run_meta, agents_env=[]
+            ) as runner:
+                result = await generate_text(runner.model, prompt="write on")
+                writer = outer_pid(int((worktree / "scribbler.pid").read_text()), worktree)
+                assert writer is not None
+                assert alive(writer)
+                session = runner.session_from(result)
+        (stopped,) = [e for e in logs if e["event"] == "codex.app_server.stopped"]
+        assert stopped["how"] == "killed, rollout complete"
+        assert not alive(writer)
+        state = run_state_dir(run_meta.workflow_run_id, "codex")
+        assert list((state / "homes").iterdir()) == []
+        assert [p.name for p in (state / "sessions").rglob("rollout-*.jsonl")] == [
+            f"rollout-2026-12-01T00-00-00-{session.id}.jsonl"
+        ]
+        assert session.store_key is not None
+        _nothing_left()
+    finally:
+        if writer is not None:
+            kill_quietly(writer)
