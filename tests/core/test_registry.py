@@ -171,3 +171,26 @@ def test_one_plugin_module_can_serve_two_kinds(site):
     rows = listed(site)
     assert rows["one"]["error"] is None
     assert rows["two"]["error"] is None
+
+
+def test_a_wheel_folder_is_trusted_while_its_dist_info_is_there(tmp_path, monkeypatch):
+    """wheel_package_dir reads a site dir's listing once per change of it: a removed
+    distribution (its .dist-info gone) is seen at the next lookup, a reinstalled one too."""
+    import importlib
+
+    from jigs.executables import wheel_package_dir
+
+    site = tmp_path / "site"
+    (site / "jigs_probe_pkg").mkdir(parents=True)
+    (site / "jigs_probe_pkg" / "__init__.py").write_text("")
+    info = site / "jigs_probe_dist-1.0.dist-info"
+    info.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    assert wheel_package_dir("jigs_probe_pkg", "jigs-probe-dist") == site / "jigs_probe_pkg"
+    assert wheel_package_dir("jigs_probe_pkg", "jigs-probe-dist") == site / "jigs_probe_pkg"
+    assert wheel_package_dir("jigs_probe_pkg", "another-dist") is None
+    info.rmdir()
+    assert wheel_package_dir("jigs_probe_pkg", "jigs-probe-dist") is None
+    (site / "jigs_probe_dist-1.1.dist-info").mkdir()
+    assert wheel_package_dir("jigs_probe_pkg", "jigs-probe-dist") == site / "jigs_probe_pkg"

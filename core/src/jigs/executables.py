@@ -49,14 +49,29 @@ def wheel_package_dir(package: str, distribution: str) -> Path | None:
     if len(folders) != 1:
         return None
     folder = Path(folders[0])
+    return folder if _has_dist_info(str(folder.parent), distribution) else None
+
+
+#: (site dir, its mtime, distribution) -> whether its ``.dist-info`` is there: the listing of a
+#: site dir (hundreds of entries) is read again only once an install or removal changed it.
+_DIST_INFO: dict[tuple[str, int, str], bool] = {}
+
+
+def _has_dist_info(site: str, distribution: str) -> bool:
     try:
-        siblings = os.listdir(folder.parent)
+        key = (site, os.stat(site).st_mtime_ns, distribution)
     except OSError:
-        return None
-    prefix = distribution.replace("-", "_").lower() + "-"
-    if not any(n.lower().startswith(prefix) and n.endswith(".dist-info") for n in siblings):
-        return None
-    return folder
+        return False
+    found = _DIST_INFO.get(key)
+    if found is None:
+        try:
+            siblings = os.listdir(site)
+        except OSError:
+            return False
+        prefix = distribution.replace("-", "_").lower() + "-"
+        found = any(n.lower().startswith(prefix) and n.endswith(".dist-info") for n in siblings)
+        _DIST_INFO[key] = found
+    return found
 
 
 class Resolved(msgspec.Struct, frozen=True):

@@ -376,3 +376,30 @@ def test_home_cleanup_run_early_then_again_removes_what_a_dying_process_wrote(tm
         assert not home.path.exists()
         cleanup()
     assert [e["event"] for e in logs] == ["codex.home.removed", "codex.home.removed"]
+
+
+@pytest.mark.parametrize(
+    ("reported", "used"),
+    [
+        ("{store}/2026/12/01/rollout-2026-12-01T00-00-00-{id}.jsonl", True),
+        ("{store}/../../elsewhere/rollout-x-{id}.jsonl", False),  # out of the home by ..
+        ("/etc/rollout-x-{id}.jsonl", False),  # not in the home's sessions
+        ("{store}/2026/rollout-x-01a22966-6fd2-7931-9655-000000000000.jsonl", False),  # another
+        ("{store}/2026/notes-{id}.jsonl", False),  # not a rollout's name
+        (None, False),
+        (42, False),
+    ],
+)
+def test_the_rollout_path_codex_reports_is_used_only_inside_the_home(tmp_path, reported, used):
+    """thread.path (unstable in Codex's protocol) spares a search of the home at close, and is
+    trusted only as a rollout of this thread inside the home's sessions; otherwise the rollout
+    is looked up by name."""
+    from jigs_harness_codex._transport import _rollout_hint
+
+    store = tmp_path / "home" / "sessions"
+    thread = "01a22966-6fd2-7931-9655-85c89129d947"
+    path = reported.format(store=store, id=thread) if isinstance(reported, str) else reported
+    hint = _rollout_hint(path, store, thread)
+    assert (hint is not None) is used
+    if used:
+        assert hint == Path(path)

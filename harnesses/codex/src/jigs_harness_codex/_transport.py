@@ -117,6 +117,7 @@ class CodexTransport(SessionTransport):
         *,
         store: Path | None = None,
         on_killed: Callable[[], None] | None = None,
+        rollout: object = None,
     ) -> None:
         self.session_id = thread_id
         self._server = server
@@ -124,6 +125,7 @@ class CodexTransport(SessionTransport):
         self._log = log
         self._store = store
         self._on_killed = on_killed
+        self._rollout = _rollout_hint(rollout, store, thread_id)
         self._turn: CodexDecoder | None = None
         self._turn_open = False
 
@@ -175,7 +177,9 @@ class CodexTransport(SessionTransport):
         ``task_complete`` record (Codex writes it before it reports the turn completed)."""
         if self._store is None or not turn.turn_id:
             return False
-        path = rollout_for(self._store, str(self.session_id))
+        path = self._rollout
+        if path is None or not path.is_file():
+            path = rollout_for(self._store, str(self.session_id))
         if path is None:
             return False
         try:
@@ -219,6 +223,22 @@ class CodexTransport(SessionTransport):
         self._server.on_request = Approver(approve, decoder.paths, self._log)
         self._log.info("codex.turn.started", thread_id=thread_id, turn_id=turn_id)
         return CodexTurn(self._server, decoder, self._log)
+
+
+def _rollout_hint(path: object, store: Path | None, thread_id: str) -> Path | None:
+    """The rollout path the app server reported for the thread (``thread.path``, marked
+    unstable in its protocol), when it is a ``rollout-*-<thread id>.jsonl`` file name inside the
+    home's ``sessions`` (as reported, no ``..``); None otherwise, and the rollout is then
+    looked up by name (:func:`rollout_for`)."""
+    if store is None or not isinstance(path, str) or not thread_id:
+        return None
+    candidate = Path(path)
+    name = candidate.name
+    if not (name.startswith("rollout-") and name.endswith(f"-{thread_id}.jsonl")):
+        return None
+    if ".." in candidate.parts or store not in candidate.parents:
+        return None
+    return candidate
 
 
 def _mcp_startup_error(exc: AppServerRpcError, descriptor: CodexDescriptor) -> AgentTurnError:
@@ -344,7 +364,13 @@ async def open_transport(
         ctx.sessions_complete()
 
     transport = CodexTransport(
-        server, thread_id, descriptor, ctx.log, store=home.path / "sessions", on_killed=killed
+        server,
+        thread_id,
+        descriptor,
+        ctx.log,
+        store=home.path / "sessions",
+        on_killed=killed,
+        rollout=((result or {}).get("thread") or {}).get("path"),
     )
     # registered last, so it runs first at close: before the core's stop of the namespace
     ctx.async_callback(transport.end_input)
