@@ -449,25 +449,29 @@ class ManagedProcess:
                 self._cli_unborn = [p for p, _ in members] == [self._init and self._init[0]]
                 _proctree.signal_procs(members, sig)
             return
-        if self._process.returncode is None:
-            # freeze unshare so it cannot be between fork() and its child's PR_SET_PDEATHSIG
-            # while we look for that child
+        frozen = False
+        known = self._init is not None and bool(_proctree.live([self._init]))
+        if self._process.returncode is None and not known:
+            # no live first process yet: freeze unshare so it cannot be between fork() and its
+            # child's PR_SET_PDEATHSIG while we look for that child once more
             with contextlib.suppress(OSError):
                 os.kill(self.pid, signal.SIGSTOP)
+                frozen = True
             _proctree.wait_stopped(self.pid, 0.05)
             self._init = None
             self._find_init()
         if self._init is not None:
             _proctree.kill_procs([self._init])
         if self._process.returncode is None:
-            # with its child killed, unshare is let go on: it reaps that child, which happens
-            # once the namespace is empty, and exits, so its exit (which the event loop sees at
-            # once) is the namespace's end and nobody polls for it; with no child found, it is
-            # killed as well (the child, if any, dies with it: PR_SET_PDEATHSIG)
-            resume = signal.SIGCONT if self._init is not None else signal.SIGKILL
-            self._reaps_killed = resume == signal.SIGCONT
-            with contextlib.suppress(OSError):
-                os.kill(self.pid, resume)
+            # with its child killed, unshare is left running: it reaps that child, which
+            # happens once the namespace is empty, and exits, so its exit (which the event loop
+            # sees at once) is the namespace's end and nobody polls for it; with no child
+            # found, it is killed as well (the child, if any, dies with it: PR_SET_PDEATHSIG)
+            self._reaps_killed = self._init is not None
+            resume = signal.SIGCONT if self._reaps_killed else signal.SIGKILL
+            if frozen or resume == signal.SIGKILL:
+                with contextlib.suppress(OSError):
+                    os.kill(self.pid, resume)
 
     async def _term_late_cli(self) -> None:
         """After a TERM sent before ``timeout`` forked the CLI: TERM the CLI once it appears."""
