@@ -9,7 +9,11 @@ environment, read to the end. Both use the CLI jigs resolves and the same local
 :class:`jigs_testing.ModelServer`, alternating within one run.
 
 The headline ratio (target at most 1.05) is against ``codex exec`` with a **reused** home, warmed
-once before timing: how people run ``codex``. The raw CLI with a **fresh** home per run (which
+once before timing: how people run ``codex``; its quartiles over the pairs show the spread. A
+second set of pairs then times the same turn through a bare ``codex app-server`` driven with
+jigs' JSON-RPC and nothing else (reused home, no namespace, proxy, lock or private home), so
+the headline splits into what Codex's app-server path costs against ``codex exec`` and jigs'
+share. The raw CLI with a **fresh** home per run (which
 pays the set-up jigs' seeded home avoids) is a labelled reference line, as is the app server's
 start time (launch to the ``initialize`` answer), both measured after the pairs (interleaved
 with them, they slowed the next step). Then ``--breakdown`` more jigs steps run with
@@ -93,6 +97,62 @@ async def app_server_start(exe: Path, env: dict[str, str], cwd: str) -> float:
         return elapsed
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+async def bare_app_server_turn(exe: Path, env: dict[str, str], cwd: str) -> None:
+    """One turn through ``codex app-server`` with no jigs: initialize, thread/start with the
+    params jigs sends, turn/start, read to ``turn/completed``, then kill it and wait (as jigs'
+    close does once the rollout is complete)."""
+    import json
+
+    async with await anyio.open_process(
+        [str(exe), "app-server"],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        stdout = proc.stdout
+        buffer = b""
+
+        async def send(message: dict[str, Any]) -> None:
+            assert proc.stdin is not None
+            await proc.stdin.send((json.dumps(message) + "\n").encode())
+
+        async def until(done: Any) -> dict[str, Any]:
+            nonlocal buffer
+            while True:
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    message = json.loads(line)
+                    if done(message):
+                        return message  # type: ignore[no-any-return]
+                buffer += await stdout.receive()
+
+        await send({"id": 1, "method": "initialize", "params": {"clientInfo": _CLIENT}})
+        await until(lambda m: m.get("id") == 1)
+        await send({"method": "initialized"})
+        thread = {"cwd": cwd, "approvalPolicy": "never", "sandbox": "danger-full-access"}
+        thread["model"] = "bench-model"
+        await send({"id": 2, "method": "thread/start", "params": thread})
+        started = await until(lambda m: m.get("id") == 2)
+        text = [{"type": "text", "text": "say it", "text_elements": []}]
+        turn = {"threadId": started["result"]["thread"]["id"], "input": text}
+        await send({"id": 3, "method": "turn/start", "params": turn})
+        await until(lambda m: m.get("method") == "turn/completed")
+        proc.kill()
+        await proc.wait()
+
+
+_CLIENT = {"name": "bench", "version": "0"}
+
+
+def quartiles(values: list[float]) -> str:
+    q1, q2, q3 = statistics.quantiles(values, n=4)
+    return f"{q1:.3f} / {q2:.3f} / {q3:.3f}"
 
 
 class Capture:
@@ -223,8 +283,18 @@ async def main_async(runs: int, breakdown: int) -> int:
                 assert result.text == "benchmark answer", result.text
                 return elapsed
 
+            bare_home = tempfile.mkdtemp(prefix="jigs-bench-codex-bare-")
+            Path(bare_home, "config.toml").write_text(config)
+
+            async def bare(i: int) -> float:
+                server.add(text("benchmark answer"))
+                started = time.perf_counter()
+                await bare_app_server_turn(exe.path, env | {"CODEX_HOME": bare_home}, tree)
+                return time.perf_counter() - started
+
             await raw_reused()  # the reused home's first run (``alternate`` warms both once more)
             pairs = await alternate(raw_reused, jigs, runs)
+            bare_pairs = await alternate(raw_reused, bare, runs) if runs else None
 
             # the references after the pairs: interleaved, a fresh-home run and an app server
             # killed at once left work behind that slowed the next jigs step
@@ -247,11 +317,31 @@ async def main_async(runs: int, breakdown: int) -> int:
                 broken.append((started, capture.events))
             structlog.reset_defaults()
             shutil.rmtree(reused_home, ignore_errors=True)
+            shutil.rmtree(bare_home, ignore_errors=True)
 
     def ms(values: list[float]) -> str:
         return f"median {statistics.median(values) * 1000:.1f} ms"
 
-    report("raw codex exec --json turn (reused home)", "jigs warm step (runner+turn+close)", pairs)
+    ratio = report(
+        "raw codex exec --json turn (reused home)", "jigs warm step (runner+turn+close)", pairs
+    )
+    print(f"  ratio quartiles over the pairs: {quartiles(pairs.ratios)}")
+    if bare_pairs is not None:
+        print(
+            "reference, measured after: the same turn through a bare `codex app-server` (the "
+            "JSON-RPC jigs sends, a reused home; no namespace, proxy, lock or private home), "
+            "alternated with raw `codex exec`:"
+        )
+        bare_ratio = statistics.median(bare_pairs.ratios)
+        print(
+            f"  raw codex exec median {statistics.median(bare_pairs.raws) * 1000:.1f} ms, bare "
+            f"app server median {statistics.median(bare_pairs.ours) * 1000:.1f} ms, median "
+            f"ratio {bare_ratio:.3f} over {len(bare_pairs.ratios)} pairs"
+        )
+        print(
+            f"  so Codex's app-server path alone is {bare_ratio:.3f}x `codex exec` here, and "
+            f"jigs' own share of the headline about {ratio / bare_ratio:.3f}x"
+        )
     print(f"raw codex exec --json turn (fresh home, reference): {ms(fresh)}")
     print(f"app server start (launch to initialize answer): {ms(starts)}")
     if broken:
