@@ -1,9 +1,11 @@
 """The step's proxy starts without holding the step up, and a start that fails never hangs the CLI.
 
 ``prepare_model_endpoint`` binds the socket and checks the arguments in the caller; the step
-then begins the proxy's thread, which brings its loop up while the step goes on. These tests
-attack the window that opens: a request sent before the loop serves, a loop that never serves, a step closed before it serves, and a
-proxy closed before it served.
+then begins serving it on the process's proxy loop (a thread kept between steps), while the step
+goes on. These tests attack the window that opens: a request sent before the proxy serves, a
+proxy that never serves, a step closed before it serves, a proxy closed before it served; and
+the shared loop: a proxy that fails does not take it down, two steps' proxies are served side
+by side and stop one by one.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import socket
 import threading
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -58,6 +61,25 @@ def _proxy_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "jigs-proxy"]
 
 
+def _port(endpoint: Any) -> int:
+    return int(endpoint.base_url.split(":")[2].split("/")[0])
+
+
+def _refused(endpoint: Any) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", _port(endpoint)), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+async def _answered(endpoint: Any, upstream: Any) -> None:
+    async with httpx.AsyncClient() as client:
+        reply = await client.get(f"{endpoint.base_url}/v1/models", timeout=5)
+    assert reply.status_code == 200
+    assert upstream.seen[-1].values("authorization") == [f"Bearer {KEY}"]
+
+
 async def test_a_request_sent_before_the_proxy_serves_waits_and_is_answered(monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
     original = _model_proxy._ProxyThread._serve
@@ -78,7 +100,7 @@ async def test_a_request_sent_before_the_proxy_serves_waits_and_is_answered(monk
         assert reply.status_code == 200
         assert upstream.seen[-1].target == "/v1/models"
         assert upstream.seen[-1].values("authorization") == [f"Bearer {KEY}"]
-    assert not _proxy_threads(), "closing the stack joins the proxy's thread"
+    assert _refused(endpoint), "closing the stack stops the proxy"
 
 
 async def test_a_proxy_thread_that_cannot_serve_refuses_the_cli_at_once(monkeypatch):
@@ -102,8 +124,12 @@ async def test_a_proxy_thread_that_cannot_serve_refuses_the_cli_at_once(monkeypa
         with anyio.fail_after(5):
             while ("jigs.proxy.failed", {"error": "OSError"}) not in log.events:
                 await anyio.sleep(0.01)
-    assert not _proxy_threads()
     assert KEY not in repr(log.events)
+    # the failure took down only that proxy: the loop serves the next step's
+    monkeypatch.undo()
+    monkeypatch.setenv(KEY_ENV, KEY)
+    async with running_upstream() as upstream, AsyncExitStack() as stack:
+        await _answered(_open(upstream.url, stack, _Log()), upstream)
 
 
 async def test_a_step_closed_before_its_proxy_serves_stops_it_and_frees_the_port(monkeypatch):
@@ -118,11 +144,8 @@ async def test_a_step_closed_before_its_proxy_serves_stops_it_and_frees_the_port
     async with running_upstream() as upstream:
         async with AsyncExitStack() as stack:
             endpoint = _open(upstream.url, stack, _Log())
-        # the stack closed while the thread was still starting: it waited, stopped, joined
-        assert not _proxy_threads()
-        port = int(endpoint.base_url.split(":")[2].split("/")[0])
-        with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port)):
-            pass
+        # the stack closed while the proxy was still starting: it waited, then stopped it
+        assert _refused(endpoint)
 
 
 async def test_a_proxy_that_never_began_closes_its_socket_with_the_step(monkeypatch):
@@ -196,3 +219,68 @@ async def test_the_steps_first_launch_begins_its_proxy_once(tmp_path):
         await first.wait()
         await (await ctx.launch(["true"], cwd=tmp_path)).wait()
         assert began == [0]  # once per step
+
+
+async def test_two_steps_proxies_share_the_loop_and_stop_one_by_one(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    async with running_upstream() as upstream, AsyncExitStack() as first:
+        one = _open(upstream.url, first, _Log())
+        async with AsyncExitStack() as second:
+            two = _open(upstream.url, second, _Log())
+            assert _port(one) != _port(two)
+            await _answered(one, upstream)
+            await _answered(two, upstream)
+            assert len(_proxy_threads()) == 1  # one loop serves both
+        assert _refused(two)
+        await _answered(one, upstream)  # the other step's proxy still serves
+    assert _refused(one)
+
+
+def test_a_forked_worker_serves_its_steps_proxies_on_a_loop_of_its_own(tmp_path):
+    """The proxy loop is a thread of the process that started it: a child forked after a step
+    (a forking worker pool) starts its own for its first proxy, and both answer."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        import anyio, httpx
+        from contextlib import AsyncExitStack
+        sys.path.insert(0, {str(Path(__file__).parents[1] / "fixtures")!r})
+        from h11_upstream import running_upstream
+        from jigs import _model_proxy
+        from jigs._logging import logger
+        from jigs.plugin import ModelRoute
+
+        os.environ["{KEY_ENV}"] = "{KEY}"
+
+        async def one_request():
+            async with running_upstream() as upstream, AsyncExitStack() as stack:
+                route = ModelRoute(upstream=upstream.url, key_env="{KEY_ENV}", scheme="bearer")
+                endpoint, begin = _model_proxy.prepare_model_endpoint(
+                    route, kind="test", stack=stack, log=logger
+                )
+                begin()
+                async with httpx.AsyncClient() as client:
+                    reply = await client.get(endpoint.base_url + "/v1/models", timeout=5)
+                assert reply.status_code == 200, reply.status_code
+
+        anyio.run(one_request)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                anyio.run(one_request)
+            except BaseException:
+                os._exit(1)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        anyio.run(one_request)
+        sys.exit(os.waitstatus_to_exitcode(status))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

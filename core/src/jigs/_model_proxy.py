@@ -6,15 +6,16 @@ returns the :class:`~jigs.plugin.ModelEndpoint` the kind gives its CLI. Each for
 logged on the step's structlog logger as ``proxy.request`` (method, path after the token, status,
 outcome, timings, sizes, model and tokens; never the token or the key).
 
-The proxy runs on its own event loop in a thread (with an anyio blocking portal for its stop),
-not in a task group of the caller's task: a step holds no cancel scope between
-``create_agent_runner`` and ``close()``, so the runner can be opened and closed from different
-tasks or cancel scopes, and the proxy keeps answering while the caller's loop is busy. Its
-socket is bound, and its arguments checked, before the CLI is launched; the step starts the
-thread right after the launch (:func:`prepare_model_endpoint`), so the thread's start runs while
-the CLI starts, and a request that comes before the loop serves waits in the socket's backlog.
-Closing stops the proxy (the port is closed, open connections are cut) and joins the thread; it
-is bounded by the step's close timeout like every other cleanup.
+The proxies run on an event loop of their own in a thread (one per process, kept between steps,
+with an anyio blocking portal), not in a task group of the caller's task: a step holds no cancel
+scope between ``create_agent_runner`` and ``close()``, so the runner can be opened and closed
+from different tasks or cancel scopes, and the proxy keeps answering while the caller's loop is
+busy. Its socket is bound, and its arguments checked, before the CLI is launched; the step
+begins serving it right after the launch (:func:`prepare_model_endpoint`), so a fresh process's
+loop starts while the CLI does, and a request that comes before the proxy serves waits in the
+socket's backlog. Closing stops the proxy (the port is closed, open connections are cut) and
+waits until it no longer serves; it is bounded by the step's close timeout like every other
+cleanup.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -39,75 +40,157 @@ if TYPE_CHECKING:
 __all__ = ["prepare_model_endpoint"]
 
 
-class _ProxyThread:
-    """The thread whose event loop serves one proxy; :meth:`stop` is idempotent.
+class _Loop:
+    """The event loop that serves every step's proxy in this process, on a daemon thread of its
+    own (``jigs-proxy``), started by the first proxy that begins and kept for the next ones: a
+    step pays no thread or loop start and no loop teardown. A proxy that begins while the loop is
+    still starting is queued and started by the loop itself, so :meth:`start` never waits. A
+    loop that cannot start (or that died: a fork, say) is started again for the next proxy."""
 
-    :meth:`begin` returns at once: the proxy was built (its arguments checked) and its socket
-    bound by the caller, so the endpoint is known; the thread's loop starts serving while the
-    step goes on (a CLI that connects sooner waits in the socket's backlog). If the thread
-    cannot serve, it closes the socket (the CLI's connection is refused at once, nothing hangs)
-    and logs ``jigs.proxy.failed``."""
-
-    def __init__(self, proxy: CredentialProxy, log: Any) -> None:
-        self.proxy = proxy
-        self._log = log
-        self._portal: BlockingPortal | None = None
-        self._ready = threading.Event()  # set once serving, or once that failed
-        self._thread: threading.Thread | None = None
-        self._begun = False
+    def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._portal: BlockingPortal | None = None
+        self._thread: threading.Thread | None = None
+        self._queued: list[_ProxyThread] = []
 
-    def begin(self) -> None:
-        """Start the thread (idempotent; not after :meth:`stop`). Never raises: a thread that
-        cannot start is logged and the socket closed."""
+    def forget(self) -> None:
+        """In a forked child: no loop thread here (and the lock may be held by a thread that
+        did not come along)."""
+        self._lock = threading.Lock()
+        self._portal, self._thread, self._queued = None, None, []
+
+    def start(self, proxy: _ProxyThread) -> None:
+        """Run ``proxy._run`` on the loop (soon); raises ``RuntimeError`` when no thread can be
+        had."""
         with self._lock:
-            if self._begun:
+            alive = self._thread is not None and self._thread.is_alive()
+            if alive and self._portal is not None:
+                portal = self._portal
+            else:
+                self._queued.append(proxy)
+                if not alive:
+                    self._portal = None
+                    thread = threading.Thread(target=self._main, name="jigs-proxy", daemon=True)
+                    thread.start()
+                    self._thread = thread
                 return
-            self._begun = True
-            thread = threading.Thread(target=self._run, name="jigs-proxy", daemon=True)
-            try:
-                thread.start()
-            except RuntimeError as exc:  # no thread to be had
-                self._log.error("jigs.proxy.failed", error=type(exc).__name__)
-                self.proxy.discard()
-                return
-            self._thread = thread
+        try:
+            portal.start_task_soon(proxy._run)
+        except RuntimeError:  # the loop is ending: a fresh one for this proxy
+            with self._lock:
+                if self._portal is portal:
+                    self._portal = None
+                    self._thread = None
+            self.start(proxy)
 
-    def _run(self) -> None:
+    def _main(self) -> None:
         try:
             anyio.run(self._serve)
-        except BaseException as exc:  # reported: nothing above a bare thread would see it
-            self._log.error("jigs.proxy.failed", error=type(exc).__name__)
         finally:
-            self.proxy.discard()  # if it never served: the CLI's connections are refused
-            self._ready.set()
+            with self._lock:
+                queued, self._queued = self._queued, []
+                if self._thread is threading.current_thread():
+                    self._portal, self._thread = None, None
+            for proxy in queued:  # never started: their CLIs are refused at once
+                proxy.failed(RuntimeError("the proxy loop ended"))
 
     async def _serve(self) -> None:
         from anyio.from_thread import BlockingPortal
 
         async with BlockingPortal() as portal, anyio.create_task_group() as group:
+            with self._lock:
+                queued, self._queued = self._queued, []
+                self._portal = portal
+            for proxy in queued:  # begun while the loop started
+                group.start_soon(proxy._run)
+            await portal.sleep_until_stopped()
+
+    def call(self, fn: Callable[[], Awaitable[None]]) -> None:
+        """Await ``fn()`` on the loop (from another thread); RuntimeError when it is not
+        running."""
+        with self._lock:
+            portal = self._portal
+        if portal is None:
+            raise RuntimeError("the proxy loop is not running")
+        portal.call(fn)
+
+
+_LOOP = _Loop()
+# a forked child has no loop thread (and maybe a lock held by a thread it does not have)
+os.register_at_fork(after_in_child=_LOOP.forget)
+
+
+class _ProxyThread:
+    """One step's proxy, served on the process's proxy loop (:class:`_Loop`); :meth:`stop` is
+    idempotent.
+
+    :meth:`begin` returns at once: the proxy was built (its arguments checked) and its socket
+    bound by the caller, so the endpoint is known; the loop starts serving it while the step goes
+    on (a CLI that connects sooner waits in the socket's backlog). If it cannot serve, its socket
+    is closed (the CLI's connection is refused at once, nothing hangs) and ``jigs.proxy.failed``
+    logged."""
+
+    def __init__(self, proxy: CredentialProxy, log: Any) -> None:
+        self.proxy = proxy
+        self._log = log
+        self._ready = threading.Event()  # set once serving, or once that failed
+        self._done = threading.Event()  # set once it no longer serves
+        self._serving = False
+        self._begun = False
+        self._lock = threading.Lock()
+
+    def begin(self) -> None:
+        """Start serving (idempotent; not after :meth:`stop`). Never raises: a proxy that cannot
+        start is logged and its socket closed."""
+        with self._lock:
+            if self._begun:
+                return
+            self._begun = True
+        try:
+            _LOOP.start(self)
+        except RuntimeError as exc:  # no thread to be had
+            self.failed(exc)
+
+    def failed(self, exc: BaseException) -> None:
+        self._log.error("jigs.proxy.failed", error=type(exc).__name__)
+        self.proxy.discard()  # if it never served: the CLI's connections are refused
+        self._ready.set()
+        self._done.set()
+
+    async def _run(self) -> None:
+        try:
+            await self._serve()
+        except BaseException as exc:  # reported: nothing above the loop's task would see it
+            self.failed(exc)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self.proxy.discard()
+            self._ready.set()
+            self._done.set()
+
+    async def _serve(self) -> None:
+        async with anyio.create_task_group() as group:
             await group.start(self.proxy.serve)
-            self._portal = portal
+            self._serving = True
             self._ready.set()
 
     def stop(self) -> None:
-        """Stop the proxy (once it serves) and join its thread; a proxy that never began only
-        closes its socket."""
+        """Stop the proxy (once it serves) and wait until it no longer does; a proxy that never
+        began only closes its socket."""
         with self._lock:
-            self._begun = True  # nothing begins after a stop
-            thread, self._thread = self._thread, None
-            if thread is None:
-                self.proxy.discard()
-                return
-            self._ready.wait()
-            portal, self._portal = self._portal, None
-            if portal is not None:
-                with contextlib.suppress(RuntimeError):  # the loop already ended
-                    portal.call(self.proxy.aclose)
-            thread.join()
+            begun, self._begun = self._begun, True  # nothing begins after a stop
+        if not begun:
+            self.proxy.discard()
+            return
+        self._ready.wait()
+        if self._serving and not self._done.is_set():
+            with contextlib.suppress(RuntimeError):  # the loop already ended
+                _LOOP.call(self.proxy.aclose)
+        self._done.wait()
 
     async def astop(self) -> None:
-        # abandonable: the step's bounded close may give up waiting (the thread still finishes)
+        # abandonable: the step's bounded close may give up waiting (the proxy still stops)
         await anyio.to_thread.run_sync(self.stop, abandon_on_cancel=True)
 
 
