@@ -65,6 +65,18 @@ CLOSE_MARKS = (
 )
 
 
+async def open_app_server(exe: Path, env: dict[str, str], cwd: str) -> anyio.abc.Process:
+    """``codex app-server`` with pipes for its JSON-RPC, stderr discarded."""
+    return await anyio.open_process(
+        [str(exe), "app-server"],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 async def app_server_start(exe: Path, env: dict[str, str], cwd: str) -> float:
     """Seconds from launching ``codex app-server`` to its ``initialize`` answer."""
     import json
@@ -72,14 +84,7 @@ async def app_server_start(exe: Path, env: dict[str, str], cwd: str) -> float:
     home = tempfile.mkdtemp(prefix="jigs-bench-codex-home-")
     try:
         started = time.perf_counter()
-        async with await anyio.open_process(
-            [str(exe), "app-server"],
-            cwd=cwd,
-            env=env | {"CODEX_HOME": home},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        ) as proc:
+        async with await open_app_server(exe, env | {"CODEX_HOME": home}, cwd) as proc:
             assert proc.stdin is not None
             assert proc.stdout is not None
             init = {
@@ -105,14 +110,7 @@ async def bare_app_server_turn(exe: Path, env: dict[str, str], cwd: str) -> None
     close does once the rollout is complete)."""
     import json
 
-    async with await anyio.open_process(
-        [str(exe), "app-server"],
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    ) as proc:
+    async with await open_app_server(exe, env, cwd) as proc:
         assert proc.stdin is not None
         assert proc.stdout is not None
         stdout = proc.stdout
