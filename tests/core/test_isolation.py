@@ -481,6 +481,79 @@ async def test_stop_all_waits_for_a_step_that_was_killed(mode: str, tmp_path: Pa
     assert live_groups() == {}
 
 
+@pytest.mark.anyio
+async def test_a_cli_that_exits_by_itself_as_it_is_killed_keeps_its_exit_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The namespace's first process is alive when jigs looks, and gone (exit 1) when its
+    SIGKILL would land: the exit code stays the CLI's, not a -SIGKILL jigs never sent."""
+    from jigs import _proctree
+
+    reset_isolation_cache()
+    flag = tmp_path / "go"
+    script = f"echo ready; while [ ! -e {flag} ]; do sleep 0.01; done; exit 1"
+    process = await launch([SH, "-c", script], cwd=tmp_path, env={}, owner="t")
+    assert process.isolation is not None
+    assert process.isolation.namespaced
+    assert await process.read_line() == b"ready"
+    real = _proctree.kill_procs
+
+    def late_kill(procs: list[Proc]) -> int:
+        flag.touch()  # the CLI finishes ...
+        time.sleep(0.3)  # ... and its namespace ends just before the SIGKILL goes out
+        return real(procs)
+
+    monkeypatch.setattr(_proctree, "kill_procs", late_kill)
+    process.kill()
+    await process.stop()
+    assert process.returncode == 1
+
+
+def test_a_sigterm_while_a_step_is_being_killed_leaves_nothing(tmp_path: Path) -> None:
+    """The worker's SIGTERM handler runs while the step's own kill is under way (here: just
+    before its SIGKILL goes out), under trio (no parent-death signal to fall back on): the
+    worker dies of SIGTERM and no process of the step survives."""
+    marker = new_marker()
+    script = textwrap.dedent(
+        f"""
+        import os, signal, sys
+        import anyio
+        from jigs import _proctree, processes
+
+        real = _proctree.kill_procs
+        fired = []
+
+        def kill_procs(procs):
+            if not fired:
+                fired.append(1)
+                os.kill(os.getpid(), signal.SIGTERM)
+            return real(procs)
+
+        async def main():
+            p = await processes.launch(
+                ["sh", "-c", "trap '' TERM; sleep {marker} & echo ready; wait"],
+                cwd={str(tmp_path)!r}, env={{"PATH": os.environ["PATH"]}}, owner="t",
+            )
+            assert await p.read_line() == b"ready"
+            _proctree.kill_procs = kill_procs
+            await p.stop(grace=0)
+
+        anyio.run(main, backend="trio")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == -signal.SIGTERM, done.stderr[-2000:]
+    deadline = time.monotonic() + 3
+    while marked(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    survivors = marked(marker)
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert survivors == []
+
+
 def test_doctor_says_which_isolation_is_in_force(monkeypatch: pytest.MonkeyPatch) -> None:
     from jigs._cli_doctor import isolation_line
 

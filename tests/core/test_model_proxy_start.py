@@ -284,3 +284,29 @@ def test_a_forked_worker_serves_its_steps_proxies_on_a_loop_of_its_own(tmp_path)
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+async def test_a_proxy_whose_failure_report_fails_does_not_take_down_the_loop(monkeypatch):
+    """Two proxies begun while a fresh loop starts (so they are queued): one cannot serve and
+    its logger raises while reporting that; the other still answers."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    monkeypatch.setattr(_model_proxy, "_LOOP", _model_proxy._Loop())
+
+    class _Failing(_Log):
+        def error(self, event: str, **fields: Any) -> None:
+            super().error(event, **fields)
+            raise ValueError("I/O operation on closed file")  # a log sink that fails
+
+    async with running_upstream() as upstream, AsyncExitStack() as stack:
+        bad, begin_bad = _model_proxy.prepare_model_endpoint(
+            _route(upstream.url), kind="test", stack=stack, log=_Failing()
+        )
+        good, begin_good = _model_proxy.prepare_model_endpoint(
+            _route(upstream.url), kind="test", stack=stack, log=_Log()
+        )
+        begin_bad.__self__.proxy._sock.close()  # type: ignore[attr-defined]
+        begin_bad()
+        begin_good()
+        await _answered(good, upstream)
+        assert _refused(bad)
+    assert _refused(good)

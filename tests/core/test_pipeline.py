@@ -576,3 +576,22 @@ async def test_a_session_said_complete_is_stored_while_the_close_runs(worktree, 
         harness=harnesses.echo(), cwd=worktree, prompt="again", run=run_meta, resume=session
     )
     assert again.text
+
+
+async def test_a_cleanup_that_fails_comes_out_of_close_as_itself(worktree, run_meta):
+    """An error a kind's cleanup raises leaves close() as that error (not in an exception
+    group), after the rest of the close ran: the lock is free."""
+
+    class CleanupFailedError(Exception):
+        pass
+
+    runner = await create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta)
+    await generate_text(runner.model, prompt="hello")
+
+    def fail() -> None:
+        raise CleanupFailedError("cleanup failed")
+
+    runner._step.stack.callback(fail)
+    with pytest.raises(CleanupFailedError):
+        await runner.close()
+    assert not worktree_locked(worktree)

@@ -67,15 +67,15 @@ class _Loop:
             if alive and self._portal is not None:
                 portal = self._portal
             else:
-                self._queued.append(proxy)
                 if not alive:
                     self._portal = None
                     thread = threading.Thread(target=self._main, name="jigs-proxy", daemon=True)
-                    thread.start()
+                    thread.start()  # it waits for the lock before it takes the queue
                     self._thread = thread
+                self._queued.append(proxy)
                 return
         try:
-            portal.start_task_soon(proxy._run)
+            portal.start_task_soon(_guarded, proxy)
         except RuntimeError:  # the loop is ending: a fresh one for this proxy
             with self._lock:
                 if self._portal is portal:
@@ -92,7 +92,8 @@ class _Loop:
                 if self._thread is threading.current_thread():
                     self._portal, self._thread = None, None
             for proxy in queued:  # never started: their CLIs are refused at once
-                proxy.failed(RuntimeError("the proxy loop ended"))
+                with contextlib.suppress(Exception):
+                    proxy.failed(RuntimeError("the proxy loop ended"))
 
     async def _serve(self) -> None:
         from anyio.from_thread import BlockingPortal
@@ -102,7 +103,7 @@ class _Loop:
                 queued, self._queued = self._queued, []
                 self._portal = portal
             for proxy in queued:  # begun while the loop started
-                group.start_soon(proxy._run)
+                group.start_soon(_guarded, proxy)
             await portal.sleep_until_stopped()
 
     def call(self, fn: Callable[[], Awaitable[None]]) -> None:
@@ -113,6 +114,13 @@ class _Loop:
         if portal is None:
             raise RuntimeError("the proxy loop is not running")
         portal.call(fn)
+
+
+async def _guarded(proxy: _ProxyThread) -> None:
+    """A proxy's task on the shared loop: whatever it raises stays with that proxy (it is
+    reported and its socket closed) and never reaches the loop that serves the others."""
+    with contextlib.suppress(Exception):
+        await proxy._run()
 
 
 _LOOP = _Loop()
@@ -152,10 +160,12 @@ class _ProxyThread:
             self.failed(exc)
 
     def failed(self, exc: BaseException) -> None:
-        self._log.error("jigs.proxy.failed", error=type(exc).__name__)
-        self.proxy.discard()  # if it never served: the CLI's connections are refused
-        self._ready.set()
-        self._done.set()
+        try:
+            self._log.error("jigs.proxy.failed", error=type(exc).__name__)
+        finally:
+            self.proxy.discard()  # if it never served: the CLI's connections are refused
+            self._ready.set()
+            self._done.set()
 
     async def _run(self) -> None:
         try:

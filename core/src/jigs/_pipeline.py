@@ -524,6 +524,7 @@ class Step:
                 if self.ctx is not None:
                     self.ctx.closed = True
                 started = time.perf_counter()
+                failure: BaseException | None = None
                 with anyio.move_on_after(CLOSE_TIMEOUT) as scope:
                     async with anyio.create_task_group() as group:
                         # a kind that says its session is complete (ctx.sessions_complete)
@@ -537,9 +538,13 @@ class Step:
                             ctx.on_sessions_complete = store_now
                         try:
                             await self.stack.aclose()
+                        except BaseException as exc:  # raised as itself, not in a group
+                            failure = exc
                         finally:
                             if ctx is not None:
                                 ctx.on_sessions_complete = None
+                    if failure is not None:
+                        raise failure
                 if scope.cancelled_caught:
                     self.log.warning("runner.close.timeout", seconds=CLOSE_TIMEOUT)
                     if self.lock is not None:

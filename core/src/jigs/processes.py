@@ -156,7 +156,7 @@ def stop_all(grace: float = DEFAULT_GRACE) -> None:
             process._signal(signal.SIGTERM)
     _wait_gone([p for p in processes if p not in futile], grace)
     for process in processes:
-        if not process._killed and process._alive():
+        if process._alive():  # a killed one again too: harmless, and it may be mid-kill
             process._signal(signal.SIGKILL)
     _wait_gone(processes, 1.0)
 
@@ -165,8 +165,8 @@ def _reap_all() -> None:
     """SIGKILL every step jigs started and has not stopped (at interpreter exit)."""
     processes = list(dict(_open).values())
     for process in processes:
-        if not process._killed and process._alive():
-            process._signal(signal.SIGKILL)  # a killed one is already going: only waited for
+        if process._alive():
+            process._signal(signal.SIGKILL)
     _wait_gone(processes, 1.0)
 
 
@@ -389,9 +389,9 @@ class ManagedProcess:
         work that does not need them gone to do first. Idempotent; never raises."""
         if self._killed or self._stopped:
             return
-        self._killed = True
         if self._alive():
             self._signal(signal.SIGKILL)
+        self._killed = True  # only once sent: a SIGTERM handler meanwhile signals it itself
 
     # -- the step's processes, synchronously (also used from the SIGTERM handler) -------------
 
@@ -449,29 +449,32 @@ class ManagedProcess:
                 self._cli_unborn = [p for p, _ in members] == [self._init and self._init[0]]
                 _proctree.signal_procs(members, sig)
             return
-        frozen = False
-        known = self._init is not None and bool(_proctree.live([self._init]))
-        if self._process.returncode is None and not known:
-            # no live first process yet: freeze unshare so it cannot be between fork() and its
-            # child's PR_SET_PDEATHSIG while we look for that child once more
-            with contextlib.suppress(OSError):
-                os.kill(self.pid, signal.SIGSTOP)
-                frozen = True
-            _proctree.wait_stopped(self.pid, 0.05)
-            self._init = None
-            self._find_init()
-        if self._init is not None:
-            _proctree.kill_procs([self._init])
-        if self._process.returncode is None:
-            # with its child killed, unshare is left running: it reaps that child, which
-            # happens once the namespace is empty, and exits, so its exit (which the event loop
-            # sees at once) is the namespace's end and nobody polls for it; with no child
-            # found, it is killed as well (the child, if any, dies with it: PR_SET_PDEATHSIG)
-            self._reaps_killed = self._init is not None
-            resume = signal.SIGCONT if self._reaps_killed else signal.SIGKILL
-            if frozen or resume == signal.SIGKILL:
+        frozen = killed = False
+        try:
+            known = self._init is not None and bool(_proctree.live([self._init]))
+            if self._process.returncode is None and not known:
+                # no live first process yet: freeze unshare so it cannot be between fork() and
+                # its child's PR_SET_PDEATHSIG while we look for that child once more
                 with contextlib.suppress(OSError):
-                    os.kill(self.pid, resume)
+                    os.kill(self.pid, signal.SIGSTOP)
+                    frozen = True
+                _proctree.wait_stopped(self.pid, 0.05)
+                self._init = None
+                self._find_init()
+            if self._init is not None:
+                killed = _proctree.kill_procs([self._init]) > 0
+        finally:  # whatever interrupts the above, unshare is never left frozen
+            if self._process.returncode is None:
+                # with its child killed (or gone by itself), unshare is left running: it reaps
+                # that child, which happens once the namespace is empty, and exits, so its exit
+                # (which the event loop sees at once) is the namespace's end and nobody polls
+                # for it; with no child found, it is killed as well (the child, if any, dies
+                # with it: PR_SET_PDEATHSIG)
+                self._reaps_killed = killed
+                resume = signal.SIGCONT if self._init is not None else signal.SIGKILL
+                if frozen or resume == signal.SIGKILL:
+                    with contextlib.suppress(OSError):
+                        os.kill(self.pid, resume)
 
     async def _term_late_cli(self) -> None:
         """After a TERM sent before ``timeout`` forked the CLI: TERM the CLI once it appears."""
@@ -514,8 +517,8 @@ class ManagedProcess:
             if not futile:
                 await self._wait_gone(grace)
         if not self._killed and self._alive():
-            self._killed = True
             self._signal(signal.SIGKILL)
+            self._killed = True
         if self._killed:
             await self._wait_gone(1.0)
         with anyio.move_on_after(0.5):
