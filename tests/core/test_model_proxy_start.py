@@ -82,7 +82,7 @@ async def _answered(endpoint: Any, upstream: Any) -> None:
 
 async def test_a_request_sent_before_the_proxy_serves_waits_and_is_answered(monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
-    original = _model_proxy._ProxyThread._serve
+    original = _model_proxy._StepProxy._serve
     serving = threading.Event()
 
     async def late(self: Any) -> None:
@@ -90,7 +90,7 @@ async def test_a_request_sent_before_the_proxy_serves_waits_and_is_answered(monk
         serving.set()
         await original(self)
 
-    monkeypatch.setattr(_model_proxy._ProxyThread, "_serve", late)
+    monkeypatch.setattr(_model_proxy._StepProxy, "_serve", late)
     async with running_upstream() as upstream, AsyncExitStack() as stack:
         endpoint = _open(upstream.url, stack, _Log())
         assert not serving.is_set(), "the endpoint came back only once the proxy served"
@@ -109,7 +109,7 @@ async def test_a_proxy_thread_that_cannot_serve_refuses_the_cli_at_once(monkeypa
     async def broken(self: Any) -> None:
         raise OSError("no event loop for you")
 
-    monkeypatch.setattr(_model_proxy._ProxyThread, "_serve", broken)
+    monkeypatch.setattr(_model_proxy._StepProxy, "_serve", broken)
     log = _Log()
     async with running_upstream() as upstream, AsyncExitStack() as stack:
         endpoint = _open(upstream.url, stack, log)
@@ -134,13 +134,13 @@ async def test_a_proxy_thread_that_cannot_serve_refuses_the_cli_at_once(monkeypa
 
 async def test_a_step_closed_before_its_proxy_serves_stops_it_and_frees_the_port(monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
-    original = _model_proxy._ProxyThread._serve
+    original = _model_proxy._StepProxy._serve
 
     async def late(self: Any) -> None:
         await anyio.sleep(0.2)
         await original(self)
 
-    monkeypatch.setattr(_model_proxy._ProxyThread, "_serve", late)
+    monkeypatch.setattr(_model_proxy._StepProxy, "_serve", late)
     async with running_upstream() as upstream:
         async with AsyncExitStack() as stack:
             endpoint = _open(upstream.url, stack, _Log())

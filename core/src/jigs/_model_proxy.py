@@ -51,7 +51,7 @@ class _Loop:
         self._lock = threading.Lock()
         self._portal: BlockingPortal | None = None
         self._thread: threading.Thread | None = None
-        self._queued: list[_ProxyThread] = []
+        self._queued: list[_StepProxy] = []
 
     def forget(self) -> None:
         """In a forked child: no loop thread here (and the lock may be held by a thread that
@@ -59,7 +59,7 @@ class _Loop:
         self._lock = threading.Lock()
         self._portal, self._thread, self._queued = None, None, []
 
-    def start(self, proxy: _ProxyThread) -> None:
+    def start(self, proxy: _StepProxy) -> None:
         """Run ``proxy._run`` on the loop (soon); raises ``RuntimeError`` when no thread can be
         had."""
         with self._lock:
@@ -116,7 +116,7 @@ class _Loop:
         portal.call(fn)
 
 
-async def _guarded(proxy: _ProxyThread) -> None:
+async def _guarded(proxy: _StepProxy) -> None:
     """A proxy's task on the shared loop: whatever it raises stays with that proxy (it is
     reported and its socket closed) and never reaches the loop that serves the others."""
     with contextlib.suppress(Exception):
@@ -128,7 +128,7 @@ _LOOP = _Loop()
 os.register_at_fork(after_in_child=_LOOP.forget)
 
 
-class _ProxyThread:
+class _StepProxy:
     """One step's proxy, served on the process's proxy loop (:class:`_Loop`); :meth:`stop` is
     idempotent.
 
@@ -163,9 +163,12 @@ class _ProxyThread:
         try:
             self._log.error("jigs.proxy.failed", error=type(exc).__name__)
         finally:
-            self.proxy.discard()  # if it never served: the CLI's connections are refused
-            self._ready.set()
-            self._done.set()
+            self._finish()
+
+    def _finish(self) -> None:
+        self.proxy.discard()  # if it never served: the CLI's connections are refused
+        self._ready.set()
+        self._done.set()
 
     async def _run(self) -> None:
         try:
@@ -175,9 +178,7 @@ class _ProxyThread:
             if not isinstance(exc, Exception):
                 raise
         finally:
-            self.proxy.discard()
-            self._ready.set()
-            self._done.set()
+            self._finish()
 
     async def _serve(self) -> None:
         async with anyio.create_task_group() as group:
@@ -273,7 +274,7 @@ def prepare_model_endpoint(
     except BaseException:
         sock.close()
         raise
-    runner = _ProxyThread(proxy, log)
+    runner = _StepProxy(proxy, log)
     stack.push_async_callback(runner.astop)
     endpoint = ModelEndpoint(base_url=proxy.base_url, key=proxy.placeholder_key, route=route)
     return endpoint, runner.begin

@@ -385,12 +385,10 @@ class _HomeCleanup:
 
     def __init__(self, home: CodexHome, seed: Path | None, store: Path, log: Any) -> None:
         self._home, self._seed, self._store, self._log = home, seed, store, log
-        self._ran = False
 
     def __call__(self) -> None:
-        if self._ran and not self._home.path.exists():
+        if not self._home.path.exists():  # removed by the first call, nothing written since
             return
-        self._ran = True
         started = time.perf_counter()
         try:
             save_rollouts(self._home.path, self._store)
