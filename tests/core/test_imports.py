@@ -267,10 +267,39 @@ def test_an_event_nobody_can_hear_does_not_import_structlog() -> None:
     assert "structlog" not in loaded
 
 
-def test_stdlib_logging_at_info_receives_jigs_events_through_structlog() -> None:
+def test_an_event_nobody_can_hear_skips_an_imported_but_unconfigured_structlog() -> None:
+    """structlog imported (by another library, say) but never configured: its default chain
+    only renders and hands the event to the stdlib logger, which drops INFO; so jigs drops it
+    first. Once structlog is configured, the same event goes through its processors."""
     done = _fresh(
         """
+        import structlog
+        from jigs import _logging
+        _logging.logger.bind(run_id="r").info("step.opened", kind="echo")
+        print(len(_logging._real))
+        seen = []
+        def keep(logger, method, event_dict):
+            seen.append(event_dict["event"])
+            raise structlog.DropEvent
+        structlog.configure(processors=[keep])
+        _logging.logger.info("step.closed")
+        print(seen)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "['step.closed']"]
+
+
+@pytest.mark.parametrize("structlog_first", [False, True])
+def test_stdlib_logging_at_info_receives_jigs_events_through_structlog(
+    structlog_first: bool,
+) -> None:
+    # structlog imported first and never configured: the same output
+    first = "import structlog" if structlog_first else ""
+    done = _fresh(
+        f"""
         import logging, sys
+        {first}
         logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s|%(message)s")
         from jigs._logging import logger
         logger.bind(run_id="r-1").info("step.opened", kind="echo")

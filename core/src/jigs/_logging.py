@@ -11,12 +11,13 @@ it in their own chain (it also covers rendered tracebacks).
 
 :data:`logger` is a cheap stand-in (a step may run in a fresh process, and importing structlog
 costs more than jigs' own import): ``bind`` only records fields, and structlog is imported on the
-first event something can receive. An event below WARNING is dropped without importing structlog
-only when nothing could see it: structlog was never imported in the process (so nobody configured
-it or captures its output) and the stdlib logger ``"jigs"`` is not enabled for its level (so the
-unconfigured structlog chain would hand it to a stdlib logger that drops it). Every other event
-goes through a real :class:`RedactingLogger` built from structlog's configuration at that moment,
-exactly as a ``structlog.wrap_logger`` proxy would.
+first event something can receive. An event below WARNING is dropped without going through
+structlog only when nothing could see it: structlog is unconfigured (never imported, or imported
+but never given a configuration: :func:`structlog.is_configured`; so nobody added a processor
+that captures it) and the stdlib logger ``"jigs"`` is not enabled for its level (so structlog's
+default chain, which only renders, would hand it to a stdlib logger that drops it). Every other
+event goes through a real :class:`RedactingLogger` built from structlog's configuration at that
+moment, exactly as a ``structlog.wrap_logger`` proxy would.
 """
 
 from __future__ import annotations
@@ -101,8 +102,11 @@ def _redacting() -> type[Any]:
 
 def _unheard(level: int) -> bool:
     """Whether an event at ``level`` reaches nobody (see the module docstring)."""
-    if "structlog" in sys.modules:
-        return False
+    structlog = sys.modules.get("structlog")
+    if structlog is not None:
+        configured = getattr(structlog, "is_configured", None)
+        if not callable(configured) or configured():
+            return False
     logging = sys.modules.get("logging")
     if logging is None:  # never imported: no handler or level was set, so below WARNING is off
         return True
