@@ -17,6 +17,8 @@ import h11
 import httpx
 import pytest
 from h11_upstream import Exchange, echo, start_upstream
+from hypothesis import given
+from hypothesis import strategies as st
 from jigs._proxy import CredentialProxy, ProxiedRequest
 from jigs.errors import CredentialProxyError, JigsError
 from jigs_testing import ModelServer, text, tool_call
@@ -721,6 +723,12 @@ def test_bad_arguments_are_refused_with_a_fix():
         CredentialProxy("https://api.anthropic.com", KEY, scheme="basic")  # type: ignore[arg-type]
     with pytest.raises(CredentialProxyError, match="allow_paths"):
         CredentialProxy("https://api.anthropic.com", KEY, allow_paths="/v1")
+    for host in ("api..example.com", "x" * 64 + ".example.com", ".example.com"):
+        with pytest.raises(CredentialProxyError, match="empty or over-long label"):
+            CredentialProxy(f"https://{host}/v1", KEY)
+    for port in ("99999", "http", "-1"):
+        with pytest.raises(CredentialProxyError, match="port must be a number"):
+            CredentialProxy(f"https://example.com:{port}/v1", KEY)
     error = CredentialProxyError("x")
     assert isinstance(error, JigsError)
     assert isinstance(error, ValueError)
@@ -862,3 +870,54 @@ def test_no_proxy_variable_means_no_proxy_and_no_urllib_request(monkeypatch):
     assert _upstream.environment_proxy("https://api.openai.com/v1") == "http://corp.example:3128"
     monkeypatch.setenv("NO_PROXY", ".openai.com")
     assert _upstream.environment_proxy("https://api.openai.com/v1") is None
+
+
+@given(
+    st.lists(
+        st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=0x2FFF), max_size=70),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_host_bytes_is_the_idna_codec(labels: list[str]) -> None:
+    """``host_bytes`` answers as ``str.encode("idna")`` does, for ASCII and non-ASCII hosts:
+    the same bytes, or a ``UnicodeError`` both ways."""
+    from jigs._hosts import host_bytes
+
+    host = ".".join(labels)
+    try:
+        expected: bytes | None = host.encode("idna")
+    except UnicodeError:
+        expected = None
+    try:
+        got: bytes | None = host_bytes(host)
+    except UnicodeError:
+        got = None
+    assert got == expected
+
+
+@pytest.mark.parametrize("host", ["api..example.com", "x" * 64 + ".example.com", ".example"])
+def test_a_descriptor_base_url_with_a_malformed_host_is_refused_at_once(host: str) -> None:
+    """A host the wire cannot carry (an empty or over-long label) is a DescriptorError when the
+    descriptor is built, for every kind, not an exception from the codec at step open."""
+    from jigs import harnesses
+    from jigs.errors import DescriptorError
+
+    url = f"http://{host}/v1"
+    builds = [
+        lambda: harnesses.claude(base_url=url, api_key_env="K"),
+        lambda: harnesses.codex(model="m", base_url=url, api_key_env="K"),
+        lambda: harnesses.pi(
+            model={
+                "type": "openai-compatible",
+                "name": "n",
+                "base_url": url,
+                "model": "m",
+                "api_key_env": "K",
+            }
+        ),
+    ]
+    for build in builds:
+        with pytest.raises(DescriptorError, match="empty or over-long label") as raised:
+            build()
+        assert host not in str(raised.value)

@@ -55,6 +55,7 @@ import anyio
 import anyio.abc
 import msgspec
 
+from jigs._hosts import host_bytes
 from jigs._logging import logger
 from jigs._usage_tap import TokenUsage, UsageTap
 from jigs.errors import CredentialProxyError
@@ -153,6 +154,16 @@ def _check_upstream(upstream: str) -> str:
         problem = "it must not carry credentials (give the key as `key`)"
     elif parts.query or parts.fragment:
         problem = "it must not have a query or fragment"
+    else:
+        try:
+            host_bytes(parts.hostname)
+        except UnicodeError:
+            problem = "its host name has an empty or over-long label (at most 63 characters each)"
+        else:
+            try:
+                parts.port  # noqa: B018 - urllib checks the port when it is read
+            except ValueError:
+                problem = "its port must be a number from 0 to 65535"
     if problem:
         raise CredentialProxyError(
             f"the credential proxy's upstream {upstream!r} is not usable: {problem}, "
@@ -237,11 +248,11 @@ class CredentialProxy:
         #: empty ``?`` dropped)
         self._origin = (
             parts.scheme.encode("ascii"),
-            (parts.hostname or "").encode("idna"),
+            host_bytes(parts.hostname or ""),
             parts.port,
             parts.path.rstrip("/"),
         )
-        self._host = parts.netloc.rpartition("@")[2].encode("idna")
+        self._host = host_bytes(parts.netloc.rpartition("@")[2])
         key_bytes = _check_key(key, self._upstream)
         if scheme == "x-api-key":
             self._auth = (b"x-api-key", key_bytes)

@@ -30,6 +30,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from jigs._hosts import host_bytes
+
 __all__ = [
     "REDACTED",
     "SECRET_NAME",
@@ -189,6 +191,13 @@ def check_url(value: str, where: str) -> str:
         or any(c.isspace() for c in value)
     ):
         raise SecretRuleError(f"{where} must be an http(s):// URL with a host (not shown)")
+    try:
+        host_bytes(parts.hostname)
+    except UnicodeError:
+        raise SecretRuleError(
+            f"{where} has a host name with an empty or over-long label (each part between dots "
+            f"1-63 characters; the URL is not shown)"
+        ) from None
     if "@" in parts.netloc:
         raise SecretRuleError(
             f"{where} must not embed credentials (user:password@); name the variable that holds "
