@@ -644,7 +644,10 @@ def test_a_probe_started_early_answers_the_first_caller_once(
     runs = tmp_path / "runs"
     _refusing_unshare(tmp_path, monkeypatch, before=f"echo run >> {runs}\nsleep 0.3\n")
     try:
+        asked = time.perf_counter()
         _isolation.probe_soon()
+        _isolation.probe_soon()  # asked again while it runs (run_agent, then the step): one probe
+        assert time.perf_counter() - asked < 0.2  # and the asking never waits for the probe
         found = isolation()
         assert found.mode == "tree"
         assert "Operation not permitted" in found.detail
@@ -652,6 +655,31 @@ def test_a_probe_started_early_answers_the_first_caller_once(
         assert isolation() is found
         expected = 2 if os.geteuid() == 0 else 1  # root tries without, then with a user namespace
         assert runs.read_text().splitlines() == ["run"] * expected
+    finally:
+        reset_isolation_cache()
+
+
+def test_a_forked_child_probes_for_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent started the probe (unshare refused here) and forked before collecting it: the
+    child's answer comes from its own probe, not from waiting on a process that is not its child
+    (which reads as success), and the parent still gets its own answer."""
+    _refusing_unshare(tmp_path, monkeypatch, before="sleep 0.2\n")
+    try:
+        _isolation.probe_soon()
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report its mode and leave without running the parent's atexit
+            try:
+                os.close(read)
+                os.write(write, isolation().mode.encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as pipe:
+            child_mode = pipe.read().decode()
+        os.waitpid(pid, 0)
+        assert child_mode == "tree"
+        assert isolation().mode == "tree"
     finally:
         reset_isolation_cache()
 

@@ -91,12 +91,29 @@ PLAIN = Isolation("none", (), "a plain process group (no isolation)", "")
 
 _cache: dict[tuple[int, str], Isolation] = {}
 _cache_lock = threading.Lock()
+#: The probe :func:`probe_soon` started, per key: the first candidate's prefix and its process
+#: (collected by the first :func:`isolation` call).
+_started: dict[tuple[int, str], tuple[tuple[str, ...], subprocess.Popen[bytes]]] = {}
+
+
+def _forget_in_child() -> None:
+    """In a forked child: the parent's probe process is not this process's child (waiting on it
+    would read as success), and the lock may be held by a thread that did not come along."""
+    global _cache_lock
+    _cache_lock = threading.Lock()
+    _started.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def reset_isolation_cache() -> None:
     """Forget the probe's answer (tests that change ``JIGS_ISOLATION`` call it)."""
     with _cache_lock:
         _cache.clear()
+        for _, process in _started.values():
+            _reap(process)
+        _started.clear()
 
 
 def _key() -> tuple[int, str]:
@@ -107,26 +124,39 @@ def isolation() -> Isolation:
     """The isolation launches get, probed once per process (a few milliseconds, cached).
 
     Never raises: when the namespace chain cannot start, the answer is ``tree`` with the reason.
-    While :func:`probe_soon`'s thread is probing, this waits for its answer.
+    When :func:`probe_soon` started the probe, this collects its answer (waiting for it only if
+    it is still running).
     """
     key = _key()
-    wanted = key[1]
     with _cache_lock:
         found = _cache.get(key)
         if found is None:
-            found = _cache[key] = _probe(wanted)
+            found = _cache[key] = _probe(key[1], _started.pop(key, None))
     return found
 
 
 def probe_soon() -> None:
-    """Start the probe on a daemon thread unless its answer is already known, so a fresh
-    process's first step does its own work meanwhile instead of waiting for the probe's
-    subprocess (a few milliseconds) when it first needs :func:`isolation`. Never raises (a
-    thread that cannot start leaves the probe to the first :func:`isolation` call)."""
-    if _key() in _cache:
-        return
-    with contextlib.suppress(RuntimeError):
-        threading.Thread(target=isolation, name="jigs-isolation-probe", daemon=True).start()
+    """Start the probe's first process unless the answer is known or the probe started, so a
+    fresh process's first step does its own work while the namespace chain starts and exits
+    (a few milliseconds) instead of waiting for it when it first needs :func:`isolation`. No
+    thread: the process runs beside the interpreter and is collected by :func:`isolation` (a
+    thread would need the GIL a dozen times while the step's imports hold it, and took 50 ms to
+    finish the probe in a fresh process). Never raises (on any failure the probe is left to
+    :func:`isolation`)."""
+    key = _key()
+    if not _cache_lock.acquire(blocking=False):
+        return  # a probe is running (in isolation())
+    try:
+        if key in _cache or key in _started:
+            return
+        plan = _plan(key[1])
+        if isinstance(plan, Isolation):
+            _cache[key] = plan
+            return
+        with contextlib.suppress(OSError, ValueError):
+            _started[key] = (plan[0], _spawn(plan[0]))
+    finally:
+        _cache_lock.release()
 
 
 def _tree(setpriv: str | None, why: str) -> Isolation:
@@ -134,7 +164,9 @@ def _tree(setpriv: str | None, why: str) -> Isolation:
     return Isolation("tree", prefix, f"descendant tracking only ({why})", _FIX)
 
 
-def _probe(wanted: str) -> Isolation:
+def _plan(wanted: str) -> Isolation | list[tuple[str, ...]]:
+    """The answer when no probe is needed (forced or missing tools), else the namespace chain
+    prefixes to try, in order."""
     setpriv = shutil.which("setpriv")
     if wanted == "tree":
         return _tree(setpriv, f"{ENV_VAR}=tree")
@@ -145,35 +177,69 @@ def _probe(wanted: str) -> Isolation:
     missing = [name for name, path in tools if not path]
     if setpriv is None or unshare is None or timeout is None:
         return _tree(setpriv, f"{', '.join(missing)} not found on PATH")
-    true = shutil.which("true") or "/bin/true"
     namespaces = ["--pid", "--mount", "--mount-proc", "--fork", "--kill-child"]
     user = ["--user", f"--map-user={os.geteuid()}", f"--map-group={os.getegid()}"]
     # root creates the namespaces itself (and stays root with all its powers); anybody else, or a
     # root without CAP_SYS_ADMIN (a default Docker container), needs the user namespace
     candidates = [namespaces, user + namespaces] if os.geteuid() == 0 else [user + namespaces]
+    return [
+        (setpriv, "--pdeathsig", "KILL", "--", unshare, *flags, "--", timeout, "0")
+        for flags in candidates
+    ]
+
+
+def _spawn(prefix: tuple[str, ...]) -> subprocess.Popen[bytes]:
+    """The chain running ``true``, its stderr piped (a line or two when it fails)."""
+    return subprocess.Popen(
+        [*prefix, shutil.which("true") or "/bin/true"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={"PATH": os.environ.get("PATH", os.defpath)},
+    )
+
+
+def _reap(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(OSError, ValueError, subprocess.SubprocessError):
+        process.kill()
+        process.communicate(timeout=5)
+
+
+def _probe(
+    wanted: str, started: tuple[tuple[str, ...], subprocess.Popen[bytes]] | None = None
+) -> Isolation:
+    """Run the plan's candidates until one works (``started``: the first one's process, already
+    running)."""
+    plan = _plan(wanted)
+    if isinstance(plan, Isolation):
+        if started is not None:
+            _reap(started[1])
+        return plan
     errors = []
-    for flags in candidates:
-        prefix = (setpriv, "--pdeathsig", "KILL", "--", unshare, *flags, "--", timeout, "0")
+    for prefix in plan:
         try:
-            done = subprocess.run(
-                [*prefix, true],
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=10,
-                env={"PATH": os.environ.get("PATH", os.defpath)},
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
+            if started is not None and started[0] == prefix:
+                process, started = started[1], None
+            else:
+                process = _spawn(prefix)
+            try:
+                _, stderr = process.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                _reap(process)
+                raise
+        except (OSError, subprocess.SubprocessError) as exc:
             errors.append(str(exc))
             continue
-        if done.returncode == 0:
-            kinds = "user + PID + mount" if "--user" in flags else "PID + mount"
+        if process.returncode == 0:
+            kinds = "user + PID + mount" if "--user" in prefix else "PID + mount"
             return Isolation(
                 "namespace",
                 prefix,
                 f"a {kinds} namespace per step with a fresh /proc (unshare)",
                 "",
             )
-        lines = done.stderr.decode(errors="replace").strip().splitlines()
-        errors.append(lines[-1] if lines else f"exit {done.returncode}")
-    return _tree(setpriv, f"unshare failed: {'; '.join(errors)}")
+        lines = stderr.decode(errors="replace").strip().splitlines()
+        errors.append(lines[-1] if lines else f"exit {process.returncode}")
+    if started is not None:  # PATH changed since the early start: that answer is not used
+        _reap(started[1])
+    return _tree(shutil.which("setpriv"), f"unshare failed: {'; '.join(errors)}")

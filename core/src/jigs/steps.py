@@ -133,6 +133,9 @@ async def _open_runner(
     registry: Registry | None,
     session_store: object = None,
 ) -> AgentRunner:
+    from jigs._isolation import probe_soon
+
+    probe_soon()  # a fresh process's probe runs while the step's modules import
     from jigs._pipeline import Step
 
     step = Step(registry, session_store)
@@ -271,6 +274,9 @@ async def run_agent(
     errors (:class:`~jigs.errors.AgentTurnError` and its subclasses, which keep the session id,
     usage and cost).
     """
+    from jigs._isolation import probe_soon
+
+    probe_soon()  # a fresh process's probe runs while the step's modules import
     from jigs._engine import TurnRecord, TurnRequest
     from jigs._pipeline import Step, validate_prompt
     from jigs._types import AgentSessionRef
