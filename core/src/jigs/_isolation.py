@@ -90,7 +90,8 @@ class Isolation(msgspec.Struct, frozen=True):
 PLAIN = Isolation("none", (), "a plain process group (no isolation)", "")
 
 _cache: dict[tuple[int, str], Isolation] = {}
-_cache_lock = threading.Lock()
+#: The lock of ``_cache`` and ``_started`` (in a list: a forked child replaces it).
+_cache_lock = [threading.Lock()]
 #: The probe :func:`probe_soon` started, per key: the first candidate's prefix and its process
 #: (collected by the first :func:`isolation` call).
 _started: dict[tuple[int, str], tuple[tuple[str, ...], subprocess.Popen[bytes]]] = {}
@@ -99,8 +100,7 @@ _started: dict[tuple[int, str], tuple[tuple[str, ...], subprocess.Popen[bytes]]]
 def _forget_in_child() -> None:
     """In a forked child: the parent's probe process is not this process's child (waiting on it
     would read as success), and the lock may be held by a thread that did not come along."""
-    global _cache_lock
-    _cache_lock = threading.Lock()
+    _cache_lock[0] = threading.Lock()
     _started.clear()
 
 
@@ -109,7 +109,7 @@ os.register_at_fork(after_in_child=_forget_in_child)
 
 def reset_isolation_cache() -> None:
     """Forget the probe's answer (tests that change ``JIGS_ISOLATION`` call it)."""
-    with _cache_lock:
+    with _cache_lock[0]:
         _cache.clear()
         for _, process in _started.values():
             _reap(process)
@@ -128,7 +128,7 @@ def isolation() -> Isolation:
     it is still running).
     """
     key = _key()
-    with _cache_lock:
+    with _cache_lock[0]:
         found = _cache.get(key)
         if found is None:
             found = _cache[key] = _probe(key[1], _started.pop(key, None))
@@ -144,7 +144,7 @@ def probe_soon() -> None:
     finish the probe in a fresh process). Never raises (on any failure the probe is left to
     :func:`isolation`)."""
     key = _key()
-    if not _cache_lock.acquire(blocking=False):
+    if not _cache_lock[0].acquire(blocking=False):
         return  # a probe is running (in isolation())
     try:
         if key in _cache or key in _started:
@@ -156,7 +156,7 @@ def probe_soon() -> None:
         with contextlib.suppress(OSError, ValueError):
             _started[key] = (plan[0], _spawn(plan[0]))
     finally:
-        _cache_lock.release()
+        _cache_lock[0].release()
 
 
 def _tree(setpriv: str | None, why: str) -> Isolation:
