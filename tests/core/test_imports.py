@@ -290,6 +290,39 @@ def test_an_event_nobody_can_hear_skips_an_imported_but_unconfigured_structlog()
     assert done.stdout.split() == ["0", "['step.closed']"]
 
 
+@pytest.mark.parametrize("case", ["edited in place", "cached, then reset"])
+def test_an_unconfigured_structlog_that_still_has_listeners_gets_every_event(case: str) -> None:
+    """Two ways structlog reads as unconfigured while something listens: its default processor
+    list edited in place (no ``configure()``), and a configuration whose chain jigs' logger
+    cached (``cache_logger_on_first_use``) before ``reset_defaults()``. Both still see info."""
+    if case == "edited in place":
+        setup = 'structlog.get_config()["processors"].insert(0, keep)'
+        after = ""
+    else:
+        setup = (
+            "structlog.configure(processors=[keep, structlog.processors.KeyValueRenderer()],"
+            " cache_logger_on_first_use=True)"
+        )
+        after = "structlog.reset_defaults()"
+    done = _fresh(
+        f"""
+        import structlog
+        from jigs import _logging
+        seen = []
+        def keep(logger, method, event_dict):
+            seen.append(event_dict["event"])
+            return event_dict
+        {setup}
+        _logging.logger.info("first")
+        {after}
+        _logging.logger.info("second")
+        print(seen)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "['first', 'second']"
+
+
 @pytest.mark.parametrize("structlog_first", [False, True])
 def test_stdlib_logging_at_info_receives_jigs_events_through_structlog(
     structlog_first: bool,

@@ -13,8 +13,9 @@ it in their own chain (it also covers rendered tracebacks).
 costs more than jigs' own import): ``bind`` only records fields, and structlog is imported on the
 first event something can receive. An event below WARNING is dropped without going through
 structlog only when nothing could see it: structlog is unconfigured (never imported, or imported
-but never given a configuration: :func:`structlog.is_configured`; so nobody added a processor
-that captures it) and the stdlib logger ``"jigs"`` is not enabled for its level (so structlog's
+but never given a configuration, :func:`structlog.is_configured`, its processor list still the
+built-in one and no configured chain cached; so nobody added a processor that captures it) and
+the stdlib logger ``"jigs"`` is not enabled for its level (so structlog's
 default chain, which only renders, would hand it to a stdlib logger that drops it). Every other
 event goes through a real :class:`RedactingLogger` built from structlog's configuration at that
 moment, exactly as a ``structlog.wrap_logger`` proxy would.
@@ -100,13 +101,30 @@ def _redacting() -> type[Any]:
     return _classes[0]
 
 
+def _default_chain(structlog: Any) -> bool:
+    """Whether an event would run structlog's default chain as it ships: never configured, its
+    processor list still the built-in one (item by item: the list can be edited in place), and
+    jigs' logger not one that cached a configured chain. Anything unknown counts as not."""
+    try:
+        if structlog.is_configured():
+            return False
+        config = sys.modules.get("structlog._config")
+        builtin = getattr(config, "_BUILTIN_DEFAULT_PROCESSORS", None)
+        processors = structlog.get_config()["processors"]
+        if builtin is None or len(processors) != len(builtin):
+            return False
+        if any(a is not b for a, b in zip(processors, builtin, strict=True)):
+            return False
+    except Exception:
+        return False
+    return not _real or "bind" not in vars(_real[0])
+
+
 def _unheard(level: int) -> bool:
     """Whether an event at ``level`` reaches nobody (see the module docstring)."""
     structlog = sys.modules.get("structlog")
-    if structlog is not None:
-        configured = getattr(structlog, "is_configured", None)
-        if not callable(configured) or configured():
-            return False
+    if structlog is not None and not _default_chain(structlog):
+        return False
     logging = sys.modules.get("logging")
     if logging is None:  # never imported: no handler or level was set, so below WARNING is off
         return True
