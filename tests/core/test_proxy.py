@@ -729,6 +729,33 @@ def test_bad_arguments_are_refused_with_a_fix():
     for port in ("99999", "http", "-1"):
         with pytest.raises(CredentialProxyError, match="port must be a number"):
             CredentialProxy(f"https://example.com:{port}/v1", KEY)
+    for url in ("https://[::1/v1", "https://[zz]/v1"):  # urllib's own ValueError
+        with pytest.raises(CredentialProxyError, match="not a valid URL"):
+            CredentialProxy(url, KEY)
+    # the message and field show scheme and host only: never the credentials or the path
+    secret = "hunter2-Zq81xP"
+    with pytest.raises(CredentialProxyError) as raised:
+        CredentialProxy(f"https://user:{secret}@api.example.com/v1/{secret}", KEY)
+    assert secret not in str(raised.value)
+    assert raised.value.upstream == "https://api.example.com"
+
+
+@pytest.mark.parametrize(
+    ("upstream", "host"),
+    [
+        ("http://" + "a" * 60 + ":8080/v1", b"a" * 60 + b":8080"),  # the port is no label
+        ("http://[::1]:5/v1", b"[::1]:5"),
+        ("http://127.0.0.1:5/v1", b"127.0.0.1:5"),
+        ("https://Bücher.example/v1", b"xn--bcher-kva.example"),
+        ("https://api.example.com./v1", b"api.example.com."),
+    ],
+)
+def test_the_host_header_is_the_upstreams_host_and_port(upstream: str, host: bytes) -> None:
+    proxy = CredentialProxy(upstream, KEY)
+    try:
+        assert proxy._host == host
+    finally:
+        proxy.discard()
     error = CredentialProxyError("x")
     assert isinstance(error, JigsError)
     assert isinstance(error, ValueError)

@@ -144,33 +144,56 @@ def _error_body(kind: str, message: str) -> bytes:
 
 
 def _check_upstream(upstream: str) -> str:
+    """``upstream`` without a trailing ``/``, or :class:`CredentialProxyError` saying what is
+    wrong with it, showing only the URL's scheme and host (it may hold credentials)."""
     if not isinstance(upstream, str):
         raise CredentialProxyError(f"upstream must be a URL string, not {type(upstream).__name__}")
-    parts = urlsplit(upstream)
     problem = None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        problem = "it must be an http:// or https:// URL with a host"
-    elif parts.username is not None or parts.password is not None:
-        problem = "it must not carry credentials (give the key as `key`)"
-    elif parts.query or parts.fragment:
-        problem = "it must not have a query or fragment"
+    shown = "(not shown)"
+    try:
+        parts = urlsplit(upstream)
+    except ValueError:  # a malformed IPv6 literal, say
+        problem = "it is not a valid URL"
     else:
-        try:
-            host_bytes(parts.hostname)
-        except UnicodeError:
-            problem = "its host name has an empty or over-long label (at most 63 characters each)"
+        if parts.scheme and parts.hostname:  # never the credentials, path or query
+            shown = f"{parts.scheme}://{parts.hostname}"
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            problem = "it must be an http:// or https:// URL with a host"
+        elif parts.username is not None or parts.password is not None:
+            problem = "it must not carry credentials (give the key as `key`)"
+        elif parts.query or parts.fragment:
+            problem = "it must not have a query or fragment"
         else:
             try:
-                parts.port  # noqa: B018 - urllib checks the port when it is read
-            except ValueError:
-                problem = "its port must be a number from 0 to 65535"
+                host_bytes(parts.hostname)
+            except UnicodeError:
+                problem = (
+                    "its host is not a valid host name (an empty or over-long label, at most 63 "
+                    "characters each, or characters IDNA refuses)"
+                )
+            else:
+                try:
+                    parts.port  # noqa: B018 - urllib checks the port when it is read
+                except ValueError:
+                    problem = "its port must be a number from 0 to 65535"
     if problem:
         raise CredentialProxyError(
-            f"the credential proxy's upstream {upstream!r} is not usable: {problem}, "
-            "e.g. https://api.anthropic.com or https://api.openai.com/v1",
-            upstream=upstream,
+            f"the credential proxy's upstream {shown} is not usable: {problem}, e.g. "
+            "https://api.anthropic.com or https://api.openai.com/v1",
+            upstream=shown,
         )
     return upstream.rstrip("/")
+
+
+def _host_header(netloc: str) -> bytes:
+    """The ``Host`` header for an upstream's ``netloc`` (credentials already refused): the host
+    as :func:`host_bytes` encodes it, then the port as written (encoded apart: a port is no
+    label of the host name)."""
+    if netloc.startswith("["):  # an IPv6 literal: the port follows the bracket
+        host, _, port = netloc.partition("]")
+        return host_bytes(host + "]") + port.encode("ascii")
+    host, colon, port = netloc.partition(":")
+    return host_bytes(host) + (colon + port).encode("ascii")
 
 
 def _check_key(key: str, upstream: str) -> bytes:
@@ -252,7 +275,7 @@ class CredentialProxy:
             parts.port,
             parts.path.rstrip("/"),
         )
-        self._host = host_bytes(parts.netloc.rpartition("@")[2])
+        self._host = _host_header(parts.netloc)
         key_bytes = _check_key(key, self._upstream)
         if scheme == "x-api-key":
             self._auth = (b"x-api-key", key_bytes)

@@ -195,8 +195,8 @@ def check_url(value: str, where: str) -> str:
         host_bytes(parts.hostname)
     except UnicodeError:
         raise SecretRuleError(
-            f"{where} has a host name with an empty or over-long label (each part between dots "
-            f"1-63 characters; the URL is not shown)"
+            f"{where} has an invalid host name: an empty or over-long label (each part between "
+            f"dots 1-63 characters) or characters IDNA refuses (the URL is not shown)"
         ) from None
     if "@" in parts.netloc:
         raise SecretRuleError(
