@@ -639,8 +639,9 @@ def test_a_host_without_user_namespaces_falls_back_and_says_why(
 def test_a_probe_started_early_answers_the_first_caller_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # a slow, failing unshare that counts its runs: the caller that asks while the background
-    # probe runs waits for that probe's answer instead of probing again or guessing
+    # a slow, failing unshare that counts its runs: the caller that asks while the early probe
+    # runs collects that probe instead of guessing; its failure is checked once more (an early
+    # probe can die of its starting thread's end), then the next candidate is tried
     runs = tmp_path / "runs"
     _refusing_unshare(tmp_path, monkeypatch, before=f"echo run >> {runs}\nsleep 0.3\n")
     try:
@@ -653,10 +654,39 @@ def test_a_probe_started_early_answers_the_first_caller_once(
         assert "Operation not permitted" in found.detail
         _isolation.probe_soon()  # known now: no second probe
         assert isolation() is found
-        expected = 2 if os.geteuid() == 0 else 1  # root tries without, then with a user namespace
+        # the early run, its check, and for root the candidate with a user namespace
+        expected = 3 if os.geteuid() == 0 else 2
         assert runs.read_text().splitlines() == ["run"] * expected
     finally:
         reset_isolation_cache()
+
+
+def test_an_early_probe_outlived_by_its_thread_does_not_weaken_isolation() -> None:
+    """``setpriv --pdeathsig`` follows the thread that started the chain: a probe started by a
+    thread that then ends is SIGKILLed. That failure must not become this process's answer
+    (tree mode, or a user namespace for root): the answer equals a plain probe's."""
+    code = textwrap.dedent(
+        """
+        import sys, threading, time
+        from jigs import _isolation
+        if sys.argv[1] == "early":
+            def start():
+                _isolation.probe_soon()
+                time.sleep(0.003)  # setpriv is set up; the chain is still running
+            thread = threading.Thread(target=start)
+            thread.start()
+            thread.join()
+        found = _isolation.isolation()
+        print(found.mode, found.prefix)
+        """
+    )
+    answers = [
+        subprocess.run(
+            [sys.executable, "-c", code, how], capture_output=True, text=True, check=True
+        ).stdout
+        for how in ("plain", "early", "early", "early")
+    ]
+    assert answers[1:] == [answers[0]] * 3, answers
 
 
 def test_a_forked_child_probes_for_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

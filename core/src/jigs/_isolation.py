@@ -37,6 +37,7 @@ SIGKILLed worker leaves the CLI's descendants running, and the agent can read ot
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -101,6 +102,12 @@ def _forget_in_child() -> None:
     """In a forked child: the parent's probe process is not this process's child (waiting on it
     would read as success), and the lock may be held by a thread that did not come along."""
     _cache_lock[0] = threading.Lock()
+    for _, process in _started.values():
+        process.returncode = 0  # so that dropping it never waits on (or warns about) that pid
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
     _started.clear()
 
 
@@ -132,6 +139,8 @@ def isolation() -> Isolation:
         found = _cache.get(key)
         if found is None:
             found = _cache[key] = _probe(key[1], _started.pop(key, None))
+        for other in list(_started):  # started under another JIGS_ISOLATION or euid: collected
+            _reap(_started.pop(other)[1])
     return found
 
 
@@ -149,14 +158,27 @@ def probe_soon() -> None:
     try:
         if key in _cache or key in _started:
             return
-        plan = _plan(key[1])
-        if isinstance(plan, Isolation):
-            _cache[key] = plan
-            return
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(Exception):
+            plan = _plan(key[1])
+            if isinstance(plan, Isolation):
+                _cache[key] = plan
+                return
             _started[key] = (plan[0], _spawn(plan[0]))
+            if not _exit_hook:
+                _exit_hook.append(True)
+                atexit.register(_reap_started)
     finally:
         _cache_lock[0].release()
+
+
+_exit_hook: list[bool] = []
+
+
+def _reap_started() -> None:
+    """At exit: a probe that no step collected (the step failed before it asked)."""
+    for _, process in _started.values():
+        _reap(process)
+    _started.clear()
 
 
 def _tree(setpriv: str | None, why: str) -> Isolation:
@@ -189,57 +211,75 @@ def _plan(wanted: str) -> Isolation | list[tuple[str, ...]]:
 
 
 def _spawn(prefix: tuple[str, ...]) -> subprocess.Popen[bytes]:
-    """The chain running ``true``, its stderr piped (a line or two when it fails)."""
+    """The chain running ``echo`` of :data:`_PROOF` (stdout and stderr piped)."""
     return subprocess.Popen(
-        [*prefix, shutil.which("true") or "/bin/true"],
+        [*prefix, shutil.which("echo") or "/bin/echo", _PROOF.decode()],
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={"PATH": os.environ.get("PATH", os.defpath)},
     )
 
 
+#: What the probed chain prints: a success is the chain's output, not only an exit status (a
+#: process another part of the application reaped reads as exit 0 in :mod:`subprocess`).
+_PROOF = b"jigs-namespace-probe-ok"
+
+
 def _reap(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(OSError, ValueError, subprocess.SubprocessError):
+    with contextlib.suppress(Exception):
         process.kill()
         process.communicate(timeout=5)
+
+
+def _outcome(process: subprocess.Popen[bytes]) -> str | None:
+    """None when ``process`` (the chain) worked; else what went wrong, in a line."""
+    try:
+        stdout, stderr = process.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        _reap(process)
+        return "the namespace chain did not exit within 10 s"
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        _reap(process)
+        return str(exc)
+    if process.returncode == 0 and stdout.strip() == _PROOF:
+        return None
+    lines = stderr.decode(errors="replace").strip().splitlines()
+    return lines[-1] if lines else f"exit {process.returncode}"
 
 
 def _probe(
     wanted: str, started: tuple[tuple[str, ...], subprocess.Popen[bytes]] | None = None
 ) -> Isolation:
-    """Run the plan's candidates until one works (``started``: the first one's process, already
-    running)."""
-    plan = _plan(wanted)
-    if isinstance(plan, Isolation):
-        if started is not None:
-            _reap(started[1])
-        return plan
-    errors = []
-    for prefix in plan:
-        try:
+    """Run the plan's candidates until one works. ``started``: the first one's process, started
+    early by :func:`probe_soon`; only its success is taken. A failure is tried again here: the
+    early process gets its parent-death signal when the *thread* that started it ends, which
+    may be any thread of the application."""
+    try:
+        plan = _plan(wanted)
+        if isinstance(plan, Isolation):
+            return plan
+        errors = []
+        for prefix in plan:
             if started is not None and started[0] == prefix:
-                process, started = started[1], None
-            else:
-                process = _spawn(prefix)
+                early, started = started[1], None
+                if _outcome(early) is None:
+                    return _namespace(prefix)
             try:
-                _, stderr = process.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                _reap(process)
-                raise
-        except (OSError, subprocess.SubprocessError) as exc:
-            errors.append(str(exc))
-            continue
-        if process.returncode == 0:
-            kinds = "user + PID + mount" if "--user" in prefix else "PID + mount"
-            return Isolation(
-                "namespace",
-                prefix,
-                f"a {kinds} namespace per step with a fresh /proc (unshare)",
-                "",
-            )
-        lines = stderr.decode(errors="replace").strip().splitlines()
-        errors.append(lines[-1] if lines else f"exit {process.returncode}")
-    if started is not None:  # PATH changed since the early start: that answer is not used
-        _reap(started[1])
-    return _tree(shutil.which("setpriv"), f"unshare failed: {'; '.join(errors)}")
+                error = _outcome(_spawn(prefix))
+            except (OSError, ValueError, subprocess.SubprocessError) as exc:
+                error = str(exc)
+            if error is None:
+                return _namespace(prefix)
+            errors.append(error)
+        return _tree(shutil.which("setpriv"), f"unshare failed: {'; '.join(errors)}")
+    finally:
+        if started is not None:  # PATH changed since the early start: that answer is not used
+            _reap(started[1])
+
+
+def _namespace(prefix: tuple[str, ...]) -> Isolation:
+    kinds = "user + PID + mount" if "--user" in prefix else "PID + mount"
+    return Isolation(
+        "namespace", prefix, f"a {kinds} namespace per step with a fresh /proc (unshare)", ""
+    )
