@@ -300,6 +300,34 @@ def test_a_spare_home_is_a_private_copy_claimed_once(tmp_path):
     assert not list(seed.with_name("key.spares").glob("building-*"))
 
 
+def test_a_seed_copy_keeps_contents_exec_bits_and_inner_links(tmp_path):
+    """Contents byte for byte; an executable script stays executable; a link inside a folder
+    stays a link (as Codex wrote it); a top-level link is copied as its target's bytes."""
+    from jigs_harness_codex._seed import copy_seed
+
+    seed = _fake_seed(tmp_path)
+    script = seed / "skills" / ".system" / "imagegen" / "run.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o755)
+    (seed / "skills" / ".system" / "imagegen" / "link.md").symlink_to("SKILL.md")
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}")
+    (seed / "installation_id").symlink_to(outside)
+    home = tmp_path / "home"
+    home.mkdir()
+    copy_seed(seed, home)
+    imagegen = home / "skills" / ".system" / "imagegen"
+    assert (imagegen / "SKILL.md").read_text() == "seed skill"
+    assert (home / "state_5.sqlite").read_bytes() == b"seed state"
+    assert os.access(imagegen / "run.sh", os.X_OK)
+    assert not os.access(imagegen / "SKILL.md", os.X_OK)
+    assert (imagegen / "link.md").is_symlink()
+    assert os.readlink(imagegen / "link.md") == "SKILL.md"
+    assert not (home / "installation_id").is_symlink()
+    assert (home / "installation_id").read_text() == "{}"
+    assert not (home / ".jigs-seed-complete").exists()
+
+
 def test_a_closed_homes_system_skills_are_deleted_off_the_close_path(tmp_path):
     from jigs_harness_codex._seed import copy_seed, discard_system_skills, prepare_spare
 

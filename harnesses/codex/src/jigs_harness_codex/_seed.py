@@ -33,7 +33,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -161,17 +163,25 @@ async def ensure_seed(
 
 
 def copy_seed(seed: Path, home: Path) -> None:
-    """Copy the seed's state into a fresh home (never its marker, config or login): contents
-    only (``shutil.copyfile``), with the home's own modes and times. Copying each file's
-    metadata too (``copy2``) doubled the copy's CPU (8 ms against 4 ms for the ~60 files),
-    and Codex reads neither (its system skills are checked by their marker's content)."""
+    """Copy the seed's state into a fresh home (never its marker, config or login): contents,
+    and the mode only of an executable file, the rest with the home's own modes and times.
+    Copying every file's metadata (``copy2``) doubled the copy's CPU (8 ms against 4 ms for
+    the ~60 files), and Codex reads neither. Symlinks inside the seed's folders stay links (as
+    Codex wrote them); a top-level entry is copied as what it points to."""
     for entry in seed.iterdir():
         if entry.name in _SKIP:
             continue
         if entry.is_dir():
-            shutil.copytree(entry, home / entry.name, symlinks=True, copy_function=shutil.copyfile)
+            shutil.copytree(entry, home / entry.name, symlinks=True, copy_function=_copy_file)
         else:
-            shutil.copyfile(entry, home / entry.name, follow_symlinks=False)
+            _copy_file(entry, home / entry.name)
+
+
+def _copy_file(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    shutil.copyfile(source, target)
+    mode = os.stat(source).st_mode
+    if mode & 0o111:  # a script Codex may run: keep it executable
+        os.chmod(target, stat.S_IMODE(mode))
 
 
 def _spares(seed: Path) -> Path:
