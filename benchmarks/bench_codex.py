@@ -1,6 +1,6 @@
 """A warm Codex step through jigs against the same turn by the raw CLI.
 
-    uv run python benchmarks/bench_codex.py [--runs N] [--breakdown N]
+    uv run python benchmarks/bench_codex.py [--runs N (21)] [--breakdown N]
 
 jigs: ``create_agent_runner`` + ``generate_text`` + ``close`` in a worker that already ran a step
 (private home, ``codex app-server``, initialize, thread/start, one turn, close). Raw: ``codex exec
@@ -14,8 +14,10 @@ second set of pairs then times the same turn through a bare ``codex app-server``
 jigs' JSON-RPC and nothing else (reused home, no namespace, proxy, lock or private home), so
 the headline splits into what Codex's app-server path costs against ``codex exec`` and jigs'
 share. The raw CLI with a **fresh** home per run (which
-pays the set-up jigs' seeded home avoids) is a labelled reference line, as is the app server's
-start time (launch to the ``initialize`` answer), both measured after the pairs (interleaved
+pays the set-up jigs' seeded home avoids) is a labelled reference line, as are the app server's
+start time (launch to the ``initialize`` answer) and raw ``codex exec``'s own end (its
+``turn.completed`` line to its exit: the teardown jigs' close waits for too), all measured after
+the pairs (interleaved
 with them, they slowed the next step). Then ``--breakdown`` more jigs steps run with
 jigs' structlog events captured (outside the timed pairs, so capturing costs the headline
 nothing) and the median of each stage of the step is printed: open (checks and lock, proxy, home
@@ -102,6 +104,28 @@ async def app_server_start(exe: Path, env: dict[str, str], cwd: str) -> float:
         return elapsed
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+async def exec_teardown(exe: Path, env: dict[str, str], cwd: str) -> float:
+    """Seconds from the ``turn.completed`` line of a raw ``codex exec --json`` to its exit: the
+    CLI's own end, which a raw run pays as jigs' close pays the killed app server's."""
+    async with await anyio.open_process(
+        [str(exe), "exec", "--json", "--skip-git-repo-check", "say it"],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        assert proc.stdout is not None
+        buffer, completed = b"", None
+        async for chunk in proc.stdout:
+            buffer += chunk
+            if completed is None and b'"turn.completed"' in buffer:
+                completed = time.perf_counter()
+        await proc.wait()
+    assert completed is not None, buffer[-300:]
+    return time.perf_counter() - completed
 
 
 async def bare_app_server_turn(exe: Path, env: dict[str, str], cwd: str) -> None:
@@ -298,9 +322,12 @@ async def main_async(runs: int, breakdown: int) -> int:
             # killed at once left work behind that slowed the next jigs step
             fresh: list[float] = []
             starts: list[float] = []
+            ends: list[float] = []
             for _ in range(max(3, runs // 2)):
                 fresh.append(await raw(fresh=True))
                 starts.append(await app_server_start(exe.path, env, tree))
+                server.add(text("benchmark answer"))
+                ends.append(await exec_teardown(exe.path, env | {"CODEX_HOME": reused_home}, tree))
 
             broken: list[tuple[float, list[tuple[float, str]]]] = []
             # jigs' events carry the stage timings; captured only now (the application's
@@ -342,6 +369,10 @@ async def main_async(runs: int, breakdown: int) -> int:
         )
     print(f"raw codex exec --json turn (fresh home, reference): {ms(fresh)}")
     print(f"app server start (launch to initialize answer): {ms(starts)}")
+    print(
+        f"raw codex exec's own end (its turn.completed line to its exit; the close's 'app "
+        f"server gone' is the same teardown): {ms(ends)}"
+    )
     if broken:
         print_breakdown(broken)
     return 0
@@ -349,7 +380,7 @@ async def main_async(runs: int, breakdown: int) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--breakdown", type=int, default=7, help="jigs steps with events captured")
     args = parser.parse_args()
     os.environ.setdefault("JIGS_DATA_DIR", tempfile.mkdtemp(prefix="jigs-bench-"))
