@@ -691,27 +691,37 @@ def test_an_early_probe_outlived_by_its_thread_does_not_weaken_isolation() -> No
 
 def test_a_forked_child_probes_for_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The parent started the probe (unshare refused here) and forked before collecting it: the
-    child's answer comes from its own probe, not from waiting on a process that is not its child
-    (which reads as success), and the parent still gets its own answer."""
+    child holds none of the parent's probe processes (it would wait on a pid that is not its
+    child and read the parent's probe output), its answer comes from its own probe, and the
+    parent still gets its own. Forked in a fresh, single-threaded interpreter (forking this test
+    process would copy its threads' locks)."""
     _refusing_unshare(tmp_path, monkeypatch, before="sleep 0.2\n")
-    try:
+    code = textwrap.dedent(
+        """
+        import os
+        from jigs import _isolation
         _isolation.probe_soon()
         read, write = os.pipe()
         pid = os.fork()
-        if pid == 0:  # the child: report its mode and leave without running the parent's atexit
+        if pid == 0:  # the child: report its mode, leave without the parent's atexit
             try:
                 os.close(read)
-                os.write(write, isolation().mode.encode())
+                held = len(_isolation._started)  # none of the parent's probe processes
+                os.write(write, f"{held}:{_isolation.isolation().mode}".encode())
             finally:
                 os._exit(0)
         os.close(write)
         with os.fdopen(read, "rb") as pipe:
-            child_mode = pipe.read().decode()
+            child = pipe.read().decode()
         os.waitpid(pid, 0)
-        assert child_mode == "tree"
-        assert isolation().mode == "tree"
-    finally:
-        reset_isolation_cache()
+        print(child, _isolation.isolation().mode)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0:tree", "tree"]
 
 
 @pytest.mark.anyio
