@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["host_bytes"]
+__all__ = ["INVALID_HOST", "host_bytes", "valid_host"]
+
+#: Why :func:`valid_host` refused a host, for the errors that say so.
+INVALID_HOST = (
+    "an invalid host name: an empty or over-long label (each part between dots 1-63 "
+    "characters) or characters IDNA refuses"
+)
 
 
 def host_bytes(host: str) -> bytes:
@@ -18,3 +24,12 @@ def host_bytes(host: str) -> bytes:
             return host.encode("ascii")
         raise UnicodeError("label empty or too long")
     return host.encode("idna")
+
+
+def valid_host(host: str) -> bool:
+    """Whether :func:`host_bytes` can encode ``host`` (the check every URL jigs takes gets)."""
+    try:
+        host_bytes(host)
+    except UnicodeError:
+        return False
+    return True

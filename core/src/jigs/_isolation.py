@@ -118,9 +118,7 @@ def reset_isolation_cache() -> None:
     """Forget the probe's answer (tests that change ``JIGS_ISOLATION`` call it)."""
     with _cache_lock[0]:
         _cache.clear()
-        for _, process in _started.values():
-            _reap(process)
-        _started.clear()
+        _reap_started()
 
 
 def _key() -> tuple[int, str]:
@@ -139,8 +137,7 @@ def isolation() -> Isolation:
         found = _cache.get(key)
         if found is None:
             found = _cache[key] = _probe(key[1], _started.pop(key, None))
-        for other in list(_started):  # started under another JIGS_ISOLATION or euid: collected
-            _reap(_started.pop(other)[1])
+        _reap_started()  # any left was started under another JIGS_ISOLATION or euid
     return found
 
 
@@ -164,21 +161,19 @@ def probe_soon() -> None:
                 _cache[key] = plan
                 return
             _started[key] = (plan[0], _spawn(plan[0]))
-            if not _exit_hook:
-                _exit_hook.append(True)
-                atexit.register(_reap_started)
     finally:
         _cache_lock[0].release()
 
 
-_exit_hook: list[bool] = []
-
-
 def _reap_started() -> None:
-    """At exit: a probe that no step collected (the step failed before it asked)."""
+    """End and reap every early probe not collected (also at exit: a step that failed before
+    it asked leaves one)."""
     for _, process in _started.values():
         _reap(process)
     _started.clear()
+
+
+atexit.register(_reap_started)
 
 
 def _tree(setpriv: str | None, why: str) -> Isolation:

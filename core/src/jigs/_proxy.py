@@ -55,7 +55,7 @@ import anyio
 import anyio.abc
 import msgspec
 
-from jigs._hosts import host_bytes
+from jigs._hosts import INVALID_HOST, host_bytes, valid_host
 from jigs._logging import logger
 from jigs._usage_tap import TokenUsage, UsageTap
 from jigs.errors import CredentialProxyError
@@ -163,19 +163,13 @@ def _check_upstream(upstream: str) -> str:
             problem = "it must not carry credentials (give the key as `key`)"
         elif parts.query or parts.fragment:
             problem = "it must not have a query or fragment"
+        elif not valid_host(parts.hostname):
+            problem = f"it has {INVALID_HOST}"
         else:
             try:
-                host_bytes(parts.hostname)
-            except UnicodeError:
-                problem = (
-                    "its host is not a valid host name (an empty or over-long label, at most 63 "
-                    "characters each, or characters IDNA refuses)"
-                )
-            else:
-                try:
-                    parts.port  # noqa: B018 - urllib checks the port when it is read
-                except ValueError:
-                    problem = "its port must be a number from 0 to 65535"
+                parts.port  # noqa: B018 - urllib checks the port when it is read
+            except ValueError:
+                problem = "its port must be a number from 0 to 65535"
     if problem:
         raise CredentialProxyError(
             f"the credential proxy's upstream {shown} is not usable: {problem}, e.g. "

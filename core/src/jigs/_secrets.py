@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from jigs._hosts import host_bytes
+from jigs._hosts import INVALID_HOST, valid_host
 
 __all__ = [
     "REDACTED",
@@ -191,13 +191,8 @@ def check_url(value: str, where: str) -> str:
         or any(c.isspace() for c in value)
     ):
         raise SecretRuleError(f"{where} must be an http(s):// URL with a host (not shown)")
-    try:
-        host_bytes(parts.hostname)
-    except UnicodeError:
-        raise SecretRuleError(
-            f"{where} has an invalid host name: an empty or over-long label (each part between "
-            f"dots 1-63 characters) or characters IDNA refuses (the URL is not shown)"
-        ) from None
+    if not valid_host(parts.hostname):
+        raise SecretRuleError(f"{where} has {INVALID_HOST} (the URL is not shown)")
     if "@" in parts.netloc:
         raise SecretRuleError(
             f"{where} must not embed credentials (user:password@); name the variable that holds "
