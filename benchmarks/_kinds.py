@@ -66,13 +66,14 @@ def base_env(home: Path) -> dict[str, str]:
 
 def prepare_environ() -> None:
     """Point this process at a scratch data dir while keeping the CLIs ``jigs install`` put in
-    the real one (call before anything resolves a CLI)."""
+    the real one (call before anything resolves a CLI). The scratch dir is an XDG data home,
+    not ``JIGS_DATA_DIR``: a step then finds its data dir the way a user's step does."""
     from jigs.executables import installed_dir
     from jigs_harness_pi import resolve_pi
 
     os.environ.setdefault("JIGS_PI_EXECUTABLE", str(resolve_pi(os.environ).path))
     os.environ.setdefault("JIGS_CLI_DIR", str(installed_dir("_").parent))
-    os.environ.setdefault("JIGS_DATA_DIR", tempfile.mkdtemp(prefix="jigs-bench-data-"))
+    os.environ.setdefault("XDG_DATA_HOME", tempfile.mkdtemp(prefix="jigs-bench-data-"))
     os.environ[KEY_ENV] = KEY
     if os.geteuid() == 0:
         os.environ["IS_SANDBOX"] = "1"

@@ -131,7 +131,8 @@ def main() -> None:
         "or the workspace",
     )
     args = parser.parse_args()
-    os.environ.setdefault("JIGS_DATA_DIR", tempfile.mkdtemp(prefix="jigs-bench-"))
+    # a scratch XDG data home, not JIGS_DATA_DIR: jigs finds its data dir as a user's step does
+    os.environ.setdefault("XDG_DATA_HOME", tempfile.mkdtemp(prefix="jigs-bench-"))
     # a kind whose descriptor needs a setting gets the one it needs (Pi: a model)
     settings = {
         "pi": "model={'type': 'openai-compatible', 'name': 'local', 'model': 'm', "
