@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -548,3 +549,81 @@ async def test_a_proxied_request_loads_neither_httpx_nor_urllib_request() -> Non
     status, loaded = done.stdout.decode().strip().splitlines()[-2:]
     assert status.startswith("HTTP/1.1 200"), status
     assert json.loads(loaded) == [], loaded
+
+
+#: What a step must not have imported when it launches its CLI: each is loaded later, while the
+#: CLI starts up (or never), so a cold step's CLI starts sooner. platformdirs: the data dir's XDG
+#: rule; hashlib/hmac: the session store's digests and the proxy's token check; the buffered
+#: reader: the first read; jigs._result: what run_agent returns; h11/httpcore: the proxy's thread.
+NOT_BEFORE_LAUNCH = (
+    "platformdirs",
+    "hashlib",
+    "hmac",
+    "anyio.streams.buffered",
+    "jigs._result",
+    "h11",
+    "httpcore",
+    "pydantic",
+    "structlog",
+)
+
+#: One descriptor per kind whose launch goes through the credential proxy where it has one.
+AT_LAUNCH = {
+    "claude": "harnesses.claude(base_url='http://127.0.0.1:9', api_key_env='LOCAL_KEY')",
+    "codex": "harnesses.codex(model='m', base_url='http://127.0.0.1:9/v1', api_key_env='LOCAL_KEY')",
+    "echo": "harnesses.echo()",
+    "pi": BUILD["pi"],
+}
+
+_AT_LAUNCH = """
+import asyncio, json, os, subprocess, sys, tempfile
+import anyio
+from jigs import RunMetadata, harnesses
+from jigs.errors import JigsError
+from jigs.steps import run_agent
+
+seen = []
+
+async def stop_at_launch(*args, **kwargs):
+    seen.append(sorted(m for m in NOT_BEFORE_LAUNCH if m in sys.modules))
+    raise FileNotFoundError(2, "stopped at the launch by the test")
+
+anyio.open_process = stop_at_launch  # jigs.processes looks it up at each launch
+
+async def main():
+    worktree = tempfile.mkdtemp()
+    subprocess.run(["git", "init", "-q", worktree], check=True)
+    try:
+        await run_agent(
+            harness=DESCRIPTOR, cwd=worktree, prompt="hi",
+            run=RunMetadata(workflow_run_id="at-launch"), agents_env=["IS_SANDBOX"],
+        )
+    except JigsError as exc:
+        print(type(exc).__name__, file=sys.stderr)
+    print(json.dumps(seen))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("kind", sorted(AT_LAUNCH))
+def test_a_step_launches_its_cli_before_loading_what_it_needs_later(
+    kind: str, tmp_path: Path, require_cli: Any
+) -> None:
+    """A fresh process's step, up to its first launch (stopped there): the data dir found with
+    no JIGS_DATA_DIR, the proxy prepared, the checks run, the lock taken; none of the modules a
+    step needs only later is loaded yet."""
+    import os
+
+    if kind != "echo":
+        require_cli(kind)
+    env = {k: v for k, v in os.environ.items() if k not in ("JIGS_DATA_DIR", "XDG_DATA_HOME")}
+    env |= {"HOME": str(tmp_path), "LOCAL_KEY": "sk-local-at-launch", "IS_SANDBOX": "1"}
+    code = _AT_LAUNCH.replace("NOT_BEFORE_LAUNCH", repr(NOT_BEFORE_LAUNCH)).replace(
+        "DESCRIPTOR", AT_LAUNCH[kind]
+    )
+    done = _fresh(code, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen, f"the {kind} step never reached its launch: {done.stderr[-2000:]}"
+    assert seen[0] == [], f"loaded before {kind}'s launch: {seen[0]}"

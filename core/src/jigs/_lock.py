@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -48,22 +47,24 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def _identity(path: Path) -> str:
+    """``<device>-<inode>`` in hex (every spelling of the directory has the same), or, for a
+    path that cannot be read, a digest of its text."""
     try:
         info = os.stat(path)
     except OSError:
-        return str(path)
-    return f"{info.st_dev}:{info.st_ino}"
+        import hashlib  # only here: its import (OpenSSL's start) costs a cold step ~1.8 ms
+
+        return hashlib.sha256(str(path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return f"{info.st_dev:x}-{info.st_ino:x}"
 
 
 def lock_path_for(worktree: Path) -> Path:
-    """The holder record's base name for a worktree: ``<data>/locks/agent-<sha256[:16]>.lock``,
+    """The holder record's base name for a worktree: ``<data>/locks/agent-<dev>-<ino>.lock``,
     keyed by the directory's device and inode only (every spelling of the worktree shares it);
     the record itself is the ``.holder`` file next to it."""
-    resolved = worktree.resolve()
-    digest = hashlib.sha256(_identity(resolved).encode()).hexdigest()[:16]
     locks = data_dir() / "locks"
     locks.mkdir(parents=True, exist_ok=True)
-    return locks / f"agent-{digest}.lock"
+    return locks / f"agent-{_identity(worktree.resolve())}.lock"
 
 
 def _lockers(path: Path) -> list[tuple[int, str]]:

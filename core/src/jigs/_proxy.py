@@ -40,7 +40,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
-import hmac
 import json
 import logging
 import os
@@ -471,6 +470,8 @@ class CredentialProxy:
         side, load); on failure the error is kept and every request answered 502 with it.
         Never raises."""
         try:
+            import hmac  # noqa: F401  (the token check's, with hashlib: loaded here too)
+
             import h11  # noqa: F401  (loaded here, off the step's critical path)
 
             from jigs._upstream import open_pool
@@ -581,6 +582,8 @@ class CredentialProxy:
             token, path = "", ""
         if self._closed:
             return await self._refuse(conn, stream, request, status=401, reason="closed", path=path)
+        import hmac  # here, not at the top: its hashlib costs a cold step ~1.8 ms pre-launch
+
         if not hmac.compare_digest(token.encode("latin-1"), self._token_bytes):
             return await self._refuse(
                 conn, stream, request, status=401, reason="wrong_token", path=path

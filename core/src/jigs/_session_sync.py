@@ -26,7 +26,6 @@ transcript of another worktree).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import re
 import time
@@ -41,6 +40,7 @@ import msgspec
 from jigs._files import write_atomic
 from jigs._paths import _safe, data_dir
 from jigs.errors import AgentSessionError, SessionStoreError
+from jigs.stores._protocol import sha256_hex
 
 if TYPE_CHECKING:
     from jigs._types import AgentSessionRef, RunMetadata
@@ -117,7 +117,7 @@ def snapshot(
             data = path.read_bytes()
         except OSError:
             continue
-        digest = hashlib.sha256(data).hexdigest()
+        digest = sha256_hex(data)
         artifacts[name] = {"sha256": digest, "size": len(data)}
         files[digest] = data
     if not artifacts:
@@ -134,7 +134,7 @@ def snapshot(
         sort_keys=True,
         separators=(",", ":"),
     ).encode()
-    digest = hashlib.sha256(manifest).hexdigest()
+    digest = sha256_hex(manifest)
     prefix = session_prefix(ctx.run.workflow_run_id, harness.kind, session_id)
     return Snapshot(
         key=f"{prefix}/manifests/{digest}.json",
@@ -271,7 +271,7 @@ def _restore_sync(
     manifest_bytes = store.get(ref.store_key)
     if manifest_bytes is None:
         raise _refuse(ref, f"it is not in the store ({_describe(store)}; pruned?)")
-    if f"sha256:{hashlib.sha256(manifest_bytes).hexdigest()}" != ref.digest:
+    if f"sha256:{sha256_hex(manifest_bytes)}" != ref.digest:
         raise _refuse(ref, "its manifest in the store does not match the ref's digest (altered)")
     try:
         manifest = json.loads(manifest_bytes[:_MAX_MANIFEST])
@@ -303,7 +303,7 @@ def _restore_sync(
     for name, info in sorted(artifacts.items()):
         with contextlib.suppress(OSError):
             path = paths[name]
-            if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == info["sha256"]:
+            if path.is_file() and sha256_hex(path.read_bytes()) == info["sha256"]:
                 continue
         wanted.append((name, info))
     if not wanted:
@@ -323,7 +323,7 @@ def _restore_sync(
             raise _refuse(
                 ref, f"its artifact {name} has {len(data)} bytes, not {info['size']} (truncated)"
             )
-        if hashlib.sha256(data).hexdigest() != info["sha256"]:
+        if sha256_hex(data) != info["sha256"]:
             raise _refuse(ref, f"its artifact {name} does not match its digest (altered)")
         to_write.append((path, data))
     for path, data in to_write:

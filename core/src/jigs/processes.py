@@ -30,7 +30,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
-import hashlib
 import os
 import shutil
 import signal
@@ -42,18 +41,20 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Literal, Self
+from typing import IO, TYPE_CHECKING, Literal, Self
 
 import anyio
 import anyio.abc
 import msgspec
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from jigs import _proctree
 from jigs._isolation import Isolation, isolation
 from jigs._redact import redact_known, secret_values
 from jigs._tracker import Watch
 from jigs.errors import AgentOutputError
+
+if TYPE_CHECKING:
+    from anyio.streams.buffered import BufferedByteReceiveStream
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -98,6 +99,8 @@ _observers: list[list[Launch]] = []
 
 def value_digest(value: str) -> str:
     """A SHA-256 digest of an environment value, so tests can look for one without holding it."""
+    import hashlib  # only for launch observers (tests): a cold step's launch does without it
+
     return hashlib.sha256(value.encode()).hexdigest()
 
 
@@ -332,13 +335,16 @@ class ManagedProcess:
         if stdout is None:
             raise RuntimeError("this process was launched without a stdout pipe")
         if self._reader is None:
+            # imported at the first read, not before the launch: a cold step's CLI starts sooner
+            from anyio.streams.buffered import BufferedByteReceiveStream
+
             self._reader = BufferedByteReceiveStream(stdout)
         try:
             return await self._reader.receive_until(b"\n", self._max_line)
         except anyio.IncompleteRead:
             self._stdout_ended = True
             rest = bytes(self._reader.buffer)
-            self._reader = BufferedByteReceiveStream(stdout)
+            self._reader = type(self._reader)(stdout)
             return rest or None
         except anyio.DelimiterNotFound:
             raise AgentOutputError(

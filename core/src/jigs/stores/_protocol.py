@@ -12,7 +12,6 @@ methods, registered under the entry point group ``jigs.session_stores``::
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Protocol, runtime_checkable
 
@@ -109,4 +108,6 @@ def check_key(key: str, *, prefix: bool = False) -> str:
 
 def sha256_hex(data: bytes) -> str:
     """The sha256 of ``data``, in hex."""
+    import hashlib  # here, not at the top: a cold step imports this module before its CLI starts
+
     return hashlib.sha256(data).hexdigest()

@@ -31,7 +31,6 @@ returns.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -39,6 +38,7 @@ import stat
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -77,7 +77,10 @@ def seed_path(executable: Path) -> Path:
     """Where the seed of this binary lives."""
     real = executable.resolve()
     stat = real.stat()
-    key = hashlib.sha256(f"{real}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    # a cache key, not a security boundary: zlib's checksums, because importing hashlib (OpenSSL's
+    # start) costs a cold step ~1.8 ms before its app server can start
+    data = f"{real}:{stat.st_size}:{stat.st_mtime_ns}".encode("utf-8", "surrogateescape")
+    key = f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
     return installed_dir("codex") / "home-seeds" / key
 
 
