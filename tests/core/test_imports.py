@@ -553,10 +553,14 @@ async def test_a_proxied_request_loads_neither_httpx_nor_urllib_request() -> Non
 
 #: What a step must not have imported when it launches its CLI: each is loaded later, while the
 #: CLI starts up (or never), so a cold step's CLI starts sooner. platformdirs: the data dir's XDG
-#: rule; hashlib/hmac: the session store's digests and the proxy's token check; the buffered
-#: reader: the first read; jigs._result: what run_agent returns; h11/httpcore: the proxy's thread.
+#: rule; tempfile, shutil and random: jigs._files; hashlib/hmac: the session store's digests and
+#: the proxy's token check; the buffered reader: the first read; jigs._result: what run_agent
+#: returns; h11/httpcore: the proxy's thread.
 NOT_BEFORE_LAUNCH = (
     "platformdirs",
+    "tempfile",
+    "shutil",
+    "random",
     "hashlib",
     "hmac",
     "anyio.streams.buffered",
@@ -576,7 +580,7 @@ AT_LAUNCH = {
 }
 
 _AT_LAUNCH = """
-import asyncio, json, os, subprocess, sys, tempfile
+import asyncio, json, os, subprocess, sys
 import anyio
 from jigs import RunMetadata, harnesses
 from jigs.errors import JigsError
@@ -591,8 +595,7 @@ async def stop_at_launch(*args, **kwargs):
 anyio.open_process = stop_at_launch  # jigs.processes looks it up at each launch
 
 async def main():
-    worktree = tempfile.mkdtemp()
-    subprocess.run(["git", "init", "-q", worktree], check=True)
+    worktree = sys.argv[1]
     try:
         await run_agent(
             harness=DESCRIPTOR, cwd=worktree, prompt="hi",
@@ -603,6 +606,18 @@ async def main():
     print(json.dumps(seen))
 
 asyncio.run(main())
+"""
+
+
+_CODEX_SEED = """
+import asyncio, os, structlog
+from jigs._registry import default_registry
+from jigs.env import build_env
+from jigs_harness_codex._seed import _build_spare, ensure_seed
+exe = default_registry().get("codex").resolve_executable(os.environ).path
+seed = asyncio.run(ensure_seed(exe, build_env([]), structlog.get_logger()))
+assert seed is not None
+_build_spare(seed, structlog.get_logger())
 """
 
 
@@ -622,7 +637,19 @@ def test_a_step_launches_its_cli_before_loading_what_it_needs_later(
     code = _AT_LAUNCH.replace("NOT_BEFORE_LAUNCH", repr(NOT_BEFORE_LAUNCH)).replace(
         "DESCRIPTOR", AT_LAUNCH[kind]
     )
-    done = _fresh(code, env=env)
+    if kind == "codex":  # as after a first Codex step: its home seed and a spare copy ready
+        _fresh(_CODEX_SEED, env=env).check_returncode()
+    worktree = tmp_path / "worktree"
+    worktree.mkdir()
+    subprocess.run(["git", "init", "-q", str(worktree)], check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), str(worktree)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen, f"the {kind} step never reached its launch: {done.stderr[-2000:]}"

@@ -40,12 +40,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import shutil
 import subprocess
 import threading
 from typing import Literal
 
 import msgspec
+
+from jigs._files import which
 
 __all__ = [
     "ENV_VAR",
@@ -184,12 +185,12 @@ def _tree(setpriv: str | None, why: str) -> Isolation:
 def _plan(wanted: str) -> Isolation | list[tuple[str, ...]]:
     """The answer when no probe is needed (forced or missing tools), else the namespace chain
     prefixes to try, in order."""
-    setpriv = shutil.which("setpriv")
+    setpriv = which("setpriv")
     if wanted == "tree":
         return _tree(setpriv, f"{ENV_VAR}=tree")
     if wanted != "auto":
         return _tree(setpriv, f"{ENV_VAR}={wanted!r} is not 'auto' or 'tree'")
-    unshare, timeout = shutil.which("unshare"), shutil.which("timeout")
+    unshare, timeout = which("unshare"), which("timeout")
     tools = (("setpriv", setpriv), ("unshare", unshare), ("timeout", timeout))
     missing = [name for name, path in tools if not path]
     if setpriv is None or unshare is None or timeout is None:
@@ -208,7 +209,7 @@ def _plan(wanted: str) -> Isolation | list[tuple[str, ...]]:
 def _spawn(prefix: tuple[str, ...]) -> subprocess.Popen[bytes]:
     """The chain running ``echo`` of :data:`_PROOF` (stdout and stderr piped)."""
     return subprocess.Popen(
-        [*prefix, shutil.which("echo") or "/bin/echo", _PROOF.decode()],
+        [*prefix, which("echo") or "/bin/echo", _PROOF.decode()],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -267,7 +268,7 @@ def _probe(
             if error is None:
                 return _namespace(prefix)
             errors.append(error)
-        return _tree(shutil.which("setpriv"), f"unshare failed: {'; '.join(errors)}")
+        return _tree(which("setpriv"), f"unshare failed: {'; '.join(errors)}")
     finally:
         if started is not None:  # PATH changed since the early start: that answer is not used
             _reap(started[1])

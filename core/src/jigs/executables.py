@@ -15,6 +15,7 @@ from pathlib import Path
 
 import msgspec
 
+from jigs._files import which
 from jigs._paths import data_dir
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.errors import CliNotFoundError
@@ -30,6 +31,7 @@ __all__ = [
     "parse_version",
     "version_check",
     "wheel_package_dir",
+    "which",
 ]
 
 
@@ -106,9 +108,7 @@ def on_path(name: str) -> Candidate:
     """``name`` on the agent's ``PATH``."""
 
     def find(env: Mapping[str, str]) -> Path | None:
-        import shutil
-
-        found = shutil.which(name, path=env.get("PATH", os.environ.get("PATH", "")))
+        found = which(name, path=env.get("PATH", os.environ.get("PATH", "")))
         return Path(found) if found else None
 
     return Candidate(f"{name} on PATH", find)

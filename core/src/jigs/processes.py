@@ -31,10 +31,8 @@ import atexit
 import contextlib
 import errno
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -48,6 +46,7 @@ import anyio.abc
 import msgspec
 
 from jigs import _proctree
+from jigs._files import anonymous_file, which
 from jigs._isolation import Isolation, isolation
 from jigs._redact import redact_known, secret_values
 from jigs._tracker import Watch
@@ -578,7 +577,7 @@ def _resolve(executable: str, cwd: Path, env: Mapping[str, str]) -> str:
         if not os.path.exists(path):
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), executable)
     else:
-        found = shutil.which(executable, path=os.pathsep.join(os.get_exec_path(dict(env))))
+        found = which(executable, path=os.pathsep.join(os.get_exec_path(dict(env))))
         if found is None:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), executable)
         path = found
@@ -635,7 +634,7 @@ async def launch(
     prefix = _death_safe(mode.prefix)
     if prefix:
         command = [*prefix, _resolve(argv[0], Path(cwd), env), *argv[1:]]
-    stderr_file = tempfile.TemporaryFile(prefix="jigs-stderr-")  # noqa: SIM115 - owned by the process
+    stderr_file = anonymous_file("jigs-stderr-")  # owned by the process
     started = time.perf_counter()
     try:
         process = await anyio.open_process(

@@ -85,11 +85,9 @@ exec {shlex.quote(bash)} --noprofile --norc "$@"
 
 def _find_bash(env: Mapping[str, str] | None) -> str | None:
     path = (env if env is not None else os.environ).get("PATH")
-    import shutil  # here: resolving the kind imports this module, only a step needs it
+    from jigs.executables import which
 
-    found = shutil.which("bash", path=path) or (
-        "/bin/bash" if os.access("/bin/bash", os.X_OK) else None
-    )
+    found = which("bash", path=path) or ("/bin/bash" if os.access("/bin/bash", os.X_OK) else None)
     return str(Path(found).resolve()) if found else None
 
 

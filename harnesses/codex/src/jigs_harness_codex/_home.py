@@ -287,7 +287,7 @@ def build_home(
     """Create this invocation's home (mode 0700) under ``state_dir``, starting from a copy of
     ``seed`` (see :mod:`jigs_harness_codex._seed`: a spare copied ahead when one is ready) when
     given; ``base_url`` as in :func:`render_config`. Any failure removes it."""
-    import tempfile  # here and below: resolving the kind imports this module, a step builds homes
+    from jigs._files import make_dir
 
     from jigs_harness_codex._seed import claim_spare, copy_seed
 
@@ -295,7 +295,7 @@ def build_home(
     store.mkdir(parents=True, exist_ok=True)
     homes = state_dir / "homes"
     homes.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix="invocation-", dir=homes))
+    path = make_dir("invocation-", homes)
     home = CodexHome(path)
     try:
         if seed is not None and not claim_spare(seed, path):

@@ -33,9 +33,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import stat
-import tempfile
 import threading
 import time
 import zlib
@@ -138,6 +136,9 @@ async def ensure_seed(
             return final
         if final in _FAILED:
             return None
+        import shutil  # here, not at the top: a step whose seed is built needs neither
+        import tempfile
+
         final.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix="building-", dir=final.parent))
         try:
@@ -171,6 +172,8 @@ def copy_seed(seed: Path, home: Path) -> None:
     Copying every file's metadata (``copy2``) doubled the copy's CPU (8 ms against 4 ms for
     the ~60 files), and Codex reads neither. Symlinks inside the seed's folders stay links (as
     Codex wrote them); a top-level entry is copied as what it points to."""
+    import shutil  # here, not at the top: a step that claims a spare home needs neither
+
     for entry in seed.iterdir():
         if entry.name in _SKIP:
             continue
@@ -181,6 +184,8 @@ def copy_seed(seed: Path, home: Path) -> None:
 
 
 def _copy_file(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    import shutil  # here, not at the top: a step that claims a spare home needs neither
+
     shutil.copyfile(source, target)
     mode = os.stat(source).st_mode
     if mode & 0o111:  # a script Codex may run: keep it executable
@@ -210,6 +215,9 @@ def claim_spare(seed: Path, home: Path) -> bool:
 
 
 def _build_spare(seed: Path, log: Any) -> None:
+    import shutil  # here, not at the top: a step that claims a spare home needs neither
+    import tempfile
+
     spares = _spares(seed)
     try:
         spares.mkdir(exist_ok=True)
@@ -260,6 +268,9 @@ def discard_system_skills(seed: Path, home: Path, log: Any) -> None:
     another (while that step's app server starts: a deleting thread during a close would compete
     with it for the GIL). Left in place (and removed with the home) when it cannot be moved;
     never raises."""
+    import shutil  # here, not at the top: a step that claims a spare home needs neither
+    import tempfile
+
     system = home / "skills" / ".system"
     if system.is_symlink() or not system.is_dir():
         return

@@ -160,9 +160,9 @@ def resolve_pi(env: Mapping[str, str]) -> PiExecutable:
         raise CliNotFoundError("pi", tried, INSTALL_FIX)
     tried.append(f"${ENV_VAR}: not set")
 
-    import shutil  # here: resolving the kind imports this module, only a step needs it
+    from jigs.executables import which
 
-    found = shutil.which("pi", path=env.get("PATH", os.environ.get("PATH", "")))
+    found = which("pi", path=env.get("PATH", os.environ.get("PATH", "")))
     if found is None:
         tried.append("pi on PATH: not found")
     else:

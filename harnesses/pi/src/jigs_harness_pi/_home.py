@@ -19,10 +19,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
-import tempfile
-from pathlib import Path
 from typing import Any
+
+from jigs._files import make_dir
+from jigs.executables import which
 
 from jigs_harness_pi._descriptor import (
     AnthropicCompatible,
@@ -147,11 +147,9 @@ class PiHome:
     """A fresh private agent dir; :meth:`remove` deletes it (registered on the context)."""
 
     def __init__(self, descriptor: PiDescriptor, *, base_url: str | None = None) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="jigs-pi-agent-"))
+        self.path = make_dir("jigs-pi-agent-")
         try:
-            bash = shutil.which("bash") or (
-                "/bin/bash" if os.access("/bin/bash", os.X_OK) else None
-            )
+            bash = which("bash") or ("/bin/bash" if os.access("/bin/bash", os.X_OK) else None)
             shell = None
             if bash is not None:
                 shell = self.path / _SHELL_NAME
@@ -176,4 +174,6 @@ class PiHome:
         target.chmod(0o600)
 
     def remove(self) -> None:
+        import shutil  # at close: loaded while the CLI ran, not before its launch
+
         shutil.rmtree(self.path, ignore_errors=True)
