@@ -97,8 +97,6 @@ _CLIENT_AUTH = frozenset(
 _DROPPED_REQUEST = _HOP_BY_HOP | _CLIENT_AUTH | {"host"}
 
 _READ_SIZE = 65536
-_CLIENT_DELAY = 0.05
-"""Seconds after the start the upstream client is built when no request asked for it first."""
 _MAX_HEAD = 256 * 1024
 _LINGER = 1.0
 """Seconds a refused connection waits for the client to finish sending before it closes."""
@@ -308,7 +306,6 @@ class CredentialProxy:
         self._close_requested: anyio.Event
         self._stopped: anyio.Event
         self._client_ready: anyio.Event
-        self._client_wanted: anyio.Event
         self._records: list[ProxiedRequest] = []
         self._refused = 0
         self._group: anyio.abc.TaskGroup | None = None
@@ -418,7 +415,6 @@ class CredentialProxy:
         self._close_requested = anyio.Event()
         self._stopped = anyio.Event()
         self._client_ready = anyio.Event()
-        self._client_wanted = anyio.Event()
         if self._closed:  # closed before it served: its socket is gone
             self._stopped.set()
             raise CredentialProxyError(
@@ -438,6 +434,9 @@ class CredentialProxy:
                 group.start_soon(self._accept_loop, listener, group)
                 logger.info("jigs.proxy.started", port=self._port, upstream=self._upstream)
                 task_status.started()
+                # at once: a step's proxy starts serving right after its CLI's launch, so the
+                # upstream client's imports run while the CLI starts up (50 ms later, they ran
+                # during Codex's thread start and cost a cold step 7-12 ms of wall time)
                 group.start_soon(self._build_client_soon)
                 await self._close_requested.wait()
                 group.cancel_scope.cancel()
@@ -458,11 +457,7 @@ class CredentialProxy:
             )
 
     async def _build_client_soon(self) -> None:
-        """Build the upstream client :data:`_CLIENT_DELAY` after the start, or at the first
-        request if one comes sooner: the caller's own work up to launching its CLI (a few tens
-        of milliseconds) then does not share the interpreter with the import."""
-        with anyio.move_on_after(_CLIENT_DELAY):
-            await self._client_wanted.wait()
+        """Build the upstream client once the accept loop runs (a request waits for it)."""
         self._build_client()
 
     def _build_client(self) -> None:
@@ -600,7 +595,6 @@ class CredentialProxy:
                 conn, stream, request, status=403, reason="not_allowed", path=path
             )
         target = self._origin[3] + path + ("?" + query if has_query else "")
-        self._client_wanted.set()
         await self._client_ready.wait()
         client = self._client
         if client is None:
