@@ -7,7 +7,9 @@ jigs: ``create_agent_runner`` + ``generate_text`` + ``close``. Raw: ``claude -p 
 stdin closed and read to the end. Both use the CLI jigs resolves and the same local
 :class:`jigs_testing.ModelServer`; they alternate within one run so machine noise hits both
 alike. Prints each median, the median of the per-pair ratios (jigs / raw; target at most 1.05)
-and the peak RSS of the Python process.
+and peak RSS: of a worker (a fresh process in the release-wheels venv, as ``pip install
+jigs-harness-claude`` gives a user, that runs five such steps and nothing else; target at most
+40 MiB) and of this benchmark's own process (which also holds the model server and the raw side).
 """
 
 from __future__ import annotations
@@ -95,10 +97,63 @@ async def main_async(runs: int) -> int:
                 return elapsed
 
             pairs = await alternate(raw, jigs, runs)
+            worker = await worker_rss(server, descriptor.to_data(), tree, steps=5)
     report("raw claude -p stream-json turn", "jigs runner + generate + close", pairs)
+    print(f"peak RSS (VmHWM) of a worker (fresh process, release venv, 5 steps): {worker:.1f} MiB")
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"peak RSS of the Python process: {peak_kib / 1024:.1f} MiB")
+    print(
+        f"peak RSS of this benchmark's process (model server and raw side included): "
+        f"{peak_kib / 1024:.1f} MiB"
+    )
     return 0
+
+
+#: A worker: ``steps`` warm Claude steps in one fresh process, then its own peak RSS (MiB): the
+#: high-water mark of its own memory (``VmHWM``).
+WORKER = """
+import asyncio, json, sys
+from jigs import RunMetadata, harnesses
+from jigs.models import generate_text
+from jigs.steps import create_agent_runner
+
+descriptor, tree, steps = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+
+async def main():
+    for i in range(steps):
+        async with create_agent_runner(
+            harnesses.load(descriptor), cwd=tree,
+            run=RunMetadata(workflow_run_id=f"bench-claude-worker-{i}"), agents_env=["IS_SANDBOX"],
+        ) as runner:
+            result = await generate_text(runner.model, prompt="say something")
+        assert result.text == "benchmark answer", result.text
+
+asyncio.run(main())
+# VmHWM, not ru_maxrss: Linux keeps ru_maxrss across execve, so a child started with vfork
+# reports its parent's peak (this benchmark's process, model server included)
+with open("/proc/self/status") as status:
+    peak = next(line for line in status if line.startswith("VmHWM:"))
+print(int(peak.split()[1]) / 1024)
+"""
+
+
+async def worker_rss(server: object, descriptor: dict[str, object], tree: str, steps: int) -> float:
+    """Peak RSS (MiB) of a worker process that runs ``steps`` steps and nothing else."""
+    import json
+
+    from _release_env import jigs_env
+    from jigs_testing import text
+
+    env = jigs_env("release")
+    for _ in range(steps):
+        server.add(text("benchmark answer"))  # type: ignore[attr-defined]
+    done = await anyio.run_process(
+        [env.python, "-c", WORKER, json.dumps(descriptor), tree, str(steps)],
+        env=env.child_env(os.environ),
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the worker failed: {done.stderr.decode()[-2000:]}")
+    return float(done.stdout.decode().split()[-1])
 
 
 def main() -> None:
