@@ -442,6 +442,8 @@ def main() -> None:
         # the Pi `jigs install pi` put in the real data dir, before switching to a scratch one
         os.environ.setdefault("JIGS_PI_EXECUTABLE", str(resolve_pi(os.environ).path))
     # a scratch HOME (and so data dir): the step finds its data dir the way a user's step does
+    for name in ("JIGS_DATA_DIR", "XDG_DATA_HOME"):
+        os.environ.pop(name, None)
     os.environ["HOME"] = tempfile.mkdtemp(prefix="jigs-cold-home-")
     if os.geteuid() == 0:
         os.environ["IS_SANDBOX"] = "1"

@@ -73,7 +73,8 @@ def prepare_environ() -> None:
 
     os.environ.setdefault("JIGS_PI_EXECUTABLE", str(resolve_pi(os.environ).path))
     os.environ.setdefault("JIGS_CLI_DIR", str(installed_dir("_").parent))
-    os.environ.setdefault("XDG_DATA_HOME", tempfile.mkdtemp(prefix="jigs-bench-data-"))
+    os.environ.pop("JIGS_DATA_DIR", None)
+    os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="jigs-bench-data-")
     os.environ[KEY_ENV] = KEY
     if os.geteuid() == 0:
         os.environ["IS_SANDBOX"] = "1"

@@ -132,7 +132,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     # a scratch XDG data home, not JIGS_DATA_DIR: jigs finds its data dir as a user's step does
-    os.environ.setdefault("XDG_DATA_HOME", tempfile.mkdtemp(prefix="jigs-bench-"))
+    os.environ.pop("JIGS_DATA_DIR", None)
+    os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="jigs-bench-")
     # a kind whose descriptor needs a setting gets the one it needs (Pi: a model)
     settings = {
         "pi": "model={'type': 'openai-compatible', 'name': 'local', 'model': 'm', "

@@ -197,3 +197,39 @@ def test_an_anonymous_file_falls_back_to_tempfile_where_o_tmpfile_fails(
         fh.seek(0)
         assert fh.read() == b"kept"
         assert list(tmp_path.iterdir()) == []
+
+
+def test_make_dir_leaves_a_temp_dir_that_refuses_it_to_mkdtemp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A $TMPDIR this user may write to but that refuses new entries (full, out of inodes, a
+    security module): temp_dir() only asked for permission, so make_dir() hands over to
+    tempfile.mkdtemp, which probes it, skips it and uses the next temp dir, as before."""
+    full = tmp_path / "full"
+    full.mkdir()
+    refused = OSError(28, "No space left on device")
+    real_mkdir, real_open = os.mkdir, os.open
+
+    def mkdir(path: object, *args: object, **kwargs: object) -> None:
+        if str(path).startswith(str(full)):
+            raise refused
+        real_mkdir(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    def open_(path: object, *args: object, **kwargs: object) -> int:
+        if str(path).startswith(str(full)):
+            raise refused
+        return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setenv("TMPDIR", str(full))
+    monkeypatch.delitem(sys.modules, "tempfile")  # as in a step: tempfile not loaded yet
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    monkeypatch.setattr(os, "open", open_)
+    made = _files.make_dir("jigs-full-")
+    try:
+        assert made.is_dir()
+        assert full not in made.parents
+        assert stat.S_IMODE(made.stat().st_mode) == 0o700
+    finally:
+        made.rmdir()
+    with pytest.raises(OSError, match="No space"):  # a parent the caller named: its error
+        _files.make_dir("jigs-full-", full)

@@ -637,7 +637,9 @@ def test_a_step_launches_its_cli_before_loading_what_it_needs_later(
     code = _AT_LAUNCH.replace("NOT_BEFORE_LAUNCH", repr(NOT_BEFORE_LAUNCH)).replace(
         "DESCRIPTOR", AT_LAUNCH[kind]
     )
-    if kind == "codex":  # as after a first Codex step: its home seed and a spare copy ready
+    if kind == "codex":  # as after a first Codex step: its home seed and a spare copy ready,
+        # in a CLI dir of this test's own (beside the home, so a spare is claimed by a rename)
+        env |= {"JIGS_CODEX_EXECUTABLE": str(require_cli("codex")), "JIGS_CLI_DIR": str(tmp_path)}
         _fresh(_CODEX_SEED, env=env).check_returncode()
     worktree = tmp_path / "worktree"
     worktree.mkdir()

@@ -62,8 +62,10 @@ def temp_dir() -> str:
 
 def make_dir(prefix: str, parent: str | os.PathLike[str] | None = None) -> Path:
     """A new, empty directory (mode 0700) named ``prefix`` plus a random part, in ``parent``
-    (default :func:`temp_dir`), as :func:`tempfile.mkdtemp` makes one. Raises ``OSError`` as
-    mkdtemp does."""
+    (default :func:`temp_dir`), as :func:`tempfile.mkdtemp` makes one. Without ``parent``, a
+    temp dir that refuses it (full, out of inodes, refused by a security module: ``temp_dir``
+    only asked for permission) leaves the choice to mkdtemp, which tries the next one. Raises
+    ``OSError`` as mkdtemp does."""
     if os.name == "posix":
         base = os.fspath(parent) if parent is not None else temp_dir()
         for _ in range(100):
@@ -72,6 +74,10 @@ def make_dir(prefix: str, parent: str | os.PathLike[str] | None = None) -> Path:
                 os.mkdir(path, 0o700)
             except FileExistsError:
                 continue
+            except OSError:
+                if parent is not None:
+                    raise
+                break
             return Path(os.path.abspath(path))
     import tempfile
 

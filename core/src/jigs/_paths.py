@@ -1,11 +1,13 @@
 """Where jigs keeps its own state: ``$JIGS_DATA_DIR`` or the platform's user data dir.
 
-On Linux the user data dir follows the XDG Base Directory rule as platformdirs applies it
-(``$XDG_DATA_HOME`` when it is absolute, else ``~/.local/share``; a relative ``HOME`` counts as
-unset and the user database is asked), computed here without importing platformdirs: a step may
+On Linux the user data dir follows the XDG Base Directory spec (``$XDG_DATA_HOME`` when it is
+an absolute path, else ``~/.local/share``; a relative ``HOME`` counts as unset and the user
+database is asked), as current platformdirs releases apply it (older 4.x releases took a
+relative ``XDG_DATA_HOME`` as given), computed here without importing platformdirs: a step may
 run in a fresh process, and platformdirs' import and first call cost about 5 ms before the CLI
 can start (``benchmarks/bench_cold.py``). ``tests/core/test_paths.py`` holds both to the same
-answer. Elsewhere (macOS, Windows) platformdirs answers.
+answer with the platformdirs the workspace locks. Elsewhere (macOS, Windows) platformdirs
+answers.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def _xdg_data_home() -> str:
         try:
             import pwd
 
-            expanded = pwd.getpwuid(os.getuid()).pw_dir.rstrip("/") + _XDG_DEFAULT[1:] or "/"
+            expanded = pwd.getpwuid(os.getuid()).pw_dir.rstrip("/") + _XDG_DEFAULT[1:]
         except (ImportError, KeyError):
             pass
     if not posixpath.isabs(expanded):

@@ -660,20 +660,7 @@ class _StepContext(HarnessContext):
         begin, self.begin_proxy = self.begin_proxy, None
         if begin is not None:
             begin()
-        _load_the_rest()
         return process
-
-
-def _load_the_rest() -> None:
-    """Import what a step needs only after its CLI started (hashlib for the session store's
-    digests, shutil to remove private directories, the step's result class), right after a
-    launch: in a fresh process that happens while the CLI starts up, not before the launch or
-    after the turn, where the step would wait for it. Later calls cost a dictionary lookup
-    each."""
-    import hashlib  # noqa: F401
-    import shutil  # noqa: F401
-
-    import jigs._result  # noqa: F401
 
 
 def _refuse_leftovers(workdir: Path, log: Any) -> None:

@@ -437,7 +437,7 @@ class CredentialProxy:
                 # at once: a step's proxy starts serving right after its CLI's launch, so the
                 # upstream client's imports run while the CLI starts up (50 ms later, they ran
                 # during Codex's thread start and cost a cold step 7-12 ms of wall time)
-                group.start_soon(self._build_client_soon)
+                group.start_soon(self._build_client_now)
                 await self._close_requested.wait()
                 group.cancel_scope.cancel()
         finally:
@@ -456,7 +456,7 @@ class CredentialProxy:
                 refused=self._refused,
             )
 
-    async def _build_client_soon(self) -> None:
+    async def _build_client_now(self) -> None:
         """Build the upstream client once the accept loop runs (a request waits for it)."""
         self._build_client()
 

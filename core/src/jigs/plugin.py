@@ -538,7 +538,7 @@ class HarnessSpecs:
 
 
 def _remove_tree(path: Path) -> None:
-    import shutil  # at close: loaded while the CLI ran (jigs._pipeline), not before its launch
+    import shutil  # at close, not before the launch
 
     shutil.rmtree(path, ignore_errors=True)
 

@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from jigs._files import make_dir
 from jigs.executables import installed_dir
 
 __all__ = [
@@ -136,11 +137,10 @@ async def ensure_seed(
             return final
         if final in _FAILED:
             return None
-        import shutil  # here, not at the top: a step whose seed is built needs neither
-        import tempfile
+        import shutil  # here, not at the top: a step whose seed is built does without
 
         final.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix="building-", dir=final.parent))
+        work = make_dir("building-", final.parent)
         try:
             (work / "config.toml").write_text(_SEED_CONFIG, encoding="utf-8")
             await _build(executable, env, work, timeout)
@@ -172,7 +172,7 @@ def copy_seed(seed: Path, home: Path) -> None:
     Copying every file's metadata (``copy2``) doubled the copy's CPU (8 ms against 4 ms for
     the ~60 files), and Codex reads neither. Symlinks inside the seed's folders stay links (as
     Codex wrote them); a top-level entry is copied as what it points to."""
-    import shutil  # here, not at the top: a step that claims a spare home needs neither
+    import shutil  # here, not at the top: a step that claims a spare home does without
 
     for entry in seed.iterdir():
         if entry.name in _SKIP:
@@ -184,7 +184,7 @@ def copy_seed(seed: Path, home: Path) -> None:
 
 
 def _copy_file(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
-    import shutil  # here, not at the top: a step that claims a spare home needs neither
+    import shutil  # here, not at the top: a step that claims a spare home does without
 
     shutil.copyfile(source, target)
     mode = os.stat(source).st_mode
@@ -215,8 +215,7 @@ def claim_spare(seed: Path, home: Path) -> bool:
 
 
 def _build_spare(seed: Path, log: Any) -> None:
-    import shutil  # here, not at the top: a step that claims a spare home needs neither
-    import tempfile
+    import shutil  # here, not at the top: a step that claims a spare home does without
 
     spares = _spares(seed)
     try:
@@ -231,7 +230,7 @@ def _build_spare(seed: Path, log: Any) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
         if len(list(spares.glob("ready-*"))) >= SPARES:
             return
-        work = Path(tempfile.mkdtemp(prefix="building-", dir=spares))
+        work = make_dir("building-", spares)
         try:
             copy_seed(seed, work)
             work.rename(spares / ("ready-" + work.name.removeprefix("building-")))
@@ -268,15 +267,14 @@ def discard_system_skills(seed: Path, home: Path, log: Any) -> None:
     another (while that step's app server starts: a deleting thread during a close would compete
     with it for the GIL). Left in place (and removed with the home) when it cannot be moved;
     never raises."""
-    import shutil  # here, not at the top: a step that claims a spare home needs neither
-    import tempfile
+    import shutil  # here, not at the top: a step that claims a spare home does without
 
     system = home / "skills" / ".system"
     if system.is_symlink() or not system.is_dir():
         return
     try:
         _spares(seed).mkdir(exist_ok=True)
-        trash = Path(tempfile.mkdtemp(prefix="trash-", dir=_spares(seed)))
+        trash = make_dir("trash-", _spares(seed))
     except OSError:
         return
     try:

@@ -174,6 +174,6 @@ class PiHome:
         target.chmod(0o600)
 
     def remove(self) -> None:
-        import shutil  # at close: loaded while the CLI ran, not before its launch
+        import shutil  # at close, not before the launch
 
         shutil.rmtree(self.path, ignore_errors=True)
