@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
 
@@ -17,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jigs import _paths
 from jigs.errors import InvalidInputError
+from jigs_testing._environ import patched_environ
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the XDG rule is Linux's")
 
@@ -27,24 +26,6 @@ _VALUES = st.one_of(
     st.text(alphabet=st.characters(blacklist_characters="\x00", codec="utf-8"), max_size=12),
     st.builds(lambda s: "/" + s, st.text(alphabet="ab/._- ", max_size=10)),
 )
-
-
-@contextmanager
-def _environ(**values: str | None) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in values}
-    try:
-        for name, value in values.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _platformdirs_answer() -> Path | type[BaseException]:
@@ -64,7 +45,7 @@ def _jigs_answer() -> Path | type[BaseException]:
 @settings(max_examples=300, deadline=None)
 @given(home=_VALUES, xdg=_VALUES)
 def test_the_data_home_is_where_platformdirs_puts_it(home: str | None, xdg: str | None) -> None:
-    with _environ(HOME=home, XDG_DATA_HOME=xdg, JIGS_DATA_DIR=None):
+    with patched_environ({"HOME": home, "XDG_DATA_HOME": xdg, "JIGS_DATA_DIR": None}):
         assert _jigs_answer() == _platformdirs_answer()
 
 
@@ -73,7 +54,7 @@ def test_no_home_anywhere_is_a_clear_error_naming_the_fix(home: str | None) -> N
     """A relative (or unset) HOME and no user-database entry: jigs refuses with what to set,
     where platformdirs raises a bare RuntimeError."""
     with (
-        _environ(HOME=home, XDG_DATA_HOME=None, JIGS_DATA_DIR=None),
+        patched_environ({"HOME": home, "XDG_DATA_HOME": None, "JIGS_DATA_DIR": None}),
         mock.patch("pwd.getpwuid", side_effect=KeyError("no such uid")),
     ):
         with pytest.raises(RuntimeError):
@@ -85,7 +66,7 @@ def test_no_home_anywhere_is_a_clear_error_naming_the_fix(home: str | None) -> N
 
 def test_jigs_data_dir_wins_and_is_created(tmp_path: Path) -> None:
     target = tmp_path / "state" / "jigs"
-    with _environ(JIGS_DATA_DIR=str(target), XDG_DATA_HOME=str(tmp_path / "xdg")):
+    with patched_environ({"JIGS_DATA_DIR": str(target), "XDG_DATA_HOME": str(tmp_path / "xdg")}):
         assert _paths.data_dir() == target
     assert target.is_dir()
     assert not (tmp_path / "xdg").exists()
