@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
-__all__ = ["anonymous_file", "make_dir", "temp_dir", "which", "write_atomic"]
+__all__ = ["anonymous_file", "make_dir", "remove_tree", "temp_dir", "which", "write_atomic"]
 
 
 def write_atomic(
@@ -82,6 +82,15 @@ def make_dir(prefix: str, parent: str | os.PathLike[str] | None = None) -> Path:
     import tempfile
 
     return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+
+
+def remove_tree(path: str | os.PathLike[str]) -> None:
+    """Delete ``path`` and everything under it (never following a symlink out of it); whatever
+    cannot be deleted is left. shutil is imported here, at a step's close, not before its
+    launch. Never raises."""
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def anonymous_file(prefix: str) -> IO[bytes]:

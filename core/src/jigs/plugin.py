@@ -211,10 +211,10 @@ class HarnessContext(msgspec.Struct):
 
     def private_dir(self, prefix: str | None = None) -> Path:
         """A fresh 0700 directory only this step uses, removed when the step closes."""
-        from jigs._files import make_dir
+        from jigs._files import make_dir, remove_tree
 
         path = make_dir(prefix or f"jigs-{self.kind}-")
-        self.stack.callback(_remove_tree, path)
+        self.stack.callback(remove_tree, path)
         return path
 
     def sessions_complete(self) -> None:
@@ -535,12 +535,6 @@ class HarnessSpecs:
     @hookspec
     def jigs_register_harnesses(self, register: Callable[[Harness[Any]], None]) -> None:
         """Register the plugin's harness kinds by calling ``register(harness)`` for each."""
-
-
-def _remove_tree(path: Path) -> None:
-    import shutil  # at close, not before the launch
-
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def private_file(path: Path, data: bytes) -> Path:

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import msgspec
+from jigs._files import remove_tree
 from jigs.mcp import McpHttpServer, McpStdioServer
 
 from jigs_harness_codex._descriptor import DEFAULT_OPENAI_BASE_URL, CodexDescriptor
@@ -74,9 +75,7 @@ class CodexHome(msgspec.Struct, frozen=True):
 
     def remove(self) -> None:
         """Delete the home (never follows the symlinks into the login or the session store)."""
-        import shutil
-
-        shutil.rmtree(self.path, ignore_errors=True)
+        remove_tree(self.path)
 
 
 def sessions_dir(state_dir: Path) -> Path:

@@ -21,7 +21,7 @@ import os
 import shlex
 from typing import Any
 
-from jigs._files import make_dir
+from jigs._files import make_dir, remove_tree
 from jigs.executables import which
 
 from jigs_harness_pi._descriptor import (
@@ -174,6 +174,4 @@ class PiHome:
         target.chmod(0o600)
 
     def remove(self) -> None:
-        import shutil  # at close, not before the launch
-
-        shutil.rmtree(self.path, ignore_errors=True)
+        remove_tree(self.path)
