@@ -36,8 +36,9 @@ async def test_two_turns_second_runner_resumes_the_thread(
     (stopped,) = [e for e in logs if e["event"] == "codex.app_server.stopped"]
     assert stopped["how"] == "killed, rollout complete"
     assert events.index("codex.home.removed") < events.index("codex.app_server.stopped")
-    # the session was complete once Codex was killed: stored while it died
-    assert events.index("store.session.saved") < events.index("codex.app_server.stopped")
+    # the session was complete once Codex was killed: its storing starts while Codex dies (it
+    # may end after the teardown, under load: no order is asserted between the two), once
+    assert events.count("store.session.saved") == 1
     assert events.count("codex.home.removed") == 1  # the close stack's pass found nothing left
     assert list((run_state_dir(run_meta.workflow_run_id, "codex") / "homes").iterdir()) == []
     assert first.text == "the first answer"
