@@ -131,10 +131,10 @@ def endpoints(monkeypatch: pytest.MonkeyPatch) -> list[ModelEndpoint]:
     opened: list[ModelEndpoint] = []
     original = _model_proxy.prepare_model_endpoint
 
-    def spy(*args: Any, **kwargs: Any) -> tuple[ModelEndpoint, Any]:
-        endpoint, begin = original(*args, **kwargs)
+    def spy(*args: Any, **kwargs: Any) -> tuple[ModelEndpoint, Any, Any]:
+        endpoint, begin, stop = original(*args, **kwargs)
         opened.append(endpoint)
-        return endpoint, begin
+        return endpoint, begin, stop
 
     monkeypatch.setattr(_model_proxy, "prepare_model_endpoint", spy)
     return opened
@@ -338,6 +338,49 @@ async def test_the_runner_closes_from_another_task_and_cancel_scope(
         assert not _port_refuses(port)
         async with anyio.create_task_group() as group:
             group.start_soon(runner.close)
+    assert _port_refuses(port)
+
+
+async def test_a_cli_said_done_has_its_proxy_stopped_while_the_close_waits(
+    require_cli: Callable[[str], Path],
+    scratch: Path,
+    worktree: Path,
+    endpoints: list[ModelEndpoint],
+) -> None:
+    """Once a kind says, during the close, that its CLI is done (``ctx.sessions_complete()``,
+    Codex's after it killed its app server), the core stops the step's proxy at once, while the
+    kind still waits for its processes to be gone, not after."""
+    from jigs.steps import create_agent_runner
+
+    require_cli("codex")
+    async with ModelServer() as server:
+        server.add(text("proxied answer"))
+        with anyio.fail_after(60):
+            runner = await create_agent_runner(
+                _codex(server), cwd=worktree, run=RunMetadata(workflow_run_id="r")
+            )
+            from jigs.models import generate_text
+
+            assert (await generate_text(runner.model, prompt="hi")).text == "proxied answer"
+        (endpoint,) = endpoints
+        port = urlsplit(endpoint.base_url).port
+        assert port is not None
+        assert not _port_refuses(port)
+        ctx = runner._step.ctx
+        assert ctx is not None
+        refused_while_waiting: list[bool] = []
+
+        async def a_cli_that_takes_its_time_to_die() -> None:
+            ctx.sessions_complete()
+            for _ in range(500):
+                if _port_refuses(port):
+                    break
+                await anyio.sleep(0.01)
+            refused_while_waiting.append(_port_refuses(port))
+
+        runner._step.stack.push_async_callback(a_cli_that_takes_its_time_to_die)
+        await runner.close()
+    assert refused_while_waiting == [True]
     assert _port_refuses(port)
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -235,11 +235,13 @@ def prepare_model_endpoint(
     stack: AsyncExitStack,
     log: Any,
     host_env: Mapping[str, str] | None = None,
-) -> tuple[ModelEndpoint, Callable[[], None]]:
-    """Bind the step's proxy for ``route``; return the endpoint for the CLI and the function
+) -> tuple[ModelEndpoint, Callable[[], None], Callable[[], Coroutine[Any, Any, None]]]:
+    """Bind the step's proxy for ``route``; return the endpoint for the CLI, the function
     that starts its thread serving (call it once the CLI is launched: the thread's start then
     runs while the CLI starts, not before it; a request that comes sooner waits in the socket's
-    backlog). The function is idempotent and never raises.
+    backlog) and the one that stops it (for a close that knows the CLI is gone before ``stack``
+    closes). Both are idempotent and never raise; a stop awaited twice returns once the proxy
+    no longer serves.
 
     The key is read from ``host_env`` (default: the worker's ``os.environ``) by
     ``route.key_env``. Raises :class:`~jigs.errors.DescriptorError` when it is not set,
@@ -277,4 +279,4 @@ def prepare_model_endpoint(
     runner = _StepProxy(proxy, log)
     stack.push_async_callback(runner.astop)
     endpoint = ModelEndpoint(base_url=proxy.base_url, key=proxy.placeholder_key, route=route)
-    return endpoint, runner.begin
+    return endpoint, runner.begin, runner.astop

@@ -26,7 +26,7 @@ when the step ends or any stage fails, cancellation included.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -326,6 +326,8 @@ class Step:
         self._sessions_saving = False
         self._sessions_saved = anyio.Event()
         self._engine: TurnEngine | None = None
+        #: Stops the step's credential proxy (the close stack stops it too; idempotent).
+        self._stop_proxy: Callable[[], Coroutine[Any, Any, None]] | None = None
         #: The step's OpenTelemetry span (None without ``opentelemetry-api``).
         self.span: Any = None
         #: Why opening failed (recorded on the span).
@@ -456,7 +458,7 @@ class Step:
                 key_env=route.key_env,
                 scheme=route.scheme,
             ):
-                endpoint, begin_proxy = prepare_model_endpoint(
+                endpoint, begin_proxy, self._stop_proxy = prepare_model_endpoint(
                     route, kind=kind, stack=self.stack, log=log
                 )
             # the key never reaches the agent: the kind gives its CLI the endpoint instead
@@ -527,12 +529,15 @@ class Step:
                 failure: BaseException | None = None
                 with anyio.move_on_after(CLOSE_TIMEOUT) as scope:
                     async with anyio.create_task_group() as group:
-                        # a kind that says its session is complete (ctx.sessions_complete)
-                        # has it stored while the rest of the close runs
+                        # a kind that says its CLI is done (ctx.sessions_complete) has the
+                        # session stored, and the proxy stopped, while its processes die and
+                        # the rest of the close runs
                         ctx = self.ctx if isinstance(self.ctx, _StepContext) else None
 
                         def store_now() -> None:
                             group.start_soon(self._save_sessions)
+                            if self._stop_proxy is not None:
+                                group.start_soon(self._stop_proxy)
 
                         if ctx is not None:
                             ctx.on_sessions_complete = store_now

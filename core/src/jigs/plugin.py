@@ -218,13 +218,14 @@ class HarnessContext(msgspec.Struct):
         return path
 
     def sessions_complete(self) -> None:
-        """Say, while the step closes, that the session's artifacts
-        (:meth:`Harness.session_artifacts`) are complete: the core then stores them while the
-        rest of the close runs, instead of after it. For a kind whose CLI is killed at close:
-        call it once the CLI can write nothing more (killed, its files where
+        """Say, while the step closes, that the CLI is done: the session's artifacts
+        (:meth:`Harness.session_artifacts`) are complete and no model request can come any
+        more. The core then stores them, and stops the step's credential proxy, while the rest
+        of the close runs, instead of after it. For a kind whose CLI is killed at close: call it
+        once the CLI can write and send nothing more (killed, its files where
         ``session_artifacts`` finds them), before waiting for its processes to be gone. The
-        close still returns only once they are stored. Anywhere else, and a second time, it
-        does nothing; never raises."""
+        close still returns only once they are stored and the proxy stopped. Anywhere else, and
+        a second time, it does nothing; never raises."""
         return
 
     def callback(self, fn: Callable[..., Any], *args: Any) -> None:
