@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -233,6 +234,62 @@ async def test_homes_start_from_a_pristine_seed(
     assert not names & {"config.toml", "auth.json", "sessions"}
     assert not list(seed.glob("*.sqlite-wal"))
     assert not list(seed.rglob("rollout-*.jsonl"))
+    # the thread history database, made by the seed's throwaway thread, and nothing of that
+    # thread: its rows, markers, locks and shell snapshot are gone
+    assert not names & {"thread-writer-locks", "shell_snapshots", ".sandbox_migration", ".tmp"}
+    assert _rows(seed / "state_5.sqlite", "threads") == 0
+    history = seed / "thread_history_1.sqlite"
+    tables = _tables(history)
+    assert "_sqlx_migrations" in tables  # migrated, so a home's first turn does not do it
+    assert _rows(history, "_sqlx_migrations") > 0
+    assert all(_rows(history, t) == 0 for t in tables if not t.startswith(("_", "sqlite_")))
+
+
+def _tables(database: Path) -> list[str]:
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        return [
+            n for (n,) in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        ]
+
+
+def _rows(database: Path, table: str) -> int:
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        (count,) = connection.execute(f'SELECT count(*) FROM "{table}"').fetchone()
+        return int(count)
+
+
+async def test_a_server_without_thread_history_still_gets_a_seed(tmp_path, monkeypatch):
+    """A server whose throwaway thread leaves no history database (here: one that answers
+    every method without doing anything) gets its seed built again without that step: the
+    seed is published, the skipped step is logged, and nothing of the first try is left."""
+    from jigs_harness_codex import _seed
+
+    fake = tmp_path / "fake-codex"
+    fake.write_text(f"#!{sys.executable}\n{FAKE.read_text()}")
+    fake.chmod(0o755)
+    monkeypatch.setenv("JIGS_CLI_DIR", str(tmp_path / "clis"))
+    monkeypatch.setattr(_seed, "_FAILED", set())
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    with structlog.testing.capture_logs() as logs:
+        seed = await _seed.ensure_seed(fake, env, structlog.get_logger())
+    assert seed is not None
+    assert (seed / ".jigs-seed-complete").is_file()
+    assert not (seed / "thread_history_1.sqlite").exists()
+    seeding = [e for e in logs if e["event"].startswith("codex.home_seed.")]
+    assert [e["event"] for e in seeding] == [
+        "codex.home_seed.history_skipped",
+        "codex.home_seed.built",
+    ], logs
+    assert "no thread history database" in seeding[0]["error"]
+    assert sum(e["event"] == "process.launched" for e in logs) == 2  # one try with, one without
+    lines = (seed / "fake-codex-rpc.jsonl").read_text().splitlines()
+    sent = [json.loads(line)["method"] for line in lines]
+    assert sent == ["initialize"]  # the second build: no thread asked for
+    assert not list(seed.parent.glob("building-*"))
 
 
 @pytest.mark.parametrize(

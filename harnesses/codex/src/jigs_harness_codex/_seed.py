@@ -6,6 +6,14 @@ unpacking its system skills, on every invocation. jigs does that once per Codex 
 databases and keeps the result (no thread, no login, no config) under
 ``installed_dir("codex")/home-seeds/<binary key>``. Each private home is then seeded by copying.
 
+Codex creates one more database, its thread history (``thread_history_1.sqlite``), at a home's
+first turn: ~8 ms of every step's turn. So the seed's server also starts a throwaway thread,
+gives it one history item (``thread/inject_items``: no model call) and deletes it
+(``thread/delete``), all through Codex's own protocol. The seed keeps the migrated, empty history
+database only once it has checked that no thread is left: no row in the state database's
+``threads`` table or in any table of the history database, and no rollout file. Anything else
+(a server without those methods, a check that fails) builds the seed again without that step.
+
 The seed is an optimisation only: if it cannot be built, the home starts empty and Codex builds
 its state itself. It is keyed by the binary's path, size and mtime, so another Codex version never
 reads a seed it did not write, and it is published atomically (a complete marker, then a rename).
@@ -41,7 +49,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jigs._files import make_dir
+from jigs._files import make_dir, remove_tree
 from jigs.executables import installed_dir
 
 __all__ = [
@@ -54,7 +62,29 @@ __all__ = [
 ]
 
 _MARKER = ".jigs-seed-complete"
-_SKIP = frozenset({_MARKER, "config.toml", "auth.json", "sessions", "tmp", "thread-writer-locks"})
+#: Never part of a seed: removed after its build, never copied into a home (the throwaway
+#: thread's markers, locks and scratch files included).
+_SKIP = frozenset(
+    {
+        _MARKER,
+        "config.toml",
+        "auth.json",
+        "sessions",
+        "tmp",
+        ".tmp",
+        "thread-writer-locks",
+        "shell_snapshots",
+        ".sandbox_migration",
+    }
+)
+#: Bumped when what a seed holds changes, so a seed of an older jigs is built again.
+_FORMAT = 2
+#: The one history item the throwaway thread gets (a user message: never sent to a model).
+_SEED_ITEM = {
+    "type": "message",
+    "role": "user",
+    "content": [{"type": "input_text", "text": "jigs home seed"}],
+}
 _SEED_CONFIG = (
     "check_for_update_on_startup = false\n"
     "allow_login_shell = false\n"
@@ -78,7 +108,7 @@ def seed_path(executable: Path) -> Path:
     stat = real.stat()
     # a cache key, not a security boundary: zlib's checksums, because importing hashlib (OpenSSL's
     # start) costs a cold step ~1.8 ms before its app server can start
-    data = f"{real}:{stat.st_size}:{stat.st_mtime_ns}".encode("utf-8", "surrogateescape")
+    data = f"{_FORMAT}:{real}:{stat.st_size}:{stat.st_mtime_ns}".encode("utf-8", "surrogateescape")
     key = f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
     return installed_dir("codex") / "home-seeds" / key
 
@@ -96,32 +126,101 @@ def _checkpoint(directory: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
-async def _build(executable: Path, env: Mapping[str, str], target: Path, timeout: float) -> None:
+class _NoHistory(RuntimeError):
+    """The seed's throwaway thread did not go as planned (the server refused or did not answer
+    a step of it, or left something behind): build the seed without it."""
+
+
+async def _build(
+    executable: Path, env: Mapping[str, str], target: Path, timeout: float, *, history: bool
+) -> None:
+    """Run ``codex app-server`` on ``target`` until it has initialized (and, with ``history``,
+    made and deleted a throwaway thread), then end it. Raises :class:`_NoHistory` when the
+    thread's part fails, else ``RuntimeError``, ``ValueError`` (not JSON), ``TimeoutError`` or
+    what the launch raises when the server does not start, answer or end."""
     import anyio  # here, not at module level: resolving the kind imports this module
     from jigs.processes import launch
 
-    process = await launch(
-        [str(executable), "app-server"],
-        cwd=target,
-        env={**env, "CODEX_HOME": str(target)},
-        stdin="pipe",
-        owner="codex home seed",
-    )
-    async with process:
-        assert process.stdin is not None
-        init = {
-            "id": 1,
-            "method": "initialize",
-            "params": {"clientInfo": {"name": "jigs", "version": "seed"}},
-        }
-        with anyio.fail_after(timeout):
-            await process.stdin.send((json.dumps(init) + "\n").encode())
-            line = await process.read_line()
-            if not line or b'"result"' not in line:
-                raise RuntimeError("codex app-server did not initialize")
-            await process.stdin.aclose()  # Codex exits at end of input
-            if await process.wait() != 0:
-                raise RuntimeError("codex app-server did not exit cleanly")
+    scratch = make_dir("jigs-codex-seed-cwd-") if history else target
+    try:
+        process = await launch(
+            [str(executable), "app-server"],
+            cwd=target,
+            env={**env, "CODEX_HOME": str(target)},
+            stdin="pipe",
+            owner="codex home seed",
+        )
+        async with process:
+            stdin = process.stdin
+            assert stdin is not None
+
+            async def call(number: int, method: str, params: Mapping[str, Any]) -> Any:
+                request = {"id": number, "method": method, "params": params}
+                await stdin.send((json.dumps(request) + "\n").encode())
+                while True:  # notifications come in between; no request can (no turn runs)
+                    line = await process.read_line()
+                    if line is None:
+                        raise RuntimeError(f"codex app-server ended before answering {method}")
+                    message = json.loads(line)
+                    answer = isinstance(message, dict) and "method" not in message
+                    if answer and message.get("id") == number:
+                        if "result" not in message:
+                            raise RuntimeError(f"codex app-server refused {method}")
+                        return message["result"]
+
+            with anyio.fail_after(timeout):
+                await call(1, "initialize", {"clientInfo": {"name": "jigs", "version": "seed"}})
+            if history:
+                try:
+                    with anyio.fail_after(timeout):
+                        await stdin.send(b'{"method": "initialized"}\n')
+                        cwd = str(scratch)
+                        options = {"cwd": cwd, "approvalPolicy": "never", "sandbox": "read-only"}
+                        thread = (await call(2, "thread/start", options))["thread"]["id"]
+                        items = {"threadId": thread, "items": [_SEED_ITEM]}
+                        await call(3, "thread/inject_items", items)
+                        await call(4, "thread/delete", {"threadId": thread})
+                except (RuntimeError, TimeoutError, ValueError, KeyError, TypeError) as exc:
+                    raise _NoHistory(f"{type(exc).__name__}: {exc}") from None
+            with anyio.fail_after(timeout):
+                await stdin.aclose()  # Codex exits at end of input
+                if await process.wait() != 0:
+                    raise RuntimeError("codex app-server did not exit cleanly")
+    finally:
+        if scratch != target:
+            remove_tree(scratch)
+
+
+def _no_thread_left(directory: Path) -> None:
+    """Raise :class:`_NoHistory` unless the home in ``directory`` holds no thread: no
+    rollout file, no row in the state database's ``threads`` table (which must exist), none in
+    any table of the history database (which must exist)."""
+    import sqlite3
+
+    if any(directory.rglob("rollout-*.jsonl")):
+        raise _NoHistory("a rollout was left")
+    history = directory / "thread_history_1.sqlite"
+    if not history.is_file():
+        raise _NoHistory("no thread history database was made")
+    for database, tables in ((directory / "state_5.sqlite", ("threads",)), (history, None)):
+        connection = sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)
+        try:
+            names = tables or tuple(
+                name
+                for (name,) in connection.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'"
+                )
+                if not name.startswith(("_", "sqlite_"))
+            )
+            for name in names:
+                quoted = name.replace('"', '""')
+                (rows,) = connection.execute(f'SELECT count(*) FROM "{quoted}"').fetchone()
+                if rows:
+                    raise _NoHistory(f"{database.name} still holds {rows} row(s) in {name}")
+        except sqlite3.Error as exc:
+            raise _NoHistory(f"{database.name} cannot be checked: {exc}") from None
+        finally:
+            connection.close()
 
 
 async def ensure_seed(
@@ -137,25 +236,31 @@ async def ensure_seed(
             return final
         if final in _FAILED:
             return None
-        import shutil  # here, not at the top: a step whose seed is built does without
-
         final.parent.mkdir(parents=True, exist_ok=True)
-        work = make_dir("building-", final.parent)
-        try:
-            (work / "config.toml").write_text(_SEED_CONFIG, encoding="utf-8")
-            await _build(executable, env, work, timeout)
-            _checkpoint(work)
-            for name in _SKIP:
-                path = work / name
-                if path.is_dir():
-                    shutil.rmtree(path, ignore_errors=True)
-                elif name != _MARKER:
-                    path.unlink(missing_ok=True)
-            (work / _MARKER).write_text(str(executable), encoding="utf-8")
-            with contextlib.suppress(OSError):  # another process published it first
-                work.rename(final)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        for history in (True, False):
+            work = make_dir("building-", final.parent)
+            try:
+                (work / "config.toml").write_text(_SEED_CONFIG, encoding="utf-8")
+                try:
+                    await _build(executable, env, work, timeout, history=history)
+                    if history:  # before the checkpoint, which removes what reading makes
+                        _no_thread_left(work)
+                except _NoHistory as exc:
+                    log.info("codex.home_seed.history_skipped", error=str(exc))
+                    continue  # this binary's seed without the history database
+                _checkpoint(work)
+                for name in _SKIP:
+                    path = work / name
+                    if path.is_dir():
+                        remove_tree(path)
+                    elif name != _MARKER:
+                        path.unlink(missing_ok=True)
+                (work / _MARKER).write_text(str(executable), encoding="utf-8")
+                with contextlib.suppress(OSError):  # another process published it first
+                    work.rename(final)
+                break
+            finally:
+                remove_tree(work)
         if (final / _MARKER).is_file():
             log.info("codex.home_seed.built", seed=str(final))
             return final
