@@ -186,6 +186,23 @@ async def test_a_proxy_stopped_before_its_stack_closes_refuses_at_once_and_stops
         assert _refused(endpoint)
     stopped = [e for e in logs if e["event"] == "jigs.proxy.stopped"]
     assert len(stopped) == 1, logs
+    assert stopped[0]["requests"] == 1  # the one request, then no more serving
+
+
+async def test_a_proxy_that_never_began_stops_twice_at_once(monkeypatch):
+    # a kind that says its CLI is done before anything began the proxy: the early stop and the
+    # stack's both return at once (the second used to wait for a start that never came)
+    monkeypatch.setenv(KEY_ENV, KEY)
+    with anyio.fail_after(5):
+        async with AsyncExitStack() as stack:
+            endpoint, begin, stop = _model_proxy.prepare_model_endpoint(
+                _route("http://127.0.0.1:9"), kind="test", stack=stack, log=_Log()
+            )
+            await stop()
+            assert _refused(endpoint)
+            await stop()
+    begin()  # too late: a stopped proxy never begins
+    assert _refused(endpoint)
 
 
 async def test_a_bad_upstream_fails_the_step_before_any_thread_or_port():

@@ -192,7 +192,7 @@ class _StepProxy:
         with self._lock:
             begun, self._begun = self._begun, True  # nothing begins after a stop
         if not begun:
-            self.proxy.discard()
+            self._finish()  # its socket closed; a second stop returns at once
             return
         self._ready.wait()
         if self._serving and not self._done.is_set():

@@ -264,13 +264,18 @@ def _rows(database: Path, table: str) -> int:
 
 async def test_a_server_without_thread_history_still_gets_a_seed(tmp_path, monkeypatch):
     """A server whose throwaway thread leaves no history database (here: one that answers
-    every method without doing anything) gets its seed built again without that step: the
-    seed is published, the skipped step is logged, and nothing of the first try is left."""
+    every method without doing anything) still gets its seed, without that database: the
+    skipped step is logged, and its scratch home and the build's work dir are gone."""
+    import tempfile
+
     from jigs_harness_codex import _seed
 
     fake = tmp_path / "fake-codex"
     fake.write_text(f"#!{sys.executable}\n{FAKE.read_text()}")
     fake.chmod(0o755)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     monkeypatch.setenv("JIGS_CLI_DIR", str(tmp_path / "clis"))
     monkeypatch.setattr(_seed, "_FAILED", set())
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
@@ -285,11 +290,53 @@ async def test_a_server_without_thread_history_still_gets_a_seed(tmp_path, monke
         "codex.home_seed.built",
     ], logs
     assert "no thread history database" in seeding[0]["error"]
-    assert sum(e["event"] == "process.launched" for e in logs) == 2  # one try with, one without
+    assert sum(e["event"] == "process.launched" for e in logs) == 2  # the seed's, the thread's
     lines = (seed / "fake-codex-rpc.jsonl").read_text().splitlines()
-    sent = [json.loads(line)["method"] for line in lines]
-    assert sent == ["initialize"]  # the second build: no thread asked for
+    assert [json.loads(line)["method"] for line in lines] == ["initialize"]  # the seed's own run
     assert not list(seed.parent.glob("building-*"))
+    assert not list(scratch.iterdir())  # the throwaway thread's scratch home is removed
+
+
+def _history_db(path: Path, *, migrated: bool = True, rows: int = 0) -> Path:
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        if migrated:
+            connection.execute("CREATE TABLE _sqlx_migrations (version INTEGER)")
+            connection.execute("INSERT INTO _sqlx_migrations VALUES (1)")
+        connection.execute("CREATE TABLE thread_items (id TEXT)")
+        for n in range(rows):
+            connection.execute("INSERT INTO thread_items VALUES (?)", (f"item-{n}",))
+        connection.commit()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("case", "why"),
+    [
+        ("missing", "no thread history database"),
+        ("unmigrated", "not migrated"),
+        ("rows", r"still holds 2 row\(s\) in thread_items"),
+        ("garbage", "cannot be"),
+    ],
+)
+def test_a_history_database_with_anything_in_it_is_never_taken(tmp_path, case, why):
+    """The seed takes the throwaway thread's history database only when it is migrated and
+    has no row in any table: a database left with the thread's items (a server whose delete
+    did not delete), one not migrated, a file that is not a database or none at all is
+    refused, so the seed goes without it."""
+    from jigs_harness_codex._seed import _empty_history, _NoHistory
+
+    path = tmp_path / "thread_history_1.sqlite"
+    if case == "unmigrated":
+        _history_db(path, migrated=False)
+    elif case == "rows":
+        _history_db(path, rows=2)
+    elif case == "garbage":
+        path.write_bytes(b"not a database at all, " * 100)
+    with pytest.raises(_NoHistory, match=why):
+        _empty_history(path)
+    _empty_history(_history_db(tmp_path / "good.sqlite"))  # migrated and empty: taken
 
 
 @pytest.mark.parametrize(

@@ -6,13 +6,12 @@ unpacking its system skills, on every invocation. jigs does that once per Codex 
 databases and keeps the result (no thread, no login, no config) under
 ``installed_dir("codex")/home-seeds/<binary key>``. Each private home is then seeded by copying.
 
-Codex creates one more database, its thread history (``thread_history_1.sqlite``), at a home's
-first turn: ~8 ms of every step's turn. So the seed's server also starts a throwaway thread,
-gives it one history item (``thread/inject_items``: no model call) and deletes it
-(``thread/delete``), all through Codex's own protocol. The seed keeps the migrated, empty history
-database only once it has checked that no thread is left: no row in the state database's
-``threads`` table or in any table of the history database, and no rollout file. Anything else
-(a server without those methods, a check that fails) builds the seed again without that step.
+Codex makes one more database, its thread history (``thread_history_1.sqlite``), at a home's
+first turn: ~7 ms of every step's turn. So jigs also runs ``codex app-server`` once on a scratch
+home, starts a throwaway thread there, gives it one history item (``thread/inject_items``: no
+model call) and deletes it (``thread/delete``), all through Codex's own protocol, and moves only
+that database, checked migrated and empty, into the seed: nothing else of the scratch home (its
+state, logs, markers) reaches it. If that fails in any way, the seed goes without it.
 
 The seed is an optimisation only: if it cannot be built, the home starts empty and Codex builds
 its state itself. It is keyed by the binary's path, size and mtime, so another Codex version never
@@ -45,7 +44,7 @@ import stat
 import threading
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,23 +61,13 @@ __all__ = [
 ]
 
 _MARKER = ".jigs-seed-complete"
-#: Never part of a seed: removed after its build, never copied into a home (the throwaway
-#: thread's markers, locks and scratch files included).
-_SKIP = frozenset(
-    {
-        _MARKER,
-        "config.toml",
-        "auth.json",
-        "sessions",
-        "tmp",
-        ".tmp",
-        "thread-writer-locks",
-        "shell_snapshots",
-        ".sandbox_migration",
-    }
-)
+_SKIP = frozenset({_MARKER, "config.toml", "auth.json", "sessions", "tmp", "thread-writer-locks"})
+#: Codex's thread history database, which it makes at a home's first turn (in the seed).
+_HISTORY_DB = "thread_history_1.sqlite"
+#: Sends one request to the seed's app server and returns its result.
+_Call = Callable[[str, Mapping[str, Any]], Awaitable[Any]]
 #: Bumped when what a seed holds changes, so a seed of an older jigs is built again.
-_FORMAT = 2
+_FORMAT = 3
 #: The one history item the throwaway thread gets (a user message: never sent to a model).
 _SEED_ITEM = {
     "type": "message",
@@ -127,108 +116,143 @@ def _checkpoint(directory: Path) -> None:
 
 
 class _NoHistory(RuntimeError):
-    """The seed's throwaway thread did not go as planned (the server refused or did not answer
-    a step of it, or left something behind): build the seed without it."""
+    """The throwaway thread did not give a clean, migrated, empty thread history database."""
 
 
-async def _build(
-    executable: Path, env: Mapping[str, str], target: Path, timeout: float, *, history: bool
+async def _run_server(
+    executable: Path,
+    env: Mapping[str, str],
+    home: Path,
+    cwd: Path,
+    steps: Callable[[_Call], Awaitable[None]] | None = None,
 ) -> None:
-    """Run ``codex app-server`` on ``target`` until it has initialized (and, with ``history``,
-    made and deleted a throwaway thread), then end it. Raises :class:`_NoHistory` when the
-    thread's part fails, else ``RuntimeError``, ``ValueError`` (not JSON), ``TimeoutError`` or
-    what the launch raises when the server does not start, answer or end."""
-    import anyio  # here, not at module level: resolving the kind imports this module
+    """Run ``codex app-server`` on ``home``: ``initialize``, then (with ``steps``) the
+    ``initialized`` notification and ``steps(call)``, then the end of input, and wait for its
+    clean exit. Raises ``RuntimeError`` (a refused request, an early end, an unclean exit),
+    ``ValueError`` (not JSON) or what the launch raises. The caller bounds it in time."""
     from jigs.processes import launch
 
-    scratch = make_dir("jigs-codex-seed-cwd-") if history else target
-    try:
-        process = await launch(
-            [str(executable), "app-server"],
-            cwd=target,
-            env={**env, "CODEX_HOME": str(target)},
-            stdin="pipe",
-            owner="codex home seed",
-        )
-        async with process:
-            stdin = process.stdin
-            assert stdin is not None
+    process = await launch(
+        [str(executable), "app-server"],
+        cwd=cwd,
+        env={**env, "CODEX_HOME": str(home)},
+        stdin="pipe",
+        owner="codex home seed",
+    )
+    async with process:
+        stdin = process.stdin
+        assert stdin is not None
+        numbers = iter(range(1, 1000))
 
-            async def call(number: int, method: str, params: Mapping[str, Any]) -> Any:
-                request = {"id": number, "method": method, "params": params}
-                await stdin.send((json.dumps(request) + "\n").encode())
-                while True:  # notifications come in between; no request can (no turn runs)
-                    line = await process.read_line()
-                    if line is None:
-                        raise RuntimeError(f"codex app-server ended before answering {method}")
-                    message = json.loads(line)
-                    answer = isinstance(message, dict) and "method" not in message
-                    if answer and message.get("id") == number:
-                        if "result" not in message:
-                            raise RuntimeError(f"codex app-server refused {method}")
-                        return message["result"]
+        async def call(method: str, params: Mapping[str, Any]) -> Any:
+            number = next(numbers)
+            request = {"id": number, "method": method, "params": params}
+            await stdin.send((json.dumps(request) + "\n").encode())
+            while True:  # notifications come in between; no request can (no turn runs)
+                line = await process.read_line()
+                if line is None:
+                    raise RuntimeError(f"codex app-server ended before answering {method}")
+                message = json.loads(line)
+                answer = isinstance(message, dict) and "method" not in message
+                if answer and message.get("id") == number:
+                    if "result" not in message:
+                        raise RuntimeError(f"codex app-server refused {method}")
+                    return message["result"]
 
-            with anyio.fail_after(timeout):
-                await call(1, "initialize", {"clientInfo": {"name": "jigs", "version": "seed"}})
-            if history:
-                try:
-                    with anyio.fail_after(timeout):
-                        await stdin.send(b'{"method": "initialized"}\n')
-                        cwd = str(scratch)
-                        options = {"cwd": cwd, "approvalPolicy": "never", "sandbox": "read-only"}
-                        thread = (await call(2, "thread/start", options))["thread"]["id"]
-                        items = {"threadId": thread, "items": [_SEED_ITEM]}
-                        await call(3, "thread/inject_items", items)
-                        await call(4, "thread/delete", {"threadId": thread})
-                except (RuntimeError, TimeoutError, ValueError, KeyError, TypeError) as exc:
-                    raise _NoHistory(f"{type(exc).__name__}: {exc}") from None
-            with anyio.fail_after(timeout):
-                await stdin.aclose()  # Codex exits at end of input
-                if await process.wait() != 0:
-                    raise RuntimeError("codex app-server did not exit cleanly")
-    finally:
-        if scratch != target:
-            remove_tree(scratch)
+        await call("initialize", {"clientInfo": {"name": "jigs", "version": "seed"}})
+        if steps is not None:
+            await stdin.send(b'{"method": "initialized"}\n')
+            await steps(call)
+        await stdin.aclose()  # Codex exits at end of input
+        if await process.wait() != 0:
+            raise RuntimeError("codex app-server did not exit cleanly")
 
 
-def _no_thread_left(directory: Path) -> None:
-    """Raise :class:`_NoHistory` unless the home in ``directory`` holds no thread: no
-    rollout file, no row in the state database's ``threads`` table (which must exist), none in
-    any table of the history database (which must exist)."""
+def _throwaway_thread(cwd: Path) -> Callable[[_Call], Awaitable[None]]:
+    """Steps that start a thread in ``cwd``, give it one history item (``thread/inject_items``:
+    no model call) and delete it: Codex makes and migrates its thread history database on the
+    way."""
+
+    async def steps(call: _Call) -> None:
+        options = {"cwd": str(cwd), "approvalPolicy": "never", "sandbox": "read-only"}
+        thread = (await call("thread/start", options))["thread"]["id"]
+        await call("thread/inject_items", {"threadId": thread, "items": [_SEED_ITEM]})
+        await call("thread/delete", {"threadId": thread})
+
+    return steps
+
+
+def _empty_history(database: Path) -> None:
+    """Raise :class:`_NoHistory` unless ``database`` is a migrated thread history database
+    with no row in any of its tables."""
     import sqlite3
 
-    if any(directory.rglob("rollout-*.jsonl")):
-        raise _NoHistory("a rollout was left")
-    history = directory / "thread_history_1.sqlite"
-    if not history.is_file():
+    if not database.is_file():
         raise _NoHistory("no thread history database was made")
-    for database, tables in ((directory / "state_5.sqlite", ("threads",)), (history, None)):
+    try:
         connection = sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)
-        try:
-            names = tables or tuple(
-                name
-                for (name,) in connection.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table'"
-                )
-                if not name.startswith(("_", "sqlite_"))
-            )
-            for name in names:
-                quoted = name.replace('"', '""')
-                (rows,) = connection.execute(f'SELECT count(*) FROM "{quoted}"').fetchone()
-                if rows:
-                    raise _NoHistory(f"{database.name} still holds {rows} row(s) in {name}")
-        except sqlite3.Error as exc:
-            raise _NoHistory(f"{database.name} cannot be checked: {exc}") from None
-        finally:
-            connection.close()
+    except sqlite3.Error as exc:
+        raise _NoHistory(f"{database.name} cannot be opened: {exc}") from None
+    try:
+        names = [
+            name
+            for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        ]
+        if "_sqlx_migrations" not in names:
+            raise _NoHistory(f"{database.name} is not migrated")
+        for name in names:
+            if name.startswith(("_", "sqlite_")):
+                continue
+            quoted = name.replace('"', '""')
+            (rows,) = connection.execute(f'SELECT count(*) FROM "{quoted}"').fetchone()
+            if rows:
+                raise _NoHistory(f"{database.name} still holds {rows} row(s) in {name}")
+    except sqlite3.Error as exc:
+        raise _NoHistory(f"{database.name} cannot be checked: {exc}") from None
+    finally:
+        connection.close()
+
+
+async def _history(
+    executable: Path, env: Mapping[str, str], work: Path, timeout: float, log: Any
+) -> None:
+    """Put a migrated, empty thread history database into the seed being built in ``work``.
+    It is made in a scratch home of its own (a throwaway thread, started, given one item and
+    deleted), and only that database, checked empty, is taken: nothing else of that home (its
+    state, logs, markers) reaches the seed. Never raises: any failure is logged and the seed is
+    built without it."""
+    import anyio
+
+    if timeout <= 0:
+        log.info("codex.home_seed.history_skipped", error="no time left")
+        return
+    scratch = make_dir("jigs-codex-seed-history-")
+    try:
+        home, cwd = scratch / "home", scratch / "cwd"
+        home.mkdir()
+        cwd.mkdir()
+        (home / "config.toml").write_text(_SEED_CONFIG, encoding="utf-8")
+        with anyio.fail_after(timeout):
+            await _run_server(executable, env, home, cwd, _throwaway_thread(cwd))
+        _checkpoint(home)
+        database = home / _HISTORY_DB
+        _empty_history(database)
+        _checkpoint(home)  # what the check's reading made
+        os.replace(database, work / _HISTORY_DB)
+    except Exception as exc:  # an optimisation of an optimisation: the seed goes on without it
+        log.info("codex.home_seed.history_skipped", error=f"{type(exc).__name__}: {exc}")
+    finally:
+        remove_tree(scratch)
 
 
 async def ensure_seed(
     executable: Path, env: Mapping[str, str], log: Any, *, timeout: float = 5.0
 ) -> Path | None:
-    """The seed of ``executable``, built now (within ``timeout`` seconds, under ``env``: the
-    step's environment without its credentials) if missing; None when it cannot be had. A
+    """The seed of ``executable``, built now (within ``timeout`` seconds in all, under ``env``:
+    the step's environment without its credentials) if missing; None when it cannot be had. A
     binary whose seed failed is not tried again by this process."""
+    import anyio  # here, not at module level: resolving the kind imports this module
+
     final: Path | None = None
     try:
         final = seed_path(executable)
@@ -237,30 +261,26 @@ async def ensure_seed(
         if final in _FAILED:
             return None
         final.parent.mkdir(parents=True, exist_ok=True)
-        for history in (True, False):
-            work = make_dir("building-", final.parent)
-            try:
-                (work / "config.toml").write_text(_SEED_CONFIG, encoding="utf-8")
-                try:
-                    await _build(executable, env, work, timeout, history=history)
-                    if history:  # before the checkpoint, which removes what reading makes
-                        _no_thread_left(work)
-                except _NoHistory as exc:
-                    log.info("codex.home_seed.history_skipped", error=str(exc))
-                    continue  # this binary's seed without the history database
-                _checkpoint(work)
-                for name in _SKIP:
-                    path = work / name
-                    if path.is_dir():
-                        remove_tree(path)
-                    elif name != _MARKER:
-                        path.unlink(missing_ok=True)
-                (work / _MARKER).write_text(str(executable), encoding="utf-8")
-                with contextlib.suppress(OSError):  # another process published it first
-                    work.rename(final)
-                break
-            finally:
-                remove_tree(work)
+        work = make_dir("building-", final.parent)
+        try:
+            (work / "config.toml").write_text(_SEED_CONFIG, encoding="utf-8")
+            started = anyio.current_time()
+            with anyio.fail_after(timeout):
+                await _run_server(executable, env, work, work)
+            _checkpoint(work)
+            # the rest of the budget, for the thread history (an extra, skipped on its own)
+            await _history(executable, env, work, timeout - (anyio.current_time() - started), log)
+            for name in _SKIP:
+                path = work / name
+                if path.is_dir():
+                    remove_tree(path)
+                elif name != _MARKER:
+                    path.unlink(missing_ok=True)
+            (work / _MARKER).write_text(str(executable), encoding="utf-8")
+            with contextlib.suppress(OSError):  # another process published it first
+                work.rename(final)
+        finally:
+            remove_tree(work)
         if (final / _MARKER).is_file():
             log.info("codex.home_seed.built", seed=str(final))
             return final
