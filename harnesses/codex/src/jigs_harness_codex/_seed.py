@@ -38,7 +38,6 @@ returns.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import stat
 import threading
@@ -65,7 +64,7 @@ _SKIP = frozenset({_MARKER, "config.toml", "auth.json", "sessions", "tmp", "thre
 #: Codex's thread history database, which it makes at a home's first turn (in the seed).
 _HISTORY_DB = "thread_history_1.sqlite"
 #: Sends one request to the seed's app server and returns its result.
-_Call = Callable[[str, Mapping[str, Any]], Awaitable[Any]]
+_Call = Callable[[str, Any], Awaitable[Any]]
 #: Bumped when what a seed holds changes, so a seed of an older jigs is built again.
 _FORMAT = 3
 #: The one history item the throwaway thread gets (a user message: never sent to a model).
@@ -124,13 +123,22 @@ async def _run_server(
     env: Mapping[str, str],
     home: Path,
     cwd: Path,
+    *,
+    log: Any,
     steps: Callable[[_Call], Awaitable[None]] | None = None,
 ) -> None:
     """Run ``codex app-server`` on ``home``: ``initialize``, then (with ``steps``) the
     ``initialized`` notification and ``steps(call)``, then the end of input, and wait for its
-    clean exit. Raises ``RuntimeError`` (a refused request, an early end, an unclean exit),
-    ``ValueError`` (not JSON) or what the launch raises. The caller bounds it in time."""
+    clean exit. The conversation is the kind's own :class:`~jigs_harness_codex._rpc.AppServer`
+    (a server request gets "not handled"). Raises what it raises (a refused request, a crash,
+    a line that is not JSON), ``RuntimeError`` for an unclean exit, or what the launch raises.
+    The caller bounds it in time."""
     from jigs.processes import launch
+
+    from jigs_harness_codex._rpc import AppServer, NotHandled
+
+    async def not_handled(method: str, params: Any) -> Any:
+        raise NotHandled(f"the seed's server asked {method}")
 
     process = await launch(
         [str(executable), "app-server"],
@@ -140,30 +148,13 @@ async def _run_server(
         owner="codex home seed",
     )
     async with process:
-        stdin = process.stdin
-        assert stdin is not None
-        numbers = iter(range(1, 1000))
-
-        async def call(method: str, params: Mapping[str, Any]) -> Any:
-            number = next(numbers)
-            request = {"id": number, "method": method, "params": params}
-            await stdin.send((json.dumps(request) + "\n").encode())
-            while True:  # notifications come in between; no request can (no turn runs)
-                line = await process.read_line()
-                if line is None:
-                    raise RuntimeError(f"codex app-server ended before answering {method}")
-                message = json.loads(line)
-                answer = isinstance(message, dict) and "method" not in message
-                if answer and message.get("id") == number:
-                    if "result" not in message:
-                        raise RuntimeError(f"codex app-server refused {method}")
-                    return message["result"]
-
-        await call("initialize", {"clientInfo": {"name": "jigs", "version": "seed"}})
+        server = AppServer(process, on_request=not_handled, log=log)
+        await server.request("initialize", {"clientInfo": {"name": "jigs", "version": "seed"}})
         if steps is not None:
-            await stdin.send(b'{"method": "initialized"}\n')
-            await steps(call)
-        await stdin.aclose()  # Codex exits at end of input
+            await server.send({"method": "initialized"})
+            await steps(server.request)
+        assert process.stdin is not None
+        await process.stdin.aclose()  # Codex exits at end of input
         if await process.wait() != 0:
             raise RuntimeError("codex app-server did not exit cleanly")
 
@@ -233,7 +224,7 @@ async def _history(
         cwd.mkdir()
         (home / "config.toml").write_text(_SEED_CONFIG, encoding="utf-8")
         with anyio.fail_after(timeout):
-            await _run_server(executable, env, home, cwd, _throwaway_thread(cwd))
+            await _run_server(executable, env, home, cwd, log=log, steps=_throwaway_thread(cwd))
         _checkpoint(home)
         database = home / _HISTORY_DB
         _empty_history(database)
@@ -266,7 +257,7 @@ async def ensure_seed(
             (work / "config.toml").write_text(_SEED_CONFIG, encoding="utf-8")
             started = anyio.current_time()
             with anyio.fail_after(timeout):
-                await _run_server(executable, env, work, work)
+                await _run_server(executable, env, work, work, log=log)
             _checkpoint(work)
             # the rest of the budget, for the thread history (an extra, skipped on its own)
             await _history(executable, env, work, timeout - (anyio.current_time() - started), log)
