@@ -50,7 +50,7 @@ def _route(upstream: str) -> ModelRoute:
 
 def _open(upstream: str, stack: AsyncExitStack, log: _Log) -> Any:
     """The step's endpoint, its proxy begun at once (as a step's launch begins it)."""
-    endpoint, begin, _stop = _model_proxy.prepare_model_endpoint(
+    endpoint, begin, _stop, _ = _model_proxy.prepare_model_endpoint(
         _route(upstream), kind="test", stack=stack, log=log
     )
     begin()
@@ -154,7 +154,7 @@ async def test_a_proxy_that_never_began_closes_its_socket_with_the_step(monkeypa
     monkeypatch.setenv(KEY_ENV, KEY)
     before = _proxy_threads()
     async with AsyncExitStack() as stack:
-        endpoint, begin, _stop = _model_proxy.prepare_model_endpoint(
+        endpoint, begin, _stop, _ = _model_proxy.prepare_model_endpoint(
             _route("http://127.0.0.1:9"), kind="test", stack=stack, log=_Log()
         )
         assert _proxy_threads() == before
@@ -173,7 +173,7 @@ async def test_a_proxy_stopped_before_its_stack_closes_refuses_at_once_and_stops
     monkeypatch.setenv(KEY_ENV, KEY)
     with capture_logs() as logs:
         async with running_upstream() as upstream, AsyncExitStack() as stack:
-            endpoint, begin, stop = _model_proxy.prepare_model_endpoint(
+            endpoint, begin, stop, _ = _model_proxy.prepare_model_endpoint(
                 _route(upstream.url), kind="test", stack=stack, log=_Log()
             )
             begin()
@@ -195,7 +195,7 @@ async def test_a_proxy_that_never_began_stops_twice_at_once(monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
     with anyio.fail_after(5):
         async with AsyncExitStack() as stack:
-            endpoint, begin, stop = _model_proxy.prepare_model_endpoint(
+            endpoint, begin, stop, _ = _model_proxy.prepare_model_endpoint(
                 _route("http://127.0.0.1:9"), kind="test", stack=stack, log=_Log()
             )
             await stop()
@@ -299,7 +299,7 @@ def test_a_forked_worker_serves_its_steps_proxies_on_a_loop_of_its_own(tmp_path)
         async def one_request():
             async with running_upstream() as upstream, AsyncExitStack() as stack:
                 route = ModelRoute(upstream=upstream.url, key_env="{KEY_ENV}", scheme="bearer")
-                endpoint, begin, _stop = _model_proxy.prepare_model_endpoint(
+                endpoint, begin, _stop, _ = _model_proxy.prepare_model_endpoint(
                     route, kind="test", stack=stack, log=logger
                 )
                 begin()
@@ -338,10 +338,10 @@ async def test_a_proxy_whose_failure_report_fails_does_not_take_down_the_loop(mo
             raise ValueError("I/O operation on closed file")  # a log sink that fails
 
     async with running_upstream() as upstream, AsyncExitStack() as stack:
-        bad, begin_bad, _ = _model_proxy.prepare_model_endpoint(
+        bad, begin_bad, _, _ = _model_proxy.prepare_model_endpoint(
             _route(upstream.url), kind="test", stack=stack, log=_Failing()
         )
-        good, begin_good, _ = _model_proxy.prepare_model_endpoint(
+        good, begin_good, _, _ = _model_proxy.prepare_model_endpoint(
             _route(upstream.url), kind="test", stack=stack, log=_Log()
         )
         begin_bad.__self__.proxy._sock.close()  # type: ignore[attr-defined]

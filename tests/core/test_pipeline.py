@@ -204,7 +204,7 @@ async def test_a_failed_jit_check_raises_before_any_process_and_releases_the_loc
 async def test_cancelling_a_step_stops_the_whole_process_group_within_2s(
     worktree, run_meta, tmp_path
 ):
-    pidfile = tmp_path / "pid"
+    pidfile = worktree / "pid"  # the sandbox shows the agent its worktree, not tmp_path
     parts: list[object] = []
     with anyio.move_on_after(30) as outer:
         async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta) as runner:

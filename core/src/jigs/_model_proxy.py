@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
@@ -235,7 +236,12 @@ def prepare_model_endpoint(
     stack: AsyncExitStack,
     log: Any,
     host_env: Mapping[str, str] | None = None,
-) -> tuple[ModelEndpoint, Callable[[], None], Callable[[], Coroutine[Any, Any, None]]]:
+) -> tuple[
+    ModelEndpoint,
+    Callable[[], None],
+    Callable[[], Coroutine[Any, Any, None]],
+    Callable[[socket.socket], None],
+]:
     """Bind the step's proxy for ``route``; return the endpoint for the CLI, the function
     that starts its thread serving (call it once the CLI is launched: the thread's start then
     runs while the CLI starts, not before it; a request that comes sooner waits in the socket's
@@ -247,7 +253,8 @@ def prepare_model_endpoint(
     ``route.key_env``. Raises :class:`~jigs.errors.DescriptorError` when it is not set,
     :class:`~jigs.errors.CredentialProxyError` for an unusable upstream or key, and ``OSError``
     when no loopback port can be bound. The proxy stops (or, if it never began, its socket
-    closes) when ``stack`` closes.
+    closes) when ``stack`` closes. The fourth function hands the proxy one more listening
+    socket to serve (one made inside a sandboxed launch's network namespace, on the same port).
     """
     from jigs._proxy import CredentialProxy, loopback_socket
 
@@ -279,4 +286,4 @@ def prepare_model_endpoint(
     runner = _StepProxy(proxy, log)
     stack.push_async_callback(runner.astop)
     endpoint = ModelEndpoint(base_url=proxy.base_url, key=proxy.placeholder_key, route=route)
-    return endpoint, runner.begin, runner.astop
+    return endpoint, runner.begin, runner.astop, proxy.add_socket

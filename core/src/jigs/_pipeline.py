@@ -62,6 +62,7 @@ from jigs.plugin import Harness, HarnessContext, HarnessTarget
 
 if TYPE_CHECKING:
     from jigs.processes import ManagedProcess
+    from jigs.sandbox import SandboxView
     from jigs.stores import SessionStore
 
 __all__ = [
@@ -408,6 +409,7 @@ class Step:
             )
         workdir = _validate_cwd(cwd)
         names = _validate_agents_env(agents_env)
+        sandboxed = _sandbox_or_refuse(descriptor, log)
         from jigs.stores import resolve_store
 
         self.store = resolve_store(self._store_spec, cwd=workdir)
@@ -458,23 +460,30 @@ class Step:
                 key_env=route.key_env,
                 scheme=route.scheme,
             ):
-                endpoint, begin_proxy, self._stop_proxy = prepare_model_endpoint(
+                endpoint, begin_proxy, self._stop_proxy, serve_also = prepare_model_endpoint(
                     route, kind=kind, stack=self.stack, log=log
                 )
             # the key never reaches the agent: the kind gives its CLI the endpoint instead
             env = {name: value for name, value in env.items() if name != route.key_env}
             env = _bypass_proxy_for_loopback(env)
 
+        state_dir = run_state_dir(run_meta.workflow_run_id, kind)
+        view = None
+        if sandboxed:
+            view = _sandbox_view(descriptor, env, workdir, state_dir)
+            if endpoint is not None:
+                view.listen[_port_of(endpoint.base_url)] = serve_also
         ctx = _StepContext(
             begin_proxy=begin_proxy,
             run=run_meta,
             env=env,
-            state_dir=run_state_dir(run_meta.workflow_run_id, kind),
+            state_dir=state_dir,
             kind=kind,
             stack=self.stack,
             log=log,
             inherit_fds=tuple(getattr(lock, "fds", ())),
             model_endpoint=endpoint,
+            sandbox=view,
         )
         self.ctx = ctx
         record_run(run_meta)
@@ -610,6 +619,46 @@ class Step:
             if isinstance(self._store_spec, str | Mapping | None) and callable(close):
                 with anyio.move_on_after(5):
                     await anyio.to_thread.run_sync(close, abandon_on_cancel=True)
+
+
+def _sandbox_or_refuse(descriptor: HarnessDescriptor, log: Any) -> bool:
+    """Whether the step runs sandboxed; raises :class:`~jigs.errors.SandboxUnavailableError`
+    when the host cannot sandbox it and the descriptor requires it (the default)."""
+    from jigs._isolation import isolation
+
+    mode = isolation()
+    if descriptor.network == "host":
+        log.warning("runner.network.host", reason="the descriptor says network='host'")
+    if mode.namespaced:
+        return True
+    if descriptor.sandbox == "required":
+        from jigs.errors import SandboxUnavailableError
+
+        raise SandboxUnavailableError(descriptor.kind, mode.detail, mode.fix)
+    log.warning("runner.unsandboxed", isolation=mode.mode, detail=mode.detail)
+    return False
+
+
+def _sandbox_view(
+    descriptor: HarnessDescriptor, env: Mapping[str, str], workdir: Path, state_dir: Path
+) -> SandboxView:
+    """The step's sandbox: its worktree and the run's state dir for the kind writable, an
+    empty HOME, the descriptor's network; the kind exposes what its CLI needs on top."""
+    from jigs.sandbox import SandboxView
+
+    view = SandboxView(home=env.get("HOME"), network=descriptor.network)
+    view.expose(workdir, writable=True)
+    view.expose(state_dir, writable=True)
+    return view
+
+
+def _port_of(url: str) -> int:
+    from urllib.parse import urlsplit
+
+    port = urlsplit(url).port
+    if port is None:  # the proxy's URL always names its port
+        raise RuntimeError("the credential proxy's URL has no port")
+    return port
 
 
 _HTTP_PROXY_NAMES = (

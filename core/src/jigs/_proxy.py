@@ -44,6 +44,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
@@ -52,6 +53,8 @@ from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
+import anyio.from_thread
+import anyio.lowlevel
 import msgspec
 
 from jigs._hosts import INVALID_HOST, host_bytes, valid_host
@@ -300,6 +303,11 @@ class CredentialProxy:
         so it is worthless anywhere, including against this proxy without the token."""
         self._sock = sock
         self._port: int | None = int(sock.getsockname()[1]) if sock is not None else None
+        #: Sockets it also serves (one per sandboxed launch, made inside that launch's network
+        #: namespace), before it serves; then how to start one more on its loop.
+        self._more: list[socket.socket] = []
+        self._more_lock = threading.Lock()
+        self._serve_more: Callable[[socket.socket], None] | None = None
         self._started = False
         self._closed = False
         # made by serve(), on the loop that serves (the proxy may be built on another thread)
@@ -396,7 +404,11 @@ class CredentialProxy:
         proxy closed, so it never serves. No effect once it has served."""
         if self._started:
             return
-        self._closed = True
+        with self._more_lock:
+            self._closed = True
+            pending, self._more = self._more, []
+        for sock in pending:
+            sock.close()
         if self._sock is not None:
             self._sock.close()
 
@@ -432,6 +444,7 @@ class CredentialProxy:
             self._port = int(listener.extra(anyio.abc.SocketAttribute.local_port))
             async with anyio.create_task_group() as group:
                 group.start_soon(self._accept_loop, listener, group)
+                self._start_more(group)
                 logger.info("jigs.proxy.started", port=self._port, upstream=self._upstream)
                 task_status.started()
                 # at once: a step's proxy starts serving right after its CLI's launch, so the
@@ -441,7 +454,11 @@ class CredentialProxy:
                 await self._close_requested.wait()
                 group.cancel_scope.cancel()
         finally:
-            self._closed = True
+            with self._more_lock:
+                self._closed = True
+                pending, self._more = self._more, []
+            for sock in pending:
+                sock.close()
             self._client_ready.set()
             with anyio.CancelScope(shield=True):
                 await listener.aclose()
@@ -483,6 +500,54 @@ class CredentialProxy:
             )
         finally:
             self._client_ready.set()
+
+    def add_socket(self, sock: socket.socket) -> None:
+        """Serve ``sock`` too (a listening socket, e.g. made inside a sandbox's network
+        namespace), from now until the proxy stops; the proxy owns it. Callable from any thread,
+        before or while the proxy serves; after it stopped, the socket is closed at once."""
+        with self._more_lock:
+            if self._closed:
+                sock.close()
+                return
+            serve = self._serve_more
+            if serve is None:
+                self._more.append(sock)
+                return
+        serve(sock)
+
+    def _start_more(self, group: anyio.abc.TaskGroup) -> None:
+        """On the serving loop: serve the sockets added so far, and set how later ones start."""
+        token = anyio.lowlevel.current_token()
+
+        def serve_here(sock: socket.socket) -> None:
+            group.start_soon(self._serve_socket, sock, group)
+
+        def serve(sock: socket.socket) -> None:
+            try:
+                same_loop = anyio.lowlevel.current_token() == token
+            except RuntimeError:  # not on any event loop
+                same_loop = False
+            try:
+                if same_loop:
+                    serve_here(sock)
+                else:
+                    anyio.from_thread.run_sync(serve_here, sock, token=token)
+            except RuntimeError:  # the loop ended meanwhile
+                sock.close()
+
+        with self._more_lock:
+            pending, self._more = self._more, []
+            self._serve_more = serve
+        for sock in pending:
+            serve_here(sock)
+
+    async def _serve_socket(self, sock: socket.socket, group: anyio.abc.TaskGroup) -> None:
+        listener = await _loopback_listener(sock)
+        try:
+            await self._accept_loop(listener, group)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await listener.aclose()
 
     async def _accept_loop(
         self,

@@ -11,7 +11,7 @@ refused too. :meth:`HarnessDescriptor.describe` is the canonical string session 
 import functools
 import json
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from msgspec import Meta, field
@@ -49,7 +49,6 @@ COMMON_POLICY_KEYS: Mapping[str, str] = {
     "cli_path": "jigs resolves the CLI itself (see `jigs doctor`)",
     "permission_mode": "unattended runs bypass permission prompts as policy",
     "approval_policy": "unattended runs never ask for approval as policy",
-    "sandbox": "the sandbox is policy, set by jigs for unattended runs",
     "resume": "sessions are resumed with resume= on the step, never from a descriptor",
     "session_id": "jigs chooses and records session ids",
     "continue": "sessions are resumed with resume= on the step",
@@ -92,6 +91,14 @@ class HarnessDescriptor(Record, omit_defaults=True):
     max_turns: Annotated[int, Meta(ge=1, le=10_000)] | None = None
     #: Cost one turn may reach (AgentLimitError past it); None: no limit.
     max_budget_usd: Annotated[float, Meta(gt=0)] | None = None
+    #: The agent's network: ``"deny"`` (the default: a network namespace of its own in which
+    #: only the step's credential proxy and its declared MCP servers can be reached) or
+    #: ``"host"`` (the worker's whole network: an explicit, logged opt-out).
+    network: Literal["deny", "host"] = "deny"
+    #: ``"required"`` (the default): where the host cannot sandbox the step (``jigs doctor``
+    #: says why), the step refuses to start (:class:`~jigs.errors.SandboxUnavailableError`);
+    #: ``"if-available"``: it runs unsandboxed there instead (logged as ``runner.unsandboxed``).
+    sandbox: Literal["required", "if-available"] = "required"
 
     def __post_init__(self) -> None:
         # the shared rules for a kind's endpoint fields, whatever the kind: the key is a

@@ -44,6 +44,7 @@ __all__ = [
     "ModelNotAvailableError",
     "PromptError",
     "RunnerClosedError",
+    "SandboxUnavailableError",
     "SessionStoreError",
     "StructuredOutputError",
     "WorktreeBusyError",
@@ -414,6 +415,24 @@ class WorktreeLockError(JigsError, OSError):
         super().__init__(
             f"jigs could not lock the worktree {worktree} ({reason}); give the step a worktree "
             f"directory this user can open, on a local filesystem that supports flock(2)"
+        )
+
+
+class SandboxUnavailableError(JigsError, OSError):
+    """The host cannot sandbox the step (no user namespaces, no bwrap) and its descriptor
+    requires the sandbox (the default). ``reason`` says what failed and ``fix`` how to get it;
+    ``kind`` names the harness kind. Not retryable: the same host fails the same way."""
+
+    retryable: bool = False
+
+    def __init__(self, kind: str, reason: str, fix: str) -> None:
+        self.kind = kind
+        self.reason = reason
+        self.fix = fix
+        super().__init__(
+            f"jigs cannot sandbox this {kind} step here ({reason}), and its descriptor requires "
+            f"the sandbox. Fix: {fix}. Or, knowing that the agent then sees the whole machine "
+            f'and network, set sandbox="if-available" on the descriptor (see `jigs doctor`)'
         )
 
 

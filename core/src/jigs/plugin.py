@@ -58,6 +58,7 @@ import msgspec
 import pluggy
 
 from jigs.errors import AgentSessionError, RunnerClosedError
+from jigs.sandbox import SandboxView
 
 __all__ = [
     "CONTRACT_VERSION",
@@ -177,6 +178,9 @@ class HarnessContext(msgspec.Struct):
     #: The proxied model endpoint when :meth:`Harness.model_route` declared a route (the real
     #: key's variable is then absent from ``env``); None on the operator-login routes.
     model_endpoint: ModelEndpoint | None = None
+    #: What the step's processes may see and reach (:class:`~jigs.sandbox.SandboxView`); None
+    #: outside a step (tests, tools). Extend it with :meth:`expose` and :meth:`private_dir`.
+    sandbox: SandboxView | None = None
 
     async def launch(
         self,
@@ -197,6 +201,8 @@ class HarnessContext(msgspec.Struct):
             raise RunnerClosedError(self.kind, self.run.workflow_run_id)
         from jigs.processes import launch
 
+        if self.sandbox is not None and argv:
+            self._expose_executable(argv[0], cwd, self.env if env is None else env)
         process = await launch(
             argv,
             cwd=cwd,
@@ -205,17 +211,53 @@ class HarnessContext(msgspec.Struct):
             kind=self.kind,
             owner=owner or f"{self.kind} for run {self.run.workflow_run_id}",
             pass_fds=self.inherit_fds,
+            sandbox=self.sandbox,
         )
         self.stack.push_async_callback(process.stop)
         return process
 
     def private_dir(self, prefix: str | None = None) -> Path:
-        """A fresh 0700 directory only this step uses, removed when the step closes."""
+        """A fresh 0700 directory only this step uses, removed when the step closes; the
+        step's processes may read and write it (no other step's can see it)."""
         from jigs._files import make_dir, remove_tree
 
         path = make_dir(prefix or f"jigs-{self.kind}-")
         self.stack.callback(remove_tree, path)
+        self.expose(path, writable=True)
         return path
+
+    def expose(self, path: str | os.PathLike[str], *, writable: bool = False) -> None:
+        """Show ``path`` to the step's processes launched from now on: read-only (what the CLI
+        runs from, a login it must read), or read-write (its own state). Everything not exposed
+        (the rest of HOME, the jigs data dir, other worktrees) is absent from the sandbox. A
+        kind exposes the least its CLI needs; the CLI's executable's own directory is exposed
+        read-only at each launch."""
+        if self.sandbox is not None:
+            self.sandbox.expose(path, writable=writable)
+
+    def _expose_executable(self, executable: str, cwd: Path, env: Mapping[str, str]) -> None:
+        import shutil
+
+        from jigs.sandbox._runtime import runtime_paths
+
+        found = (
+            executable
+            if os.sep in executable
+            else shutil.which(executable, path=env.get("PATH", os.defpath))
+        )
+        if found:
+            for path in runtime_paths(os.path.join(cwd, found), env):
+                self.expose(path)
+
+    def expose_python(self) -> None:
+        """Show the running Python to the step's processes, read-only: its installation, its
+        environment (``sys.prefix``) and the directories on ``sys.path``. For a kind whose CLI
+        is ``sys.executable -m some_package``."""
+        import sys
+
+        for entry in {sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}:
+            if entry and os.path.isdir(entry):
+                self.expose(entry)
 
     def sessions_complete(self) -> None:
         """Say, while the step closes, that the CLI is done: the session's artifacts

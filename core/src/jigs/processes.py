@@ -55,6 +55,8 @@ from jigs.errors import AgentOutputError
 if TYPE_CHECKING:
     from anyio.streams.buffered import BufferedByteReceiveStream
 
+    from jigs.sandbox._view import SandboxView
+
 __all__ = [
     "DEFAULT_GRACE",
     "MAX_LINE_BYTES",
@@ -586,23 +588,94 @@ def _resolve(executable: str, cwd: Path, env: Mapping[str, str]) -> str:
     return os.path.abspath(path)
 
 
-def _death_safe(prefix: Sequence[str]) -> Sequence[str]:
-    """``prefix`` without its parent-death signal where that signal would misfire.
+def _on_asyncio() -> bool:
+    """Whether a parent-death signal may be used for this launch.
 
     A parent-death signal follows the *thread* that forked. asyncio forks on the event loop's
     thread, which lives as long as the worker; trio forks in a worker thread it retires after
-    ~10 s idle, which would kill a healthy agent mid-turn. Under trio the namespace still dies
+    ~10 s idle, which would kill a healthy agent mid-turn. Under trio the sandbox still dies
     with its step (close, SIGTERM, atexit), but a SIGKILLed worker does not take it along (its
     processes keep the worktree lock, so no second agent starts there)."""
-    if not prefix or os.path.basename(prefix[0]) != "setpriv":
-        return prefix
     import sniffio
 
     try:
-        library = sniffio.current_async_library()
+        return sniffio.current_async_library() == "asyncio"
     except sniffio.AsyncLibraryNotFoundError:
-        library = None
-    return prefix if library == "asyncio" else prefix[4:]
+        return False
+
+
+def _command(
+    mode: Isolation,
+    argv: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    sandbox: SandboxView | None,
+    fds: tuple[int, int] | None,
+) -> list[str]:
+    """The argv that runs ``argv`` under ``mode``: in a sandbox (``sandbox``, or one that only
+    separates processes for a launch without one), behind the parent-death link, or as is."""
+    if not mode.namespaced:
+        prefix = mode.prefix if _on_asyncio() else mode.prefix[4:]
+        return [*prefix, _resolve(argv[0], cwd, env), *argv[1:]] if prefix else list(argv)
+    from jigs.sandbox._view import bwrap_args, process_only_args
+
+    inner = [mode.timeout, "0", _resolve(argv[0], cwd, env), *argv[1:]]
+    if sandbox is None:
+        return [mode.bwrap, *process_only_args(cwd, die_with_parent=_on_asyncio()), "--", *inner]
+    options = bwrap_args(
+        sandbox,
+        cwd=cwd,
+        info_fd=fds[0] if fds else None,
+        block_fd=fds[1] if fds else None,
+        die_with_parent=_on_asyncio(),
+    )
+    return [mode.bwrap, *options, "--", *inner]
+
+
+async def _sandbox_pid(info: int, process: anyio.abc.Process, stderr: IO[bytes]) -> int:
+    """The sandbox's first process, as bwrap reports it on its info descriptor."""
+    import json
+
+    buffer = b""
+    decoder = json.JSONDecoder()
+    while True:
+        await anyio.wait_readable(info)
+        chunk = os.read(info, 4096)
+        if not chunk:
+            stderr.seek(0)
+            said = stderr.read(2000).decode(errors="replace").strip()
+            raise OSError(errno.EIO, f"the sandbox did not start: {said or 'bwrap exited'}")
+        buffer += chunk
+        try:
+            found, _ = decoder.raw_decode(buffer.decode())
+        except ValueError:
+            continue
+        return int(found["child-pid"])
+
+
+async def _open_listeners(
+    process: anyio.abc.Process,
+    sandbox: SandboxView,
+    fds: tuple[int, int, int, int],
+    stderr: IO[bytes],
+) -> None:
+    """Make ``sandbox.listen``'s sockets inside the sandbox's network namespace, hand each to
+    its server, then let the command start. Closes the descriptors; raises ``OSError``."""
+    info_r, info_w, block_r, block_w = fds
+    os.close(info_w)
+    os.close(block_r)
+    try:
+        pid = await _sandbox_pid(info_r, process, stderr)
+        from jigs.sandbox._netns import listen_inside
+
+        ports = sorted(sandbox.listen)
+        for port, sock in zip(ports, listen_inside(pid, ports), strict=True):
+            sandbox.listen[port](sock)
+        os.write(block_w, b"\0")
+    finally:
+        os.close(info_r)
+        os.close(block_w)
 
 
 async def launch(
@@ -617,23 +690,34 @@ async def launch(
     max_line_bytes: int = MAX_LINE_BYTES,
     pass_fds: Sequence[int] = (),
     isolation_override: Isolation | None = None,
+    sandbox: SandboxView | None = None,
 ) -> ManagedProcess:
     """Start ``argv`` in ``cwd`` with exactly ``env``, isolated (see the module docstring).
 
     ``pass_fds``: descriptors the step's processes inherit (e.g.
     :attr:`jigs._lock.WorktreeLock.fds`, so the worktree stays locked until the step's last
     process is gone, worker death included). ``isolation_override`` replaces the probed
-    :func:`~jigs._isolation.isolation` (benchmarks and tests).
+    :func:`~jigs._isolation.isolation` (benchmarks and tests). ``sandbox``: what the launch may
+    see and reach (:class:`~jigs.sandbox.SandboxView`); without one, a launch in ``namespace``
+    mode is only separated from other processes (its own PID namespace, the host's files).
+    Before the command starts, each of ``sandbox.listen``'s ports is opened inside its network
+    namespace and handed to its server.
 
     Raises :class:`FileNotFoundError` / :class:`PermissionError` when the executable cannot run;
     callers turn that into their kind's :class:`~jigs.errors.CliNotFoundError`.
     """
     _install_sigterm_reaper()
     mode = isolation_override if isolation_override is not None else isolation()
-    command = list(argv)
-    prefix = _death_safe(mode.prefix)
-    if prefix:
-        command = [*prefix, _resolve(argv[0], Path(cwd), env), *argv[1:]]
+    listens = mode.namespaced and sandbox is not None and sandbox.network == "deny"
+    fds = (*os.pipe(), *os.pipe()) if listens and sandbox and sandbox.listen else None
+    try:
+        command = _command(
+            mode, argv, Path(cwd), env, sandbox=sandbox, fds=(fds[1], fds[2]) if fds else None
+        )
+    except BaseException:
+        for fd in fds or ():
+            os.close(fd)
+        raise
     stderr_file = anonymous_file("jigs-stderr-")  # owned by the process
     started = time.perf_counter()
     try:
@@ -645,11 +729,23 @@ async def launch(
             cwd=cwd,
             env=dict(env),
             start_new_session=True,
-            pass_fds=tuple(pass_fds),
+            pass_fds=(*pass_fds, *((fds[1], fds[2]) if fds else ())),
         )
     except BaseException:
         stderr_file.close()
+        for fd in fds or ():
+            os.close(fd)
         raise
+    if fds is not None and sandbox is not None:
+        try:
+            await _open_listeners(process, sandbox, fds, stderr_file)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.killpg(process.pid, signal.SIGKILL)
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await process.wait()
+            stderr_file.close()
+            raise
     from jigs._logging import logger
 
     logger.debug(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import os
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -94,7 +93,8 @@ def view_command(canary_digests: Iterable[str]) -> str:
     process visible in ``/proc``, between :data:`VIEW_BEGIN` and :data:`VIEW_END`."""
     script = _VIEW % (sorted(canary_digests), VIEW_BEGIN, VIEW_END)
     encoded = base64.b64encode(script.encode()).decode()
-    return f"{sys.executable} -I -S -c \"import base64; exec(base64.b64decode('{encoded}'))\""
+    # the system's python3: the agent's sandbox shows the system, not the worker's Python
+    return f"python3 -I -S -c \"import base64; exec(base64.b64decode('{encoded}'))\""
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,9 @@ run takes them (name -> an async function of one :class:`KitContext`):
 - ``worker_death``: a worker SIGKILLed, SIGTERMed or SIGINTed mid-turn takes every process of its
   step along (detached ones included) and frees the worktree;
 - ``process_view``: the agent's own shell sees no process outside its step and no host canary;
+- ``containment``: the agent's own shell cannot read canaries in ``~/.ssh``, ``~/.aws``, the jigs
+  data dir or another step's private dir, write outside its worktree (the worker's venv
+  included), reach a loopback port of the worker, or unmount its ``/proc``;
 - ``planted_config``: hostile config files planted in the worktree and HOME change nothing;
 - ``stray_mcp_configs``: the MCP configs of every well-known agent (``.mcp.json``,
   ``.cursor/mcp.json``, ``.vscode/mcp.json``, ``.gemini/settings.json``, ``.codex/config.toml``,
@@ -63,9 +66,10 @@ run takes them (name -> an async function of one :class:`KitContext`):
 - ``no_leftovers``: nothing any check launched is left running.
 
 The last two judge every launch of the run so far (run alone, they first run a turn of their own).
-The shell checks (``worker_death``, ``process_view``, ``planted_config`` when the kind declares
-config files) need ``DemoPlan.run_command``; a kind without it fails them, unless it is read-only
-(``DemoPlan(writes=False)``), where they are skipped by design and reported by name.
+The shell checks (``worker_death``, ``process_view``, ``containment``, ``planted_config`` when
+the kind declares config files) need ``DemoPlan.run_command``; a kind without it fails them,
+unless it is read-only (``DemoPlan(writes=False)``), where they are skipped by design and
+reported by name.
 
 ``make_descriptor(server)`` overrides the descriptor of the kind's ``demo_plan`` (see
 :mod:`jigs_testing.plan`); the plan's host variables and ``agents_env`` still apply.
@@ -85,6 +89,7 @@ from jigs._lock import worktree_locked
 from jigs.descriptors import HarnessDescriptor
 
 from jigs_testing._bad_output import SECRET_ENV, bad_output
+from jigs_testing._containment import containment
 from jigs_testing._environ import patched_environ
 from jigs_testing._stray_mcp import STRAY_MCP_CONFIGS, stray_mcp_configs
 from jigs_testing.plan import demo_plan_of, has_demo_plan, how_to_write_demo_plan
@@ -716,7 +721,7 @@ async def _worker_death(ctx: KitContext) -> None:
     tree = ctx.worktree("worker-death")
     # a script file, not an inline command: CLIs refuse some inline forms (Claude Code blocks a
     # command that starts with a long sleep)
-    script = tmp_path / "descendants.sh"
+    script = tree / "descendants.sh"  # in the worktree: the sandbox shows the agent nothing else
     script.write_text(DESCENDANTS + "\n")
     for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
         what = f"a worker {sig.name}ed mid-turn"
@@ -1089,6 +1094,7 @@ CHECKS: dict[str, Check] = {
     "max_turns": _max_turns,
     "worker_death": _worker_death,
     "process_view": _process_view,
+    "containment": containment,
     "planted_config": _planted_config,
     "stray_mcp_configs": stray_mcp_configs,
     "event_stream": _event_stream,

@@ -140,6 +140,7 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
         executable = self.resolve_executable(ctx.env)  # the contract: the kit swaps it
         ctx.log.debug("claude.executable", path=str(executable.path), source=executable.source)
         private = ctx.private_dir("jigs-claude-")
+        _expose_config(ctx, target.cwd)
         config = _EMPTY_MCP
         if descriptor.mcp_servers:
             data = json.dumps(mcp_config(descriptor.mcp_servers, ctx.env)).encode()
@@ -188,3 +189,18 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
             host_env={key: "sk-demo", **({"IS_SANDBOX": "1"} if root else {})},
             agents_env=("IS_SANDBOX",) if root else (),
         )
+
+
+def _expose_config(ctx: HarnessContext, cwd: Path) -> None:
+    """What Claude Code's sandbox shows of its config dir: on the key route only this
+    worktree's transcripts (read-write; other projects' are absent); on the login route the
+    whole config dir, read-write, since Claude Code reads and refreshes its login there (the
+    agent can read that login: ``jigs doctor`` says so)."""
+    config = config_dir(ctx.env)
+    if ctx.model_endpoint is None:
+        config.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ctx.expose(config, writable=True)
+        return
+    transcripts = config / "projects" / project_dir_name(cwd)
+    transcripts.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ctx.expose(transcripts, writable=True)

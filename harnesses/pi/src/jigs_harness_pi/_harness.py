@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import re
 import uuid
 from collections.abc import Collection, Mapping, Sequence
@@ -296,6 +297,7 @@ class PiHarness(Harness[PiDescriptor]):
             )
         home = PiHome(descriptor, base_url=endpoint.base_url if endpoint is not None else None)
         ctx.callback(home.remove)
+        _expose(ctx, pi.argv, home.path, descriptor)
         prompt_args: list[str] = []
         if descriptor.system_prompt is not None:
             path = private_file(home.path / "system-prompt.md", descriptor.system_prompt.encode())
@@ -391,3 +393,21 @@ class PiHarness(Harness[PiDescriptor]):
         from jigs_harness_pi._stream import PiDecoder
 
         return PiDecoder(turn.session_id)
+
+
+def _expose(
+    ctx: HarnessContext, argv: Sequence[str], agent_dir: Path, descriptor: PiDescriptor
+) -> None:
+    """What Pi's sandbox shows: its private agent dir (read-write), the Node package it runs
+    from (the whole installation, up to its top ``node_modules``) and the skills and prompt
+    templates the descriptor names outside the worktree (read-only)."""
+    ctx.expose(agent_dir, writable=True)
+    for part in argv:
+        if not os.path.isabs(part) or not os.path.exists(part):
+            continue
+        real = os.path.realpath(part)
+        root = real.split(f"{os.sep}node_modules{os.sep}", 1)[0] if "node_modules" in real else ""
+        ctx.expose(root or os.path.dirname(real))
+    for named in (*descriptor.skills, *descriptor.prompt_templates):
+        if os.path.isabs(named):
+            ctx.expose(named)

@@ -155,7 +155,9 @@ class EchoHarness(Harness[EchoDescriptor]):
         return artifacts_under(ctx.state_dir / "sessions", f"{glob.escape(session_id)}.json", names)
 
     async def prepare(self, target: HarnessTarget[EchoDescriptor], ctx: HarnessContext) -> Path:
-        """A private scratch dir, the CLI's ``TMPDIR`` (removed at close on every path)."""
+        """A private scratch dir, the CLI's ``TMPDIR`` (removed at close on every path); the
+        CLI runs on the worker's Python, so the sandbox shows it (read-only)."""
+        ctx.expose_python()
         return ctx.private_dir()
 
     def launch_turn(

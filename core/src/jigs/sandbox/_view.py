@@ -1,0 +1,177 @@
+"""What one step's sandbox shows its agent, and the bubblewrap arguments that build it.
+
+The agent's whole process tree runs in a fresh root built from nothing (bubblewrap's own
+tmpfs root, then made read-only):
+
+- the system read-only: ``/usr`` (and the ``/bin``, ``/lib*``, ``/sbin`` links or directories
+  beside it) and ``/etc``, with the files that hold machine secrets masked (``/etc/shadow``,
+  ``/etc/gshadow``, SSH host keys, ``/etc/ssl/private``);
+- a fresh ``/proc`` (only the step's processes), a minimal ``/dev``, a private ``/tmp``;
+- ``$HOME`` as an empty, private tmpfs: nothing of the operator's home (``~/.ssh``, ``~/.aws``,
+  logins, the jigs data dir) unless a path under it is exposed below;
+- read-only: the paths the CLI runs from (:attr:`SandboxView.readable`);
+- read-write: the worktree, the run's state dir for the kind, the step's private dirs
+  (:attr:`SandboxView.writable`).
+
+Everything else of the machine (other worktrees, other steps' private dirs, the session store,
+the worker's venv unless the CLI runs from it) is not in the sandbox at all. Inside, the agent
+has no capability (``--cap-drop ALL``, in a user namespace of its own, root workers included),
+so it cannot remount or unmount anything (``umount /proc`` fails).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["MASKED", "NetworkMode", "SandboxView", "bwrap_args", "process_only_args"]
+
+#: Network modes: ``deny`` (a network namespace of its own, only what jigs serves inside it),
+#: ``host`` (the worker's network, an explicit opt-out).
+NetworkMode = Literal["deny", "host"]
+
+#: System paths under ``/etc`` that hold machine secrets: masked even though ``/etc`` is shown
+#: (a root worker's agent is root-owned-file-reading root inside its user namespace).
+MASKED: tuple[str, ...] = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/ssh",
+    "/etc/ssl/private",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/security/opasswd",
+)
+
+#: Top-level system entries shown read-only (a symlink is recreated as the same symlink).
+_SYSTEM: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+
+
+@dataclass
+class SandboxView:
+    """One step's sandbox: what its agent may read and write, and its network.
+
+    ``writable`` and ``readable`` are absolute paths; a path that does not exist when a process
+    launches is skipped (a CLI may not have made its directory yet). ``home`` is the ``HOME`` the
+    agent sees (an empty tmpfs; paths under it listed here are shown on top).
+    ``listen`` maps loopback ports jigs serves inside the step's network namespace (the
+    credential proxy, relays) to what takes the listening socket made there for each launch:
+    in ``deny`` mode the only addresses the agent can reach.
+    """
+
+    writable: list[Path] = field(default_factory=list)
+    readable: list[Path] = field(default_factory=list)
+    home: str | None = None
+    network: NetworkMode = "deny"
+    listen: dict[int, Callable[[socket.socket], None]] = field(default_factory=dict)
+
+    def expose(self, path: str | os.PathLike[str], *, writable: bool = False) -> None:
+        """Show ``path`` in the sandbox (read-only unless ``writable``) from the next launch."""
+        target = Path(os.path.abspath(path))
+        into = self.writable if writable else self.readable
+        if target not in into:
+            into.append(target)
+
+
+def _system_args() -> list[str]:
+    args: list[str] = []
+    for path in _SYSTEM:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in MASKED:
+        if os.path.isdir(path) and not os.path.islink(path):
+            args += ["--tmpfs", path, "--remount-ro", path]
+        elif os.path.lexists(path):
+            args += ["--ro-bind", "/dev/null", path]
+    return args
+
+
+def _binds(paths: Iterable[Path], option: str) -> list[tuple[str, str, str]]:
+    found = []
+    for path in paths:
+        if os.path.lexists(path):
+            real = os.path.realpath(path)
+            found.append((option, real, str(path)))
+            if real != str(path):  # shown at its real path too: symlinks inside resolve there
+                found.append((option, real, real))
+    return found
+
+
+def bwrap_args(
+    view: SandboxView,
+    *,
+    cwd: Path,
+    info_fd: int | None,
+    block_fd: int | None,
+    die_with_parent: bool,
+) -> list[str]:
+    """bubblewrap's options (after the executable, before ``--`` and the command) for ``view``.
+
+    Binds are applied parents first, so a writable worktree inside a read-only path (or the
+    reverse) gets the mode asked for it. ``info_fd``/``block_fd``: bubblewrap reports the
+    sandbox's first process there, and waits to start the command until a byte arrives
+    (so jigs can open its listeners inside the network namespace first)."""
+    args = [
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",
+        "--as-pid-1",
+        "--new-session",
+    ]
+    if view.network == "deny":
+        args.append("--unshare-net")
+    if die_with_parent:
+        args.append("--die-with-parent")
+    if info_fd is not None:
+        args += ["--info-fd", str(info_fd)]
+    if block_fd is not None:
+        args += ["--block-fd", str(block_fd)]
+    args += _system_args()
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+    if view.home and view.home != "/":
+        args += ["--tmpfs", view.home]
+    binds = _binds(view.readable, "--ro-bind") + _binds(view.writable, "--bind")
+    for option, source, dest in sorted(binds, key=lambda b: (b[2].count("/"), b[2])):
+        args += [option, source, dest]
+    args += ["--chdir", str(cwd), "--remount-ro", "/"]
+    return args
+
+
+def process_only_args(cwd: Path, *, die_with_parent: bool) -> list[str]:
+    """bubblewrap's options for a launch that is only separated from other processes (its own
+    user and PID namespaces and ``/proc``, no capabilities) and sees the host's files and
+    network: what the worker runs for itself (a Codex home seed), never an agent."""
+    args = ["--unshare-user", "--unshare-pid", "--cap-drop", "ALL", "--as-pid-1", "--new-session"]
+    if die_with_parent:
+        args.append("--die-with-parent")
+    return [
+        *args,
+        "--bind",
+        "/",
+        "/",
+        "--dev-bind",
+        "/dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--chdir",
+        str(cwd),
+    ]
+
+
+def sandbox_command(
+    bwrap: str, view: SandboxView, command: Sequence[str], **options: object
+) -> list[str]:
+    """``bwrap <options for view> -- command`` (see :func:`bwrap_args` for ``options``)."""
+    return [bwrap, *bwrap_args(view, **options), "--", *command]  # type: ignore[arg-type]

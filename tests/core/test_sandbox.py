@@ -1,0 +1,102 @@
+"""The per-step sandbox: the host that cannot sandbox refuses (or, opted out, runs and says so),
+the kit's containment check catches a step that is not contained, and the view hides what it
+must. The attacks themselves, with every real CLI, are the kit's ``containment`` check
+(tests/harnesses/test_conformance_kinds.py)."""
+
+import os
+import subprocess
+
+import pytest
+from jigs import _isolation, harnesses
+from jigs.errors import SandboxUnavailableError
+from jigs.sandbox._view import SandboxView, bwrap_args
+from jigs.steps import run_agent
+from jigs_testing.conformance import check_harness
+from structlog.testing import capture_logs
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def no_sandbox(monkeypatch):
+    monkeypatch.setenv(_isolation.ENV_VAR, "tree")
+    _isolation.reset_isolation_cache()
+    yield
+    monkeypatch.delenv(_isolation.ENV_VAR)
+    _isolation.reset_isolation_cache()
+
+
+async def test_a_host_without_the_sandbox_refuses_the_step_before_the_lock(
+    no_sandbox, worktree, run_meta
+):
+    with pytest.raises(SandboxUnavailableError) as raised:
+        await run_agent(harness=harnesses.echo(), prompt="hi", cwd=worktree, run=run_meta)
+    error = raised.value
+    assert error.kind == "echo"
+    assert not error.retryable
+    assert "JIGS_ISOLATION=tree" in error.reason
+    assert 'sandbox="if-available"' in str(error)
+    assert not list((worktree / ".git").glob("jigs*"))  # nothing was taken
+
+
+async def test_if_available_runs_unsandboxed_and_logs_it(no_sandbox, worktree, run_meta):
+    with capture_logs() as logs:
+        result = await run_agent(
+            harness=harnesses.echo(sandbox="if-available"), prompt="hi", cwd=worktree, run=run_meta
+        )
+    assert result.text
+    assert any(e["event"] == "runner.unsandboxed" for e in logs)
+
+
+async def test_the_kit_catches_a_step_whose_network_is_the_hosts(tmp_path):
+    # network="host" is the documented opt-out: the agent then reaches the worker's loopback,
+    # which the containment check must see
+    with pytest.raises(AssertionError, match="loopback port of the worker"):
+        await check_harness(
+            "echo",
+            lambda server: harnesses.echo(network="host"),
+            tmp_path=tmp_path,
+            only=["containment"],
+        )
+
+
+async def test_the_kit_catches_a_step_that_shows_the_home(tmp_path, monkeypatch):
+    import jigs.sandbox._view as view
+
+    original = view.bwrap_args
+
+    def home_shown(sandbox, **options):
+        return [*original(sandbox, **options), "--ro-bind", os.environ["HOME"], os.environ["HOME"]]
+
+    monkeypatch.setattr(view, "bwrap_args", home_shown)
+    with pytest.raises(AssertionError, match="read a planted canary"):
+        await check_harness("echo", tmp_path=tmp_path, only=["containment"])
+
+
+def test_the_view_masks_machine_secrets_and_shows_only_what_it_lists(tmp_path):
+    shown, hidden = tmp_path / "shown", tmp_path / "hidden"
+    shown.mkdir()
+    hidden.mkdir()
+    (hidden / "secret").write_text("nope")
+    view = SandboxView(home=str(tmp_path / "home"), network="deny")
+    view.expose(shown, writable=True)
+    found = _isolation.isolation()
+    assert found.namespaced, found.detail
+    args = bwrap_args(view, cwd=shown, info_fd=None, block_fd=None, die_with_parent=False)
+    script = (
+        f"cat {hidden}/secret; cat /etc/shadow; ls /etc/ssh; echo ok > {shown}/w && echo wrote;"
+        "touch /usr/x 2>/dev/null || echo usr-ro; cat /proc/self/status | grep CapEff"
+    )
+    done = subprocess.run(
+        [found.bwrap, *args, "--", "/bin/sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert "nope" not in done.stdout
+    assert "wrote" in done.stdout
+    assert (shown / "w").read_text() == "ok\n"
+    assert "usr-ro" in done.stdout
+    assert "CapEff:\t0000000000000000" in done.stdout
+    assert not any(line.startswith(("root:", "ssh_host")) for line in done.stdout.splitlines())
