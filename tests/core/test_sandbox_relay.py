@@ -249,3 +249,42 @@ async def test_the_listener_is_closed_when_the_relay_is_cancelled():
         assert sock.fileno() == -1
         with pytest.raises(OSError):
             await anyio.connect_tcp("127.0.0.1", port)
+
+
+class NoHalfClose(anyio.abc.ByteStream):
+    """A target stream that cannot half-close, as a TLS stream cannot."""
+
+    def __init__(self, inner: anyio.abc.SocketStream) -> None:
+        self.inner = inner
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        return await self.inner.receive(max_bytes)
+
+    async def send(self, item: bytes) -> None:
+        await self.inner.send(item)
+
+    async def send_eof(self) -> None:
+        raise NotImplementedError("no half-close here")
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_a_target_that_cannot_half_close_keeps_the_other_direction_open():
+    sock, port = listening_socket()
+    async with upstream(echo) as up, anyio.create_task_group() as group:
+
+        async def connect() -> anyio.abc.ByteStream:
+            return NoHalfClose(await anyio.connect_tcp("127.0.0.1", up.port))
+
+        group.start_soon(lambda: relay(sock, connect, name="tls-like"))
+        with capture_logs() as logs, anyio.fail_after(10):
+            async with await anyio.connect_tcp("127.0.0.1", port) as client:
+                await client.send(b"abc")
+                await client.send_eof()
+                assert await client.receive() == b"abc"
+                with anyio.move_on_after(0.3) as waited:
+                    await client.receive()  # neither data nor end of stream: still open
+                assert waited.cancelled_caught
+        group.cancel_scope.cancel()
+    assert not [e for e in logs if e["event"].startswith("sandbox.relay.")]

@@ -10,7 +10,8 @@ proxy uses :func:`splice` for its tunnels.
 Contract:
 
 - half-close passes through: end of stream on one side becomes ``send_eof`` on the other, and
-  the opposite direction keeps flowing until it ends too; only then are both streams closed;
+  the opposite direction keeps flowing until it ends too; only then are both streams closed
+  (a stream that cannot half-close, TLS, is not told: its direction simply stops);
 - buffering is bounded: each direction holds at most one chunk (64 KiB) in the worker, and a
   slow reader stalls its writer (the kernel's socket buffers are the rest of the pipe);
 - at most ``max_connections`` connections are relayed at once: one past the limit is closed
@@ -19,13 +20,15 @@ Contract:
   that one client connection, a reset mid-copy closes both streams of that connection, and
   either is logged as ``sandbox.relay.failed`` with the relay's ``name``, the stage and the
   error's type, never a byte of payload; a failed ``accept`` (too many open files) is logged as
-  ``sandbox.relay.accept_failed`` and retried;
+  ``sandbox.relay.accept_failed`` and retried; a bug costs one connection
+  (``sandbox.relay.internal_error``);
 - when :func:`relay` returns (cancelled, or the listener closed by someone else) the listener is
   closed and every relayed connection is cut: a relay serves one step.
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
@@ -107,7 +110,9 @@ async def _pump(
             try:
                 data = await source.receive(CHUNK)
             except anyio.EndOfStream:
-                await sink.send_eof()
+                # a stream that cannot half-close (TLS) keeps its other direction open instead
+                with contextlib.suppress(NotImplementedError):
+                    await sink.send_eof()
                 return
             # awaiting the send before the next receive is what bounds the buffer
             await sink.send(data)
@@ -157,6 +162,8 @@ async def relay(
         active += 1
         try:
             await _relay_one(stream, connect, log=log, name=name, idle=idle)
+        except Exception as exc:  # a bug must cost one connection, not the relay
+            log.error("sandbox.relay.internal_error", name=name, error=type(exc).__name__)
         finally:
             active -= 1
 
