@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import anyio
 import anyio.abc
+import h11
 import httpx
 import pytest
 from h11_upstream import Exchange, running_upstream
@@ -583,3 +584,99 @@ async def test_the_proxy_stops_with_its_task_and_closes_the_socket():
     assert sock.fileno() == -1
     with pytest.raises(OSError):
         await anyio.connect_tcp("127.0.0.1", port)
+
+
+async def h11_exchange(stream, conn, request_events):
+    """Send ``request_events`` with the h11 client ``conn``; the response and its body."""
+    for event in request_events:
+        await stream.send(conn.send(event))
+    response, body = None, b""
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            try:
+                conn.receive_data(await stream.receive())
+            except anyio.EndOfStream:
+                conn.receive_data(b"")
+            continue
+        if isinstance(event, h11.Response):
+            response = event
+        elif isinstance(event, h11.Data):
+            body += event.data
+        elif isinstance(event, h11.EndOfMessage):
+            return response, body
+        else:
+            raise AssertionError(event)
+
+
+async def test_one_client_connection_carries_several_forwarded_requests_reframed():
+    async def answer(ex: Exchange) -> None:
+        await ex.read_body()
+        if ex.seen.target == "/until-close":  # a body that ends when the upstream closes
+            await ex.raw(b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nread to the end")
+            await ex.close()
+        else:
+            await ex.head(201, [("transfer-encoding", "chunked"), ("x-n", "2")])
+            await ex.send(b"chunk one, ")
+            await ex.send(b"chunk two")
+            await ex.end()
+
+    async with running_upstream(answer) as up:
+        authority = f"localhost:{up.port}"
+        async with proxying([authority]) as (proxy, port):
+            with anyio.fail_after(10):
+                async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+                    conn = h11.Connection(h11.CLIENT)
+                    results = []
+                    for path in ("/until-close", "/chunked"):
+                        head = h11.Request(
+                            method="GET",
+                            target=f"http://{authority}{path}",
+                            headers=[("host", authority)],
+                        )
+                        results.append(await h11_exchange(stream, conn, [head, h11.EndOfMessage()]))
+                        assert (conn.our_state, conn.their_state) == (h11.DONE, h11.DONE)
+                        conn.start_next_cycle()  # the proxy kept the client's connection
+    (first, first_body), (second, second_body) = results
+    assert (first.status_code, first_body) == (200, b"read to the end")
+    assert (second.status_code, second_body) == (201, b"chunk one, chunk two")
+    assert (b"x-n", b"2") in list(second.headers)
+    assert up.connections == 2  # one upstream connection per request
+    assert proxy.forwarded == 2
+
+
+async def test_an_upstream_cut_mid_body_cuts_the_client_and_is_logged():
+    async def cut(ex: Exchange) -> None:
+        await ex.read_body()
+        await ex.head(200, [("content-length", "100")])
+        await ex.send(b"only part")
+        await ex.close()
+
+    async with running_upstream(cut) as up:
+        authority = f"localhost:{up.port}"
+        async with proxying([authority]) as (_, port):
+            with capture_logs() as logs, anyio.fail_after(10):
+                async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+                    request = f"GET http://{authority}/x HTTP/1.1\r\nHost: {authority}\r\n\r\n"
+                    await stream.send(request.encode())
+                    status, head, rest = await read_head(stream)
+                    rest += await read_all(stream)
+    assert status == 200
+    assert b"content-length: 100" in head
+    assert rest == b"only part"  # then the connection ended: the client sees a short body
+    (cut_event,) = events(logs, "sandbox.egress.cut")
+    assert (cut_event["host"], cut_event["port"]) == ("localhost", up.port)
+
+
+async def test_an_upstream_that_closes_without_answering_gets_502():
+    async def hang_up(ex: Exchange) -> None:
+        await ex.close()
+
+    async with running_upstream(hang_up) as up:
+        authority = f"localhost:{up.port}"
+        async with proxying([authority]) as (proxy, port):
+            with anyio.fail_after(10):
+                async with httpx.AsyncClient(proxy=f"http://127.0.0.1:{port}") as client:
+                    got = await client.get(f"http://{authority}/x")
+    assert got.status_code == 502
+    assert proxy.forwarded == 0
