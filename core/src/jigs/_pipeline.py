@@ -473,6 +473,7 @@ class Step:
             view = _sandbox_view(descriptor, env, workdir, state_dir)
             if endpoint is not None:
                 view.listen[_port_of(endpoint.base_url)] = serve_also
+            _relay_mcp_loopback(view, descriptor, self.stack, log)
         ctx = _StepContext(
             begin_proxy=begin_proxy,
             run=run_meta,
@@ -622,21 +623,20 @@ class Step:
 
 
 def _sandbox_or_refuse(descriptor: HarnessDescriptor, log: Any) -> bool:
-    """Whether the step runs sandboxed; raises :class:`~jigs.errors.SandboxUnavailableError`
-    when the host cannot sandbox it and the descriptor requires it (the default)."""
-    from jigs._isolation import isolation
+    """Whether the step runs sandboxed (``sandbox="on"``); raises
+    :class:`~jigs.errors.SandboxUnavailableError` when it asks for it and the host cannot."""
+    if descriptor.sandbox != "on":
+        return False
+    from jigs.sandbox._probe import FIX, sandbox_problem
 
-    mode = isolation()
-    if descriptor.network == "host":
-        log.warning("runner.network.host", reason="the descriptor says network='host'")
-    if mode.namespaced:
-        return True
-    if descriptor.sandbox == "required":
+    problem = sandbox_problem()
+    if problem is not None:
         from jigs.errors import SandboxUnavailableError
 
-        raise SandboxUnavailableError(descriptor.kind, mode.detail, mode.fix)
-    log.warning("runner.unsandboxed", isolation=mode.mode, detail=mode.detail)
-    return False
+        raise SandboxUnavailableError(descriptor.kind, problem, FIX)
+    if descriptor.network == "host":
+        log.warning("runner.network.host", reason="the descriptor says network='host'")
+    return True
 
 
 def _sandbox_view(
@@ -650,6 +650,23 @@ def _sandbox_view(
     view.expose(workdir, writable=True)
     view.expose(state_dir, writable=True)
     return view
+
+
+def _relay_mcp_loopback(
+    view: SandboxView, descriptor: HarnessDescriptor, stack: AsyncExitStack, log: Any
+) -> None:
+    """Show the declared MCP servers on the worker's loopback inside the sandbox, each on its
+    own port (see :mod:`jigs.sandbox._relays`); stopped when the step closes."""
+    from jigs.sandbox._relays import LoopbackRelays, loopback_ports
+
+    urls = [u for s in descriptor.mcp_servers.values() if (u := getattr(s, "url", None))]
+    ports = loopback_ports(urls)
+    if not ports or view.network != "deny":
+        return
+    relays = LoopbackRelays(ports, log)
+    stack.callback(relays.close)
+    for port in ports:
+        view.listen.setdefault(port, relays.handler(port))
 
 
 def _port_of(url: str) -> int:

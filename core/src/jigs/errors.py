@@ -420,7 +420,7 @@ class WorktreeLockError(JigsError, OSError):
 
 class SandboxUnavailableError(JigsError, OSError):
     """The host cannot sandbox the step (no user namespaces, no bwrap) and its descriptor
-    requires the sandbox (the default). ``reason`` says what failed and ``fix`` how to get it;
+    asks for the sandbox (``sandbox="on"``). ``reason`` says what failed and ``fix`` how to get it;
     ``kind`` names the harness kind. Not retryable: the same host fails the same way."""
 
     retryable: bool = False
@@ -430,9 +430,9 @@ class SandboxUnavailableError(JigsError, OSError):
         self.reason = reason
         self.fix = fix
         super().__init__(
-            f"jigs cannot sandbox this {kind} step here ({reason}), and its descriptor requires "
-            f"the sandbox. Fix: {fix}. Or, knowing that the agent then sees the whole machine "
-            f'and network, set sandbox="if-available" on the descriptor (see `jigs doctor`)'
+            f"jigs cannot sandbox this {kind} step here ({reason}), and its descriptor asks for "
+            f'the sandbox (sandbox="on"). Fix: {fix}. Or, knowing that the agent then sees the '
+            f'whole machine and network, remove sandbox="on" (see `jigs doctor`)'
         )
 
 

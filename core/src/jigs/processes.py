@@ -593,7 +593,7 @@ def _on_asyncio() -> bool:
 
     A parent-death signal follows the *thread* that forked. asyncio forks on the event loop's
     thread, which lives as long as the worker; trio forks in a worker thread it retires after
-    ~10 s idle, which would kill a healthy agent mid-turn. Under trio the sandbox still dies
+    ~10 s idle, which would kill a healthy agent mid-turn. Under trio the namespace still dies
     with its step (close, SIGTERM, atexit), but a SIGKILLed worker does not take it along (its
     processes keep the worktree lock, so no second agent starts there)."""
     import sniffio
@@ -613,16 +613,17 @@ def _command(
     sandbox: SandboxView | None,
     fds: tuple[int, int] | None,
 ) -> list[str]:
-    """The argv that runs ``argv`` under ``mode``: in a sandbox (``sandbox``, or one that only
-    separates processes for a launch without one), behind the parent-death link, or as is."""
-    if not mode.namespaced:
-        prefix = mode.prefix if _on_asyncio() else mode.prefix[4:]
-        return [*prefix, _resolve(argv[0], cwd, env), *argv[1:]] if prefix else list(argv)
-    from jigs.sandbox._view import bwrap_args, process_only_args
-
-    inner = [mode.timeout, "0", _resolve(argv[0], cwd, env), *argv[1:]]
+    """The argv that runs ``argv`` under ``mode`` (its namespace chain, or as is), or in
+    ``sandbox`` when one is given (``mode`` is then the sandbox's, see
+    :func:`jigs.sandbox.sandbox_isolation`)."""
+    resolved = _resolve(argv[0], cwd, env) if mode.prefix or sandbox is not None else argv[0]
     if sandbox is None:
-        return [mode.bwrap, *process_only_args(cwd, die_with_parent=_on_asyncio()), "--", *inner]
+        prefix = mode.prefix
+        if prefix and os.path.basename(prefix[0]) == "setpriv" and not _on_asyncio():
+            prefix = prefix[4:]  # no parent-death signal off asyncio (see _on_asyncio)
+        return [*prefix, resolved, *argv[1:]] if prefix else list(argv)
+    from jigs.sandbox._view import bwrap_args
+
     options = bwrap_args(
         sandbox,
         cwd=cwd,
@@ -630,7 +631,7 @@ def _command(
         block_fd=fds[1] if fds else None,
         die_with_parent=_on_asyncio(),
     )
-    return [mode.bwrap, *options, "--", *inner]
+    return [mode.prefix[0], *options, "--", *mode.prefix[1:], resolved, *argv[1:]]
 
 
 async def _sandbox_pid(info: int, process: anyio.abc.Process, stderr: IO[bytes]) -> int:
@@ -697,19 +698,24 @@ async def launch(
     ``pass_fds``: descriptors the step's processes inherit (e.g.
     :attr:`jigs._lock.WorktreeLock.fds`, so the worktree stays locked until the step's last
     process is gone, worker death included). ``isolation_override`` replaces the probed
-    :func:`~jigs._isolation.isolation` (benchmarks and tests). ``sandbox``: what the launch may
-    see and reach (:class:`~jigs.sandbox.SandboxView`); without one, a launch in ``namespace``
-    mode is only separated from other processes (its own PID namespace, the host's files).
-    Before the command starts, each of ``sandbox.listen``'s ports is opened inside its network
-    namespace and handed to its server.
+    :func:`~jigs._isolation.isolation` (benchmarks and tests). ``sandbox``: run it in a
+    bubblewrap sandbox showing only what the :class:`~jigs.sandbox.SandboxView` lists (its own
+    namespaces, the parent-death link; :func:`jigs.sandbox.sandbox_isolation` must have found
+    the host able); before the command starts, each of ``sandbox.listen``'s ports is opened
+    inside its network namespace and handed to its server.
 
     Raises :class:`FileNotFoundError` / :class:`PermissionError` when the executable cannot run;
     callers turn that into their kind's :class:`~jigs.errors.CliNotFoundError`.
     """
     _install_sigterm_reaper()
-    mode = isolation_override if isolation_override is not None else isolation()
-    listens = mode.namespaced and sandbox is not None and sandbox.network == "deny"
-    fds = (*os.pipe(), *os.pipe()) if listens and sandbox and sandbox.listen else None
+    if sandbox is not None:
+        from jigs.sandbox._probe import sandbox_isolation
+
+        mode = sandbox_isolation()
+    else:
+        mode = isolation_override if isolation_override is not None else isolation()
+    listens = sandbox is not None and sandbox.network == "deny" and bool(sandbox.listen)
+    fds = (*os.pipe(), *os.pipe()) if listens else None
     try:
         command = _command(
             mode, argv, Path(cwd), env, sandbox=sandbox, fds=(fds[1], fds[2]) if fds else None

@@ -11,8 +11,7 @@ The agent's command tries, each attempt allowed to fail:
 - to reach a TCP listener of the worker on loopback (bash ``/dev/tcp``, ``curl``, ``python3``);
 - to unmount its ``/proc`` (``umount`` needs a capability the sandbox never grants).
 
-It writes what it got into a file in its worktree, which the kit reads. Under the ``tree``
-fallback (no sandbox) the kit asserts nothing about the machine and only reports it.
+It writes what it got into a file in its worktree, which the kit reads.
 """
 
 from __future__ import annotations
@@ -126,25 +125,32 @@ def _command(planted: _Planted, port: int) -> str:
 
 
 async def containment(ctx: KitContext) -> None:
-    """The agent's shell attacks its machine (see the module docstring); in a sandboxed step
-    no canary is read, nothing outside the worktree is written, the worker's loopback listener
-    sees no connection and ``/proc`` stays mounted."""
-    from jigs._isolation import isolation
+    """The agent's shell attacks its machine (see the module docstring) in a step with
+    ``sandbox="on"``: no canary is read, nothing outside the worktree is written, the worker's
+    loopback listener sees no connection and ``/proc`` stays mounted. Skipped, by name, on a
+    host that cannot sandbox (the reason is reported)."""
+    import msgspec
+    from jigs.sandbox import sandbox_problem
 
+    from jigs_testing.conformance import CheckSkipped
+
+    problem = sandbox_problem()
+    if problem is not None:
+        raise CheckSkipped(f"this host cannot sandbox a step: {problem}")
+    descriptor = ctx.descriptor
+    if descriptor.sandbox != "on":
+        descriptor = msgspec.structs.replace(descriptor, sandbox="on")
     tree = ctx.worktree("containment")
     planted, listener = _Planted(ctx.tmp_path), _Listener()
     try:
         # a script file, not an inline command (CLIs refuse some inline forms)
         (tree / "containment.sh").write_text(_command(planted, listener.port) + "\n")
         prompt = ctx.shell_prompt("sh containment.sh", "containment")
-        await ctx.turn(tree, prompt)
+        await ctx.turn(tree, prompt, harness=descriptor)
         ctx.server.script.skip_remaining()
         out = tree / _OUT
         assert out.exists(), f"{ctx.kind}: the agent's command did not run (no {_OUT})"
-        said = out.read_text(errors="replace")
-        if not isolation().namespaced:
-            return  # the tree fallback: no sandbox, the documented limit
-        _assert_held(ctx.kind, planted, listener, said)
+        _assert_held(ctx.kind, planted, listener, out.read_text(errors="replace"))
     finally:
         listener.close()
         planted.remove()

@@ -1,0 +1,14 @@
+"""Every shipped kind's agent, attacking its machine from its own shell with its real CLI, is
+contained by a sandboxed step (the kit's ``containment`` check)."""
+
+import pytest
+from jigs_testing.conformance import check_harness
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("kind", ["claude", "codex", "pi"])
+async def test_kind_is_contained_by_the_sandbox(kind, require_cli, tmp_path):
+    require_cli(kind)
+    report = await check_harness(kind, tmp_path=tmp_path, only=["containment"])
+    assert report.passed == ["containment"], report.skipped
