@@ -9,12 +9,14 @@ programs, fails it, and :func:`sandbox_problem` says why and how to fix it.
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jigs._files import which
-from jigs._isolation import Isolation
+
+if TYPE_CHECKING:
+    from jigs._isolation import Isolation
 
 __all__ = ["BWRAP_VAR", "FIX", "bwrap_executable", "sandbox_isolation", "sandbox_problem"]
 
@@ -50,6 +52,9 @@ def bwrap_executable() -> str | None:
 
 
 def _probe() -> Isolation | str:
+    import subprocess
+
+    from jigs._isolation import Isolation
     from jigs.sandbox._view import SandboxView, bwrap_args
 
     bwrap, timeout, echo = bwrap_executable(), which("timeout"), which("echo") or "/bin/echo"
