@@ -308,6 +308,42 @@ def test_doctor_checks_the_codex_login(
     assert "auth.json" in _route(good)
 
 
+def test_doctor_passes_claude_with_a_named_key_and_no_login(
+    tmp_path: Path, require_cli: Callable[[str], Path]
+) -> None:
+    """A descriptor naming ``api_key_env`` needs no Claude Code login: doctor must not fail it
+    (it once said ``Claude Code login FAIL`` while ``jigs run`` with the same settings worked)."""
+    require_cli("claude")
+    home = tmp_path / "home"  # no ~/.claude: not logged in
+    home.mkdir()
+    (tmp_path / "jigs.toml").write_text('[agents]\nenv = ["IS_SANDBOX"]\n')
+    settings = {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "MY_KEY"}
+    argv = [JIGS, "doctor", "--harness", "claude", "--settings", json.dumps(settings), "--json"]
+    env = {**os.environ, "HOME": str(home), "IS_SANDBOX": "1", "MY_KEY": "sk-doctor-key"}
+    env.pop("CLAUDE_CONFIG_DIR", None)
+    keyed = subprocess.run(
+        argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    checks = {c["id"]: c for c in json.loads(keyed.stdout)["checks"]}
+    assert "harness.claude-auth" not in checks, checks
+    assert keyed.returncode == 0, keyed.stdout
+    assert checks["model.my-key"]["ok"] is True
+    assert "sk-doctor-key" not in keyed.stdout
+    # the login route still checks the login, and fails without one
+    login = subprocess.run(
+        [*argv[:-3], "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert login.returncode == 1
+    rows = {c["id"]: c for c in json.loads(login.stdout)["checks"]}
+    assert rows["harness.claude-auth"]["ok"] is False
+
+
 def _route(result: subprocess.CompletedProcess[str]) -> str:
     checks = json.loads(result.stdout)["checks"]
     (route,) = [c for c in checks if c["id"] == "model.route"]
