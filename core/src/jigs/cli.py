@@ -249,7 +249,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_new_kind(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from jigs._new_kind import new_kind
+    from jigs._new_kind import new_kind, next_steps
     from jigs.errors import InvalidInputError
 
     try:
@@ -268,7 +268,7 @@ def cmd_new_kind(args: argparse.Namespace) -> int:
             f"distributions of one kind are both refused (rename it, or uninstall {dist})",
             file=sys.stderr,
         )
-    print(f"next: cd {target} && pip install -e '.[test]' && pytest")
+    print(f"next: {next_steps(target)}")
     return 0
 
 
