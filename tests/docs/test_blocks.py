@@ -237,6 +237,22 @@ def test_the_readme_keeps_the_commands_ci_runs() -> None:
     assert f"{command} jigs demo\n" in readme
 
 
+def test_the_docs_spell_uv_one_way_and_name_commands_that_are_on_path() -> None:
+    """``python3 -m uv run`` everywhere (uv itself is often not on PATH: the set-up installs it
+    with pip), and the Temporal dev server through it (``temporal`` lives in the workspace's
+    venv, not on PATH)."""
+    import re
+
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for page in pages:
+        text = page.read_text()
+        bare = re.findall(r"(?<!-m )(?<![\w/-])uv (?:run|pip|sync)\b", text)
+        assert not bare, f"{page.name}: write `python3 -m uv ...`, not {bare}"
+        for line in text.splitlines():
+            if "temporal server start-dev" in line:
+                assert "uv run temporal server start-dev" in line, f"{page.name}: {line}"
+
+
 @pytest.mark.parametrize("block", RUN, ids=[b.name for b in RUN])
 async def test_python_block_runs(
     block: Block,
