@@ -250,7 +250,7 @@ def _codex_login(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
 def test_doctor_checks_the_codex_login(
     tmp_path: Path, require_cli: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    require_cli("codex")
+    codex = require_cli("codex")
     home = tmp_path / "home"
     home.mkdir()
     env = {"HOME": str(home)}
@@ -261,7 +261,8 @@ def test_doctor_checks_the_codex_login(
     login = _codex_login(missing)
     assert login["ok"] is False
     assert str(home / ".codex" / "auth.json") in str(login["reason"])
-    assert "codex login" in str(login["repair"])
+    # the CLI jigs runs, by its path: a bare `codex` is not on PATH
+    assert f"run `{codex} login`" in str(login["repair"])
 
     auth = home / ".codex" / "auth.json"
     auth.parent.mkdir()
@@ -329,6 +330,13 @@ def test_doctor_passes_claude_with_a_named_key_and_no_login(
     assert keyed.returncode == 0, keyed.stdout
     assert checks["model.my-key"]["ok"] is True
     assert "sk-doctor-key" not in keyed.stdout
+    unset = subprocess.run(
+        argv, cwd=tmp_path, env={k: v for k, v in env.items() if k != "MY_KEY"},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert unset.returncode == 1
+    missing = {c["id"]: c for c in json.loads(unset.stdout)["checks"]}["model.my-key"]
+    assert "jigs reads no .env file" in missing["repair"]  # it once said "(e.g. in .env)"
     # the login route still checks the login, and fails without one
     login = subprocess.run(
         [*argv[:-3], "--json"],

@@ -163,7 +163,7 @@ async def test_installation_checks_report_cli_and_descriptor_checks_the_login(
     auth = {o.id: o for o in checked}["harness.claude-auth"]
     assert not auth.ok
     assert "not logged in" in auth.reason
-    assert "/login" in auth.repair
+    assert f"run `{claude_cli}`, then /login" in auth.repair  # the CLI jigs runs, by its path
     if os.geteuid() == 0:
         no_sandbox = {k: v for k, v in env.items() if k != "IS_SANDBOX"}
         [root] = [c for c in harness.installation_checks(no_sandbox) if c.id.endswith("root")]
