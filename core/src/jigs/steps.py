@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from jigs._logging import logger
-from jigs.errors import AgentSessionError, RunnerClosedError
+from jigs.errors import AgentSessionError, JitCheckError, RunnerClosedError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -41,11 +41,15 @@ if TYPE_CHECKING:
 # so what a function needs is imported when it is first called, and AgentResult (whose fields
 # are pydantic types) is defined by jigs._result on first access (see __getattr__ below).
 
+# the two errors are re-exported beside create_agent_runner: the guide jigs implements imports
+# them from here (they are documented in jigs.errors)
 __all__ = [
     "AgentResult",
     "AgentRunner",
     "AgentRunnerOpening",
+    "AgentSessionError",
     "AgentStream",
+    "JitCheckError",
     "agent_session",
     "create_agent_runner",
     "run_agent",
