@@ -225,8 +225,20 @@ def test_doctor_exits_1_with_no_kind_installed() -> None:
 
 def test_doctor_bad_settings_is_a_clean_error() -> None:
     result = jigs("doctor", "--harness", "echo", "--settings", "[1]")
-    assert result.returncode == 1
+    assert result.returncode == 2  # a usage error, as documented
     assert "--settings must be a JSON object" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["doctor", "run"])
+def test_settings_that_are_not_json_exit_2_without_echoing_them(
+    command: str, tmp_path: Path
+) -> None:
+    extra = ["--cwd", str(tmp_path), "hi"] if command == "run" else []
+    result = jigs(command, "--harness", "echo", "--settings", '{"model": sk-secret}', *extra)
+    assert result.returncode == 2, result.stderr
+    assert "--settings is not valid JSON" in result.stderr
+    assert "sk-secret" not in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -425,6 +437,43 @@ def test_run_json_parses_back_and_text_reports_on_stderr(tmp_path: Path) -> None
     assert re.search(r"^took \d+\.\ds; tokens: ", text.stderr, re.M)
 
 
+def _agent_in(cwd: Path) -> bool:
+    """True once a process works in ``cwd`` (the agent CLI a ``jigs run`` started there)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and Path(os.readlink(proc / "cwd")) == cwd:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def test_ctrl_c_on_run_says_interrupted_with_the_session_and_run_ids(tmp_path: Path) -> None:
+    worktree = tmp_path.resolve()
+    proc = subprocess.Popen(
+        [JIGS, "run", "--harness", "echo", "--cwd", str(worktree), "--run-id", "r-ctrl-c",
+         "sleep:60 hello"],  # fmt: skip
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _agent_in(worktree) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)  # the CLI's first event (its session) is read by then
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    match = re.search(r"jigs run: interrupted \(session: ([0-9a-f-]{36}); run: r-ctrl-c\)", err)
+    assert match, err
+    assert "Traceback" not in err
+    assert out == ""
+
+
 def test_run_of_an_unknown_kind_exits_1() -> None:
     result = jigs("run", "--harness", "nosuchkind", "--cwd", ".", "hi")
     assert result.returncode == 1
@@ -549,6 +598,10 @@ def test_model_server_serves_the_script_as_documented(tmp_path: Path) -> None:
         _, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
     assert "1 of 1 replies used" in err
+    # each line once, prefixed (it was printed twice: the server's handler and the root's)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert all(line.startswith("model-server: ") for line in lines), err
+    assert len(lines) == len(set(lines)), err
     assert "sk-x" not in err  # header values are never logged
 
 
