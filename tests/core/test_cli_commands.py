@@ -450,9 +450,9 @@ def _agent_in(cwd: Path) -> bool:
 
 def test_ctrl_c_on_run_says_interrupted_with_the_session_and_run_ids(tmp_path: Path) -> None:
     worktree = tmp_path.resolve()
+    argv = [JIGS, "run", "--harness", "echo", "--cwd", str(worktree), "--run-id", "r-ctrl-c"]
     proc = subprocess.Popen(
-        [JIGS, "run", "--harness", "echo", "--cwd", str(worktree), "--run-id", "r-ctrl-c",
-         "sleep:60 hello"],  # fmt: skip
+        [*argv, "sleep:60 hello"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
