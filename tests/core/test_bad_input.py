@@ -237,3 +237,65 @@ async def test_a_long_session_id_is_refused_as_a_session_error(worktree: Path, r
         await create_agent_runner({"kind": "echo"}, cwd=worktree, run=run_meta, resume=ref)
     assert len(str(info.value)) < 1000
     assert not worktree_locked(worktree)
+
+
+ZOMBIE_CHECK = """
+import os, sys
+import anyio
+from jigs import RunMetadata, harnesses
+from jigs.errors import JigsError
+from jigs.steps import create_agent_runner, run_agent
+
+def children():
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[1] == str(os.getpid()):
+                found.append((int(entry), fields[0]))
+    return found
+
+async def main():
+    pi = harnesses.pi(model={"type": "openai-compatible", "model": "m",
+                             "base_url": "http://127.0.0.1:9/v1"})
+    run = RunMetadata(workflow_run_id="zombie")
+    try:
+        if sys.argv[2] == "runner":
+            async with create_agent_runner(pi, cwd=sys.argv[1], run=run):
+                pass
+        else:
+            await run_agent(harness=pi, cwd=sys.argv[1], prompt="", run=run)
+    except JigsError as exc:
+        print(type(exc).__name__)
+    print(children())
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.parametrize("call", ["runner", "empty prompt"])
+def test_a_refused_call_leaves_no_child_process_not_even_a_zombie(
+    call: str, worktree: Path
+) -> None:
+    """A fresh process (the isolation probe starts with its first step call): a
+    create_agent_runner(pi) refused for having no model, and a run_agent refused for its
+    prompt, leave no child behind (the probe was once left a zombie until exit)."""
+    import subprocess
+    import sys
+
+    ran = subprocess.run(
+        [sys.executable, "-c", ZOMBIE_CHECK, str(worktree), call.split(maxsplit=1)[0]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    refused, children = ran.stdout.strip().splitlines()
+    assert refused == ("PromptError" if call == "empty prompt" else "ModelNotAvailableError"), (
+        refused
+    )
+    assert children == "[]", children

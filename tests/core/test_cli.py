@@ -87,7 +87,7 @@ def test_run_with_a_stale_session_fails_cleanly(tmp_path):
 
 def test_bad_settings_json_is_a_clear_error(tmp_path):
     result = jigs("run", "--harness", "echo", "--cwd", str(tmp_path), "--settings", "{nope", "x")
-    assert result.returncode == 1
+    assert result.returncode == 2  # a usage error (docs/cli.md)
     assert "--settings is not valid JSON" in result.stderr
     assert "Traceback" not in result.stderr
 

@@ -225,8 +225,20 @@ def test_doctor_exits_1_with_no_kind_installed() -> None:
 
 def test_doctor_bad_settings_is_a_clean_error() -> None:
     result = jigs("doctor", "--harness", "echo", "--settings", "[1]")
-    assert result.returncode == 1
+    assert result.returncode == 2  # a usage error, as documented
     assert "--settings must be a JSON object" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["doctor", "run"])
+def test_settings_that_are_not_json_exit_2_without_echoing_them(
+    command: str, tmp_path: Path
+) -> None:
+    extra = ["--cwd", str(tmp_path), "hi"] if command == "run" else []
+    result = jigs(command, "--harness", "echo", "--settings", '{"model": sk-secret}', *extra)
+    assert result.returncode == 2, result.stderr
+    assert "--settings is not valid JSON" in result.stderr
+    assert "sk-secret" not in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -250,7 +262,7 @@ def _codex_login(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
 def test_doctor_checks_the_codex_login(
     tmp_path: Path, require_cli: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    require_cli("codex")
+    codex = require_cli("codex")
     home = tmp_path / "home"
     home.mkdir()
     env = {"HOME": str(home)}
@@ -261,7 +273,8 @@ def test_doctor_checks_the_codex_login(
     login = _codex_login(missing)
     assert login["ok"] is False
     assert str(home / ".codex" / "auth.json") in str(login["reason"])
-    assert "codex login" in str(login["repair"])
+    # the CLI jigs runs, by its path: a bare `codex` is not on PATH
+    assert f"run `{codex} login`" in str(login["repair"])
 
     auth = home / ".codex" / "auth.json"
     auth.parent.mkdir()
@@ -306,6 +319,49 @@ def test_doctor_checks_the_codex_login(
     assert "http://127.0.0.1:9/v1 (bearer)" in _route(named)
     assert _route(good).startswith("operator login:")
     assert "auth.json" in _route(good)
+
+
+def test_doctor_passes_claude_with_a_named_key_and_no_login(
+    tmp_path: Path, require_cli: Callable[[str], Path]
+) -> None:
+    """A descriptor naming ``api_key_env`` needs no Claude Code login: doctor must not fail it
+    (it once said ``Claude Code login FAIL`` while ``jigs run`` with the same settings worked)."""
+    require_cli("claude")
+    home = tmp_path / "home"  # no ~/.claude: not logged in
+    home.mkdir()
+    (tmp_path / "jigs.toml").write_text('[agents]\nenv = ["IS_SANDBOX"]\n')
+    settings = {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "MY_KEY"}
+    argv = [JIGS, "doctor", "--harness", "claude", "--settings", json.dumps(settings), "--json"]
+    env = {**os.environ, "HOME": str(home), "IS_SANDBOX": "1", "MY_KEY": "sk-doctor-key"}
+    env.pop("CLAUDE_CONFIG_DIR", None)
+    keyed = subprocess.run(
+        argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    checks = {c["id"]: c for c in json.loads(keyed.stdout)["checks"]}
+    assert "harness.claude-auth" not in checks, checks
+    assert keyed.returncode == 0, keyed.stdout
+    assert checks["model.my-key"]["ok"] is True
+    assert "sk-doctor-key" not in keyed.stdout
+    unset = subprocess.run(
+        argv, cwd=tmp_path, env={k: v for k, v in env.items() if k != "MY_KEY"},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert unset.returncode == 1
+    missing = {c["id"]: c for c in json.loads(unset.stdout)["checks"]}["model.my-key"]
+    assert "jigs reads no .env file" in missing["repair"]  # it once said "(e.g. in .env)"
+    # the login route still checks the login, and fails without one
+    login = subprocess.run(
+        [*argv[:-3], "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert login.returncode == 1
+    rows = {c["id"]: c for c in json.loads(login.stdout)["checks"]}
+    assert rows["harness.claude-auth"]["ok"] is False
 
 
 def _route(result: subprocess.CompletedProcess[str]) -> str:
@@ -379,6 +435,43 @@ def test_run_json_parses_back_and_text_reports_on_stderr(tmp_path: Path) -> None
     assert text.returncode == 0, text.stderr
     assert text.stdout == "echo: again (turn 1)\n"
     assert re.search(r"^took \d+\.\ds; tokens: ", text.stderr, re.M)
+
+
+def _agent_in(cwd: Path) -> bool:
+    """True once a process works in ``cwd`` (the agent CLI a ``jigs run`` started there)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and Path(os.readlink(proc / "cwd")) == cwd:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def test_ctrl_c_on_run_says_interrupted_with_the_session_and_run_ids(tmp_path: Path) -> None:
+    worktree = tmp_path.resolve()
+    argv = [JIGS, "run", "--harness", "echo", "--cwd", str(worktree), "--run-id", "r-ctrl-c"]
+    proc = subprocess.Popen(
+        [*argv, "sleep:60 hello"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _agent_in(worktree) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)  # the CLI's first event (its session) is read by then
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    match = re.search(r"jigs run: interrupted \(session: ([0-9a-f-]{36}); run: r-ctrl-c\)", err)
+    assert match, err
+    assert "Traceback" not in err
+    assert out == ""
 
 
 def test_run_of_an_unknown_kind_exits_1() -> None:
@@ -505,6 +598,10 @@ def test_model_server_serves_the_script_as_documented(tmp_path: Path) -> None:
         _, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
     assert "1 of 1 replies used" in err
+    # each line once, prefixed (it was printed twice: the server's handler and the root's)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert all(line.startswith("model-server: ") for line in lines), err
+    assert len(lines) == len(set(lines)), err
     assert "sk-x" not in err  # header values are never logged
 
 

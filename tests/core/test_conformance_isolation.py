@@ -43,6 +43,14 @@ def namespace_only() -> None:
     assert _isolation.isolation().mode == "namespace", "these tests need the namespace mode"
 
 
+async def test_the_worker_death_check_passes_for_echo(tmp_path: Path) -> None:
+    """The check alone (SIGKILL, SIGTERM, SIGINT); tests/core/test_isolation.py also runs this
+    from a parent that ignores SIGINT."""
+    with reaped(tmp_path):
+        report = await kit.check_harness("echo", tmp_path=tmp_path, only=["worker_death"])
+    assert "worker_death" in report.passed, report
+
+
 async def test_the_worker_death_check_catches_a_worker_without_isolation(
     namespace_only: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -82,3 +82,59 @@ def test_stored_data_without_kind_is_refused():
         harnesses.load({"model": "x"})
     with pytest.raises(DescriptorError, match="not valid JSON"):
         harnesses.loads("{nope")
+
+
+def test_a_typo_of_an_installed_kind_is_answered_with_the_nearest_kind():
+    with pytest.raises(HarnessNotFoundError) as info:
+        harnesses.load({"kind": "claud"})
+    message = str(info.value)
+    assert "Did you mean 'claude'?" in message
+    assert "jigs-harness-claud" not in message  # no pip install of a distribution that is none
+
+
+def test_an_unknown_key_lists_the_valid_keys_nearest_first():
+    with pytest.raises(DescriptorError) as info:
+        harnesses.load({"kind": "claude", "modle": "sonnet"})
+    message = str(info.value)
+    assert "modle: unknown key for a claude descriptor (did you mean 'model'?" in message
+    assert "valid keys: " in message
+    assert "api_key_env, api_key_header" in message  # sorted, the descriptor's own fields
+    assert "sonnet" not in message
+
+
+def test_an_mcp_server_error_names_the_server_never_a_value():
+    servers = {
+        "good": {"command": "x", "probe": {"tool": "ping"}},
+        "github": {"command": "sk-not-shown-value", "probe": {"tol": "ping"}},
+    }
+    with pytest.raises(DescriptorError) as info:
+        harnesses.load({"kind": "claude", "mcp_servers": servers})
+    message = str(info.value)
+    assert "mcp_servers['github'].probe.tol: unknown key" in message
+    assert "did you mean 'tool'?" in message
+    assert "sk-not-shown-value" not in message
+    # a type error names the server too
+    bad_env = {"github": {"command": "x", "env": 3, "probe": {"tool": "ping"}}}
+    with pytest.raises(DescriptorError, match=r"mcp_servers\['github'\]\.env: Expected"):
+        harnesses.load({"kind": "claude", "mcp_servers": bad_env})
+    # a server name shaped like a secret is not shown
+    secret = "sk-ant-api03-" + "a" * 40
+    with pytest.raises(DescriptorError) as hidden:
+        harnesses.load({"kind": "claude", "mcp_servers": {secret: {"comand": "x"}}})
+    assert "mcp_servers[<key not shown>].comand" in str(hidden.value)
+    assert secret not in str(hidden.value)
+
+
+@pytest.mark.parametrize("model", ["gpt-x", {"model": "gpt-x", "base_url": "http://h/v1"}])
+def test_a_pi_model_without_a_type_says_it_needs_one(model):
+    with pytest.raises(DescriptorError) as info:
+        harnesses.load({"kind": "pi", "model": model})
+    assert '"type": "openai-compatible"' in str(info.value)
+
+
+def test_the_setting_sources_refusal_says_what_jigs_does():
+    with pytest.raises(DescriptorError) as info:
+        harnesses.load({"kind": "claude", "setting_sources": ["project"]})
+    message = str(info.value)
+    assert "project settings only" not in message  # untrue: no settings file is read at all
+    assert '--setting-sources ""' in message

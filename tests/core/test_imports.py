@@ -656,3 +656,23 @@ def test_a_step_launches_its_cli_before_loading_what_it_needs_later(
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen, f"the {kind} step never reached its launch: {done.stderr[-2000:]}"
     assert seen[0] == [], f"loaded before {kind}'s launch: {seen[0]}"
+
+
+def test_the_seed_import_works_from_steps_and_from_errors() -> None:
+    """The guide jigs implements imports the two errors beside ``create_agent_runner``."""
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from jigs.steps import create_agent_runner, JitCheckError, AgentSessionError\n"
+            "import jigs.errors\n"
+            "assert JitCheckError is jigs.errors.JitCheckError\n"
+            "assert AgentSessionError is jigs.errors.AgentSessionError\n"
+            "print(create_agent_runner.__name__)",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "create_agent_runner"

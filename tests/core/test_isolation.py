@@ -31,6 +31,7 @@ from jigs._lock import WorktreeLock, worktree_locked
 from jigs._proctree import Proc, live, processes_under, stat
 from jigs.errors import WorktreeBusyError
 from jigs.processes import _on_sigterm, launch, live_groups, sigterm_handling, stop_all
+from jigs_testing._isolation_probe import RESET_SIGINT
 
 SH = "/bin/sh"
 
@@ -119,7 +120,7 @@ def test_the_namespace_is_in_force_here() -> None:
     assert found.fix == ""
 
 
-WORKER = textwrap.dedent(
+WORKER = RESET_SIGINT + textwrap.dedent(
     """
     import os, sys, anyio
     from pathlib import Path
@@ -203,6 +204,37 @@ def test_a_dying_worker_takes_every_process_of_its_step(
         worker.stdout.close()
         for pid in marked(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        # the kit's own worker (jigs_testing's WORKER_SCRIPT), as third-party authors run it
+        "tests/core/test_conformance_isolation.py::test_the_worker_death_check_passes_for_echo",
+        # this file's worker
+        "tests/core/test_isolation.py::test_a_dying_worker_takes_every_process_of_its_step"
+        "[namespace-2]",
+    ],
+)
+def test_a_sigint_worker_test_passes_under_a_parent_that_ignores_sigint(test: str) -> None:
+    """Started in the background from a script (SIGINT ignored, as a shell does for ``&``), the
+    SIGINT tests once failed and blamed the kinds: the workers inherited the ignored SIGINT."""
+    root = Path(__file__).resolve().parents[2]
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=170,
+        check=False,
+        preexec_fn=_ignore_sigint,  # the parent a background job (cmd &) has
+    )
+    assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-2000:]
+    assert "1 passed" in ran.stdout
 
 
 def test_the_fallback_keeps_the_worktree_locked_after_sigkill(

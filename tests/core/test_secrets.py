@@ -173,8 +173,21 @@ def test_urls_with_credentials_are_refused_and_not_kept(url: str) -> None:
 
 
 def test_plain_urls_pass() -> None:
-    for url in ("http://127.0.0.1:4000/v1", "https://openrouter.ai/api/v1?model=x"):
+    for url in (
+        "http://127.0.0.1:4000/v1",
+        "https://openrouter.ai/api/v1?model=x",
+        "http://[::1]:8080/v1",
+        "http://[::1]/v1",
+    ):
         assert check_url(url, "base_url") == url
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:/v1", "https://gw.example:", "http://[::1]:/"])
+def test_a_url_with_an_empty_port_is_refused(url: str) -> None:
+    with pytest.raises(ValueError, match="no port after it"):
+        check_url(url, "base_url")
+    with pytest.raises(JigsError, match="base_url has a ':' with no port"):
+        harnesses.claude(base_url=url, api_key_env="K")
 
 
 def test_build_env_registers_every_secret_value_whatever_its_name() -> None:

@@ -237,6 +237,42 @@ def test_the_readme_keeps_the_commands_ci_runs() -> None:
     assert f"{command} jigs demo\n" in readme
 
 
+async def test_the_readme_says_the_stages_in_the_order_the_code_runs_them(
+    worktree: Path, run_meta: Any
+) -> None:
+    """The README (and the site's index and policy pages) list the lock before the checks,
+    because a step does it in that order (its structlog events say so)."""
+    from jigs import harnesses
+    from jigs.steps import run_agent
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs:
+        await run_agent(harness=harnesses.echo(), cwd=worktree, prompt="hi", run=run_meta)
+    events = [e["event"] for e in logs]
+    assert events.index("runner.lock.acquired") < events.index("runner.checks.descriptor")
+    for page in ("README.md", "docs/index.md"):
+        text = (ROOT / page).read_text()
+        assert text.index("locks the worktree") < text.index("descriptor and just-in-time checks")
+    policy = (ROOT / "docs" / "policy.md").read_text()
+    assert policy.index("locks the worktree") < policy.index("runs the checks")
+
+
+def test_the_docs_spell_uv_one_way_and_name_commands_that_are_on_path() -> None:
+    """``python3 -m uv run`` everywhere (uv itself is often not on PATH: the set-up installs it
+    with pip), and the Temporal dev server through it (``temporal`` lives in the workspace's
+    venv, not on PATH)."""
+    import re
+
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for page in pages:
+        text = page.read_text()
+        bare = re.findall(r"(?<!-m )(?<![\w/-])uv (?:run|pip|sync)\b", text)
+        assert not bare, f"{page.name}: write `python3 -m uv ...`, not {bare}"
+        for line in text.splitlines():
+            if "temporal server start-dev" in line:
+                assert "uv run temporal server start-dev" in line, f"{page.name}: {line}"
+
+
 @pytest.mark.parametrize("block", RUN, ids=[b.name for b in RUN])
 async def test_python_block_runs(
     block: Block,

@@ -387,3 +387,46 @@ def test_jigs_demo_workflow_dbos_shows_a_crash_and_a_recovery(tmp_path: Path) ->
     assert "the agent died with it" in out
     assert "(turn 2)" in out  # the recovered step 2 resumed step 1's one-turn session
     assert "result: OK" in out
+
+
+def _demo_workers() -> list[int]:
+    """Live processes running the demo's worker module (``python -m jigs_dbos._demo worker``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if entry.name.isdigit() and b"jigs_dbos._demo" in argv and b"worker" in argv:
+            found.append(int(entry.name))
+    return found
+
+
+def test_the_claude_demo_kills_on_the_request_under_load_and_leaves_no_worker(
+    tmp_path: Path, require_cli: Any
+) -> None:
+    """``jigs demo --workflow dbos --harness claude`` on a loaded machine (two busy loops on
+    top of whatever else runs): the kill waits for step 2's model request, so the recovered
+    step gets the recall reply, not the scripted 600 s hang (a 0.5 s timer once killed before
+    the request and failed 2 of 2); and no worker the demo started is left running after it."""
+    import subprocess
+    import sys
+
+    require_cli("claude")
+    before = set(_demo_workers())
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        result = subprocess.run(
+            [str(Path(sys.executable).parent / "jigs"), "demo", "--workflow", "dbos",
+             "--harness", "claude"],
+            check=False, capture_output=True, text=True, timeout=170,
+            env={**os.environ, "HOME": str(tmp_path), "IS_SANDBOX": "1"},
+        )  # fmt: skip
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "result: OK" in result.stdout
+    assert "I remember" in result.stdout  # the recall reply, not "too late"
+    assert set(_demo_workers()) - before == set()

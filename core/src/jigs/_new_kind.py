@@ -14,11 +14,15 @@ Failure modes: :class:`~jigs.errors.InvalidInputError` for a NAME that is not a 
 from __future__ import annotations
 
 import re
+import shlex
+import shutil
+import sys
+from importlib.util import find_spec
 from pathlib import Path
 
 from jigs.errors import InvalidInputError
 
-__all__ = ["KIND_NAME", "new_kind", "render"]
+__all__ = ["KIND_NAME", "new_kind", "next_steps", "render"]
 
 #: A kind name (the entry point's name): what ``jigs._registry.KIND_NAME`` accepts, ending in a
 #: letter or digit.
@@ -70,12 +74,19 @@ with your agent's CLI (`resolve_executable`, `launch_turn` and the decoder in `_
 
 ## Install and test
 
+In the environment where jigs-core and jigs-testing are installed (`jigs new-kind` prints the
+exact command for the environment it ran in):
+
 ```bash
-pip install -e '.[test]'
+python -m pip install -e '.[test]'
 jigs harnesses                 # lists __KIND__
 jigs run --harness __KIND__ --cwd . "hello"
-pytest                         # the jigs conformance kit
+python -m pytest               # the jigs conformance kit
 ```
+
+Until jigs is on PyPI, jigs-core and jigs-testing come from a clone of jigs-python: install them
+first (`pip install -e CLONE/core -e CLONE/testing`), or build their wheels there
+(`python3 .ci/build-release DIR`) and add `--find-links DIR` to the `pip install` above.
 
 ## Documentation
 
@@ -433,3 +444,24 @@ def new_kind(name: str, parent: Path) -> Path:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
     return target
+
+
+def next_steps(target: Path) -> str:
+    """The command that installs the generated package with its test extra and runs its kit,
+    in the environment running jigs: jigs-core is installed there already, so nothing needs
+    PyPI before jigs is published. That environment's pip when it has one; else uv's pip aimed
+    at it (a uv venv has no pip)."""
+    quoted = shlex.quote(sys.executable)
+    if find_spec("pip") is not None:
+        install = f"{quoted} -m pip install -e '.[test]'"
+    else:
+        uv = "uv" if shutil.which("uv") else "python3 -m uv"
+        install = f"{uv} pip install --python {quoted} -e '.[test]'"
+    steps = f"cd {shlex.quote(str(target))} && {install} && {quoted} -m pytest"
+    if find_spec("jigs_testing") is None:
+        # the [test] extra needs jigs-testing; before release only a clone has it
+        steps += (
+            " (jigs-testing is not installed here and is not on PyPI yet: install it first "
+            "from a clone of jigs-python, pip install -e CLONE/testing)"
+        )
+    return steps

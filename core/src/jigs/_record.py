@@ -48,19 +48,110 @@ def _shown_key(key: str) -> str:
     return key if _KEY_CHARS.fullmatch(key) and not looks_like_secret(key) else "<key not shown>"
 
 
-def record_error_message(exc: msgspec.ValidationError, what: str) -> str:
-    """One line for msgspec's error: where (``mcp_servers[...].probe.tool``) and what is wrong,
+def record_error_message(
+    exc: msgspec.ValidationError,
+    what: str,
+    record: type | None = None,
+    data: Any = None,
+) -> str:
+    """One line for msgspec's error: where (``mcp_servers['gh'].probe.tool``) and what is wrong,
     never the refused value. ``what`` names the record for an unknown key ("a claude
-    descriptor")."""
+    descriptor"). With the ``record`` type and the ``data`` it refused, a ``[...]`` (msgspec
+    hides mapping keys) names the entry that failed, and an unknown key is answered with the
+    valid keys there (the nearest first, as "did you mean")."""
     match = _AT.match(str(exc))
     msg, loc = (match["msg"], (match["loc"] or "").lstrip(".")) if match else (str(exc), "")
+    where: Any = None
+    if record is not None:
+        try:
+            loc, where = _locate(loc, record, data)
+        except Exception:  # a better message is optional: never hide the real one
+            where = None
     unknown = _UNKNOWN.match(msg)
     if unknown is not None:
         key = _shown_key(unknown["key"])
-        return f"{loc + '.' if loc else ''}{key}: unknown key for {what}"
+        line = f"{loc + '.' if loc else ''}{key}: unknown key for {what}"
+        return line + _valid_keys(unknown["key"], where)
     if msg.startswith("Invalid enum value"):
         msg = "not one of the allowed values (the value is not shown)"
     return f"{loc}: {msg}" if loc else msg
+
+
+_STEP = re.compile(r"([^.\[]+)|\[(\.\.\.|\d+)\]")
+
+
+def _locate(loc: str, record: type, data: Any) -> tuple[str, Any]:
+    """``loc`` with each ``[...]`` replaced by the key of the entry that fails to convert, and
+    the struct type the location's last step is in (None if not a struct)."""
+    from msgspec import inspect
+
+    info: Any = inspect.type_info(record)
+    out = ""
+    for step in _STEP.finditer(loc):
+        name, index = step.group(1), step.group(2)
+        info = _struct_of(info, data)
+        if name is not None:
+            field = next(f for f in info.fields if f.encode_name == name)
+            info, data = field.type, data.get(name) if isinstance(data, Mapping) else None
+            out += ("." if out else "") + name
+        elif index == "...":
+            info = info.value_type
+            key, data = _failing_entry(data, info)
+            shown = _shown_key(key) if key is not None else "..."
+            out += f"[{shown!r}]" if shown == key else f"[{shown}]"
+        else:
+            info = info.item_type
+            data = data[int(index)] if isinstance(data, list) else None
+            out += f"[{index}]"
+    return out, _struct_of(info, data)
+
+
+def _struct_of(info: Any, data: Any) -> Any:
+    """The struct behind a type: the one struct of an optional, or the member of a tagged union
+    that ``data``'s tag picks; else the type itself."""
+    from msgspec import inspect
+
+    if isinstance(info, inspect.UnionType):
+        structs = [t for t in info.types if isinstance(t, inspect.StructType)]
+        if len(structs) == 1:
+            return structs[0]
+        tagged = [
+            t
+            for t in structs
+            if isinstance(data, Mapping) and t.tag_field and data.get(t.tag_field) == t.tag
+        ]
+        return tagged[0] if len(tagged) == 1 else info
+    return info
+
+
+def _failing_entry(data: Any, info: Any) -> tuple[str | None, Any]:
+    """The first key of mapping ``data`` whose value does not convert to ``info``'s type."""
+    from msgspec import inspect
+
+    if not isinstance(data, Mapping):
+        return None, None
+    members: tuple[Any, ...] = info.types if isinstance(info, inspect.UnionType) else (info,)
+    target: Any = functools.reduce(lambda a, b: a | b, [m.cls for m in members])
+    for key, value in data.items():
+        try:
+            msgspec.convert(value, target)
+        except msgspec.ValidationError:
+            return str(key), value
+    return None, None
+
+
+def _valid_keys(refused: str, where: Any) -> str:
+    """ " (did you mean 'model'? valid keys: ...)" for an unknown key in a struct, else ""."""
+    import difflib
+
+    from msgspec import inspect
+
+    if not isinstance(where, inspect.StructType):
+        return ""
+    keys = sorted(f.encode_name for f in where.fields)
+    near = difflib.get_close_matches(refused, keys, n=1)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    return f" ({hint}valid keys: {', '.join(keys)})"
 
 
 class _PydanticSerializer:
@@ -144,7 +235,7 @@ class Record(
         try:
             return msgspec.convert(prepared, cls)
         except msgspec.ValidationError as exc:
-            message = record_error_message(exc, cls._what())
+            message = record_error_message(exc, cls._what(), cls, prepared)
         raise cls._invalid(message)
 
     def to_data(self) -> dict[str, Any]:

@@ -193,6 +193,13 @@ def check_url(value: str, where: str) -> str:
         raise SecretRuleError(f"{where} must be an http(s):// URL with a host (not shown)")
     if not valid_host(parts.hostname):
         raise SecretRuleError(f"{where} has {INVALID_HOST} (the URL is not shown)")
+    if parts.netloc.endswith(":"):
+        # urlsplit takes "host:" as no port at all; a CLI would then use its default port,
+        # which is not what was written
+        raise SecretRuleError(
+            f"{where} has a ':' with no port after it; write the port (e.g. "
+            f"http://127.0.0.1:8080/v1) or drop the ':' (the URL is not shown)"
+        )
     if "@" in parts.netloc:
         raise SecretRuleError(
             f"{where} must not embed credentials (user:password@); name the variable that holds "

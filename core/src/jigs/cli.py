@@ -41,15 +41,23 @@ def _configure_logging(verbose: bool) -> None:
 
 
 def _settings(text: str) -> dict[str, Any]:
-    """``--settings`` as a JSON object, or a clear error."""
-    from jigs.errors import DescriptorError
+    """``--settings`` as a JSON object, or a usage error (exit 2, as for any bad option)."""
+    from jigs.errors import InvalidInputError
 
     try:
         value = json.loads(text)
-    except ValueError as exc:
-        raise DescriptorError(f"--settings is not valid JSON ({exc})") from None
+    except json.JSONDecodeError as exc:
+        # json's reason and position only: never the text, which may hold a value
+        raise InvalidInputError(
+            f"--settings is not valid JSON ({exc.msg} at line {exc.lineno} column "
+            f"{exc.colno}); pass one JSON "
+            f'object, e.g. \'{{"model": "sonnet"}}\'',
+            argument="--settings",
+        ) from None
     if not isinstance(value, dict):
-        raise DescriptorError("--settings must be a JSON object of descriptor settings")
+        raise InvalidInputError(
+            "--settings must be a JSON object of descriptor settings", argument="--settings"
+        )
     return value
 
 
@@ -139,10 +147,14 @@ async def _run(args: argparse.Namespace) -> int:
         else None
     )
     run = RunMetadata(workflow_run_id=args.run_id or f"cli-{uuid.uuid4().hex[:12]}")
+    # what main() prints if the turn is interrupted (Ctrl-C), so that it can be resumed
+    args.effective_run_id, args.session_id = run.workflow_run_id, args.resume
     live = is_tty(sys.stderr) and not args.verbose
     started = time.monotonic()
 
     def show(event: Any) -> None:
+        if event.type == "session":
+            args.session_id = event.session_id
         # tool calls as they happen (on stderr; the answer alone goes to stdout)
         if args.json:
             return
@@ -163,7 +175,11 @@ async def _run(args: argparse.Namespace) -> int:
             resume=resume,
             on_event=show,
         )
-    seconds = time.monotonic() - started
+    return _print_result(args, result, run.workflow_run_id, time.monotonic() - started)
+
+
+def _print_result(args: argparse.Namespace, result: Any, run_id: str, seconds: float) -> int:
+    """``jigs run``'s output: the answer on stdout, the ids and usage on stderr (or --json)."""
     session = result.session.id if result.session else None
     usage = {
         name: getattr(result.usage, name, None)
@@ -173,7 +189,7 @@ async def _run(args: argparse.Namespace) -> int:
         document = {
             "text": result.text,
             "session": session,
-            "run": run.workflow_run_id,
+            "run": run_id,
             "seconds": round(seconds, 3),
             "usage": usage,
         }
@@ -181,7 +197,7 @@ async def _run(args: argparse.Namespace) -> int:
         return 0
     print(result.text)
     print(f"session: {session or '-'}", file=sys.stderr)
-    print(f"run: {run.workflow_run_id}", file=sys.stderr)
+    print(f"run: {run_id}", file=sys.stderr)
     tokens = ", ".join(
         f"{usage[name]} {label}"
         for name, label in (("input_tokens", "in"), ("output_tokens", "out"))
@@ -249,7 +265,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_new_kind(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from jigs._new_kind import new_kind
+    from jigs._new_kind import new_kind, next_steps
     from jigs.errors import InvalidInputError
 
     try:
@@ -268,7 +284,7 @@ def cmd_new_kind(args: argparse.Namespace) -> int:
             f"distributions of one kind are both refused (rename it, or uninstall {dist})",
             file=sys.stderr,
         )
-    print(f"next: cd {target} && pip install -e '.[test]' && pytest")
+    print(f"next: {next_steps(target)}")
     return 0
 
 
@@ -413,18 +429,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from jigs.errors import JigsError
+    from jigs.errors import InvalidInputError, JigsError
 
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
     try:
         code: Any = args.func(args)
+    except InvalidInputError as exc:
+        print(f"jigs: {type(exc).__name__}: {exc}", file=sys.stderr)
+        # a bad command-line option is a usage error, as argparse's own are
+        return 2 if exc.argument.startswith("--") else 1
     except JigsError as exc:
         print(f"jigs: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        print(f"jigs {args.command}: interrupted{_interrupted_ids(args)}", file=sys.stderr)
         return 130
     return int(code)
+
+
+def _interrupted_ids(args: argparse.Namespace) -> str:
+    """For ``jigs run``: the session and run ids of the interrupted turn, so that it can be
+    resumed (``--resume``) or pruned (``jigs runs``); "" for other commands."""
+    run_id = getattr(args, "effective_run_id", None)
+    if run_id is None:
+        return ""
+    session = getattr(args, "session_id", None)
+    return f" (session: {session or '- (the CLI had not started one)'}; run: {run_id})"
 
 
 if __name__ == "__main__":

@@ -56,7 +56,8 @@ COMMON_POLICY_KEYS: Mapping[str, str] = {
     "extra_args": "raw arguments could undo jigs' policy",
     "args": "raw arguments could undo jigs' policy",
     "settings": "settings files could bring MCP servers, hooks or env from outside the step",
-    "setting_sources": "jigs reads project settings only, as policy",
+    "setting_sources": "jigs lets the CLI read no settings file, neither the user's nor the "
+    'worktree\'s (Claude Code runs with --setting-sources ""), as policy',
     "strict_mcp_config": "the step's mcp_servers are the whole MCP universe, as policy",
     "config_overrides": "config overrides could rewrite the sandbox and MCP tables",
     "plugins": "plugins could bring unprobed MCP servers, hooks or env",

@@ -130,11 +130,14 @@ class HarnessNotFoundError(JigsError, LookupError):
                 f"with JIGS_DISABLE_PLUGINS={kind}"
             )
         else:
+            import difflib
+
             listed = ", ".join(self.installed) if self.installed else "none"
-            message = (
-                f"no harness kind {kind!r} is installed (installed kinds: {listed}). "
-                + _how_to_install(kind)
-            )
+            near = difflib.get_close_matches(kind, self.installed, n=1)
+            # a typo of an installed kind: the fix is the spelling, not a pip install of a
+            # distribution that does not exist
+            fix = f"Did you mean {near[0]!r}?" if near else _how_to_install(kind)
+            message = f"no harness kind {kind!r} is installed (installed kinds: {listed}). {fix}"
         super().__init__(message)
 
 

@@ -481,7 +481,9 @@ class Harness(ABC, Generic[D]):
         return None
 
     def installation_checks(self, env: Mapping[str, str]) -> Sequence[Check]:
-        """Checks every descriptor of the kind needs: CLI present and recent enough, a login."""
+        """Checks every descriptor of the kind needs: CLI present and recent enough. A login
+        that only some descriptors use (those naming no key) is a :meth:`descriptor_checks`
+        entry, so that ``jigs doctor`` does not fail a descriptor that needs none."""
         return ()
 
     def descriptor_checks(self, descriptor: D, env: Mapping[str, str]) -> Sequence[Check]:

@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from jigs._logging import logger
-from jigs.errors import AgentSessionError, RunnerClosedError
+from jigs.errors import AgentSessionError, JitCheckError, RunnerClosedError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -41,11 +41,15 @@ if TYPE_CHECKING:
 # so what a function needs is imported when it is first called, and AgentResult (whose fields
 # are pydantic types) is defined by jigs._result on first access (see __getattr__ below).
 
+# the two errors are re-exported beside create_agent_runner: the guide jigs implements imports
+# them from here (they are documented in jigs.errors)
 __all__ = [
     "AgentResult",
     "AgentRunner",
     "AgentRunnerOpening",
+    "AgentSessionError",
     "AgentStream",
+    "JitCheckError",
     "agent_session",
     "create_agent_runner",
     "run_agent",
@@ -147,7 +151,33 @@ async def _open_runner(
         return AgentRunner(step)
     except BaseException:
         await step.aclose()
+        _collect_probe()
         raise
+
+
+def _check_arguments(prompt: object, output: object) -> None:
+    """:func:`run_agent`'s own refusals (the prompt, ``output``), collecting the probe first."""
+    from jigs._pipeline import validate_prompt
+
+    try:
+        validate_prompt(prompt)
+        if output is not None and not _is_model_class(output):
+            from jigs.errors import InvalidInputError
+
+            raise InvalidInputError("output must be a pydantic model class", argument="output")
+    except BaseException:
+        _collect_probe()
+        raise
+
+
+def _collect_probe() -> None:
+    """A refused call leaves no process behind: collect the isolation probe that
+    ``probe_soon`` started (else it stays a zombie child until the interpreter exits).
+    ``isolation()`` waits for it (milliseconds), reaps it and caches the answer for the next
+    step; once a step has launched, it is a cached no-op."""
+    from jigs._isolation import isolation
+
+    isolation()
 
 
 class AgentRunnerOpening:
@@ -278,14 +308,10 @@ async def run_agent(
 
     probe_soon()  # a fresh process's probe runs while the step's modules import
     from jigs._engine import TurnRecord, TurnRequest
-    from jigs._pipeline import Step, validate_prompt
+    from jigs._pipeline import Step
     from jigs._types import AgentSessionRef
 
-    validate_prompt(prompt)
-    if output is not None and not _is_model_class(output):
-        from jigs.errors import InvalidInputError
-
-        raise InvalidInputError("output must be a pydantic model class", argument="output")
+    _check_arguments(prompt, output)
     schema = output.model_json_schema() if output is not None else None
     step = Step(registry, session_store)
     try:
@@ -330,6 +356,9 @@ async def run_agent(
                 usage = _add_usage(first, record.usage)
                 parsed = parse_output(output, result_of(kind, record, [], None))
         descriptor = engine.target.descriptor
+    except BaseException:
+        _collect_probe()
+        raise
     finally:
         await step.aclose()
     stored = step.stored.get(record.session_id) if record.session_id else None

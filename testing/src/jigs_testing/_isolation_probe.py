@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "DESCENDANTS",
+    "RESET_SIGINT",
     "SLEEPERS",
     "VIEW_BEGIN",
     "VIEW_END",
@@ -40,7 +41,18 @@ DESCENDANTS = (
 )
 SLEEPERS = 5
 
-WORKER_SCRIPT = """
+#: The first lines of every worker the kit starts. A process started with SIGINT ignored (a
+#: shell's ``cmd &``, a CI runner, a script's background job) passes that on through exec, and
+#: Python then keeps ignoring it instead of raising KeyboardInterrupt: the kit's SIGINTed worker
+#: would live on and the failure would blame the kind. Reset it to what a foreground Python has.
+RESET_SIGINT = """
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
+"""
+
+WORKER_SCRIPT = (
+    RESET_SIGINT
+    + """
 import json, sys
 import anyio
 from jigs import harnesses
@@ -60,6 +72,7 @@ async def main():
 
 anyio.run(main)
 """
+)
 
 VIEW_BEGIN = "JIGS-PROCESS-VIEW-BEGIN"
 VIEW_END = "JIGS-PROCESS-VIEW-END"

@@ -147,17 +147,23 @@ async def test_private_files_are_private_and_removed_at_close(
     assert not path.parent.exists()
 
 
-async def test_installation_checks_report_cli_and_login(claude_cli: Path) -> None:
+async def test_installation_checks_report_cli_and_descriptor_checks_the_login(
+    claude_cli: Path,
+) -> None:
     harness = ClaudeHarness()
     env = {"PATH": os.environ["PATH"], "HOME": os.environ["HOME"], "IS_SANDBOX": "1"}
     outcomes = {o.id: o for o in await run_checks(harness.installation_checks(env))}
     assert outcomes["harness.claude-cli"].ok, outcomes["harness.claude-cli"].reason
     assert str(claude_cli) in outcomes["harness.claude-cli"].detail
     assert outcomes["harness.claude-root"].ok
-    auth = outcomes["harness.claude-auth"]
+    # the login is not an installation check: a descriptor naming a key needs none
+    assert "harness.claude-auth" not in outcomes
+    login_route = ClaudeDescriptor(model="sonnet")
+    checked = await run_checks(harness.descriptor_checks(login_route, env))
+    auth = {o.id: o for o in checked}["harness.claude-auth"]
     assert not auth.ok
     assert "not logged in" in auth.reason
-    assert "/login" in auth.repair
+    assert f"run `{claude_cli}`, then /login" in auth.repair  # the CLI jigs runs, by its path
     if os.geteuid() == 0:
         no_sandbox = {k: v for k, v in env.items() if k != "IS_SANDBOX"}
         [root] = [c for c in harness.installation_checks(no_sandbox) if c.id.endswith("root")]

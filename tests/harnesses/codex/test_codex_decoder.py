@@ -115,3 +115,25 @@ def test_reasoning_warnings_and_retries_are_events_of_their_own():
     assert notices == ["model metadata not found", "Codex retries after: stream dropped"]
     assert isinstance(events[-1], TurnFailed)
     assert events[-1].message.startswith("gave up")  # the last error names the failure
+
+
+def test_an_unreachable_endpoint_error_never_carries_the_proxy_step_token():
+    """Codex quotes the URL it called; through the credential proxy that URL holds the step
+    token (http://127.0.0.1:<port>/<token>/responses), which must not travel on in an error."""
+    from jigs.events import Notice
+
+    token = "MG2U4P6_DR5WgmgVo3YXPj0i1CE0CCAG"
+    said = (
+        "unexpected status 502 Bad Gateway: jigs credential proxy: the upstream "
+        "http://127.0.0.1:9/v1 is unreachable (ConnectError), url: "
+        f"http://127.0.0.1:38859/{token}/responses"
+    )
+    error = {"message": said, "codexErrorInfo": {"httpConnectionFailed": {"httpStatusCode": 502}}}
+    events = _events([_n("error", error={"message": said}, willRetry=True), _done("failed", error)])
+    notice, failed = events
+    assert isinstance(notice, Notice)
+    assert isinstance(failed, TurnFailed)
+    for text in (notice.message, failed.message):
+        assert token not in text
+        assert "http://127.0.0.1:38859/<step token>/responses" in text
+        assert "http://127.0.0.1:9/v1" in text  # the upstream the user named stays

@@ -32,11 +32,17 @@ ROOT_REPAIR = (
     '(pyproject.toml [tool.jigs.agents] env = ["IS_SANDBOX"], or jigs.toml [agents]); '
     "or run the service as a user other than root"
 )
-LOGIN_REPAIR = (
-    "log in as the user the service runs as: run `claude`, then /login (set CLAUDE_CONFIG_DIR "
-    "if the login lives elsewhere); or give each claude descriptor an endpoint key: "
-    'harnesses.claude(base_url="https://...", api_key_env="MY_KEY") or just api_key_env'
-)
+
+
+def login_repair(executable: object) -> str:
+    """How to log in, naming the CLI jigs runs: a bare ``claude`` is usually not on PATH (it
+    lives in the claude-agent-sdk wheel or jigs' own CLI dir)."""
+    return (
+        f"log in as the user the service runs as: run `{executable}`, then /login (set "
+        f"CLAUDE_CONFIG_DIR if the login lives elsewhere); or give each claude descriptor an "
+        f'endpoint key: harnesses.claude(base_url="https://...", api_key_env="MY_KEY") or just '
+        f"api_key_env"
+    )
 
 
 def sandbox_ok(env: Mapping[str, str], *, euid: int | None = None) -> bool:
@@ -99,14 +105,14 @@ async def _auth_status(env: Mapping[str, str]) -> CheckResult:
         out = (done.stdout or b"").decode(errors="replace")[:200]
         return CheckFailure(
             reason=f"`claude auth status --json` printed no JSON (exit {done.returncode}): {out!r}",
-            repair=LOGIN_REPAIR,
+            repair=login_repair(exe),
         )
     if status.get("loggedIn") is True:
         method = status.get("authMethod") or "unknown method"
         return CheckOk(f"logged in ({method}), config in {status.get('configDirectory')}")
     return CheckFailure(
         reason=f"Claude Code is not logged in (config dir {status.get('configDirectory')})",
-        repair=LOGIN_REPAIR,
+        repair=login_repair(exe),
     )
 
 
@@ -146,7 +152,8 @@ def key_check(descriptor: ClaudeDescriptor) -> Check:
             return CheckOk(f"{name} is set (for {where})")
         return CheckFailure(
             reason=f"{name} is not set in the service's environment",
-            repair=f"set {name} to the endpoint's key where the service runs (e.g. in .env)",
+            repair=f"set {name} to the endpoint's key in the environment the service runs in "
+            f"(export it before starting the worker; jigs reads no .env file)",
         )
 
     check_id = "model." + name.lower().replace("_", "-")

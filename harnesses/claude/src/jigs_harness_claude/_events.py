@@ -29,9 +29,11 @@ from jigs.models import Usage
 __all__ = ["NOT_LOGGED_IN", "ClaudeDecoder"]
 
 NOT_LOGGED_IN = (
-    "Claude Code is not logged in (and the descriptor names no key). Run `claude` once and "
-    "/login as the user the service runs as (or set CLAUDE_CONFIG_DIR to where that login "
-    "lives), or give the descriptor base_url/api_key_env for an Anthropic-compatible endpoint"
+    "Claude Code is not logged in (and the descriptor names no key). Run the Claude Code CLI "
+    "jigs uses (its path is in the `Claude Code CLI` row of `jigs doctor --harness claude`) "
+    "once and /login as the user the service runs as (or set CLAUDE_CONFIG_DIR to where that "
+    "login lives), or give the descriptor base_url/api_key_env for an Anthropic-compatible "
+    "endpoint"
 )
 #: The step's options jigs knows (``on_event`` is taken by the core).
 _OPTIONS = frozenset({"approve_tool", "on_event"})

@@ -18,10 +18,12 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
+from jigs.errors import JigsError
 from jigs.executables import version_check
 
 from jigs_harness_codex._descriptor import CodexDescriptor
@@ -69,6 +71,15 @@ def cli_check(env: Mapping[str, str]) -> Check:
     )
 
 
+def _codex_command(env: Mapping[str, str]) -> str:
+    """The Codex CLI jigs runs, as a command to type: a bare ``codex`` is usually not on PATH
+    (the binary comes in the openai-codex-cli-bin wheel)."""
+    try:
+        return shlex.quote(str(resolve_executable(env).path))
+    except JigsError:
+        return "codex"  # the CLI check's row says how to install it
+
+
 def auth_check(descriptor: CodexDescriptor, env: Mapping[str, str]) -> Check:
     async def run() -> CheckResult:
         if descriptor.api_key_env:
@@ -83,23 +94,24 @@ def auth_check(descriptor: CodexDescriptor, env: Mapping[str, str]) -> Check:
         if descriptor.base_url:
             return CheckOk(f"{descriptor.base_url} without a key")
         path = operator_auth_file(env)
+        codex = _codex_command(env)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return CheckFailure(
                 reason=f"no Codex login found at {path}",
-                repair="run `codex login`, or name an endpoint on the descriptor with base_url "
+                repair=f"run `{codex} login`, or name an endpoint on the descriptor with base_url "
                 "and api_key_env",
             )
         except (OSError, ValueError) as exc:
             return CheckFailure(
                 reason=f"the Codex login at {path} cannot be read: {type(exc).__name__}",
-                repair="run `codex logout && codex login`",
+                repair=f"run `{codex} logout && {codex} login`",
             )
         if not isinstance(data, dict) or not (data.get("tokens") or data.get("OPENAI_API_KEY")):
             return CheckFailure(
                 reason=f"the Codex login at {path} holds no credentials",
-                repair="run `codex logout && codex login`",
+                repair=f"run `{codex} logout && {codex} login`",
             )
         return CheckOk(f"login at {path} ({data.get('auth_mode', 'unknown mode')})")
 

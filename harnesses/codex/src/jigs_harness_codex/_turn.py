@@ -25,6 +25,7 @@ have started when the engine stops the turn.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -78,11 +79,21 @@ def _tool_output(item: dict[str, Any]) -> tuple[Any, bool]:
     return {"status": item.get("status")}, failed
 
 
+#: The credential proxy's per-step base URL (``http://127.0.0.1:<port>/<step token>``): Codex
+#: quotes the URL it called in its errors, and the token must not travel on in one.
+_STEP_URL = re.compile(r"(https?://(?:127\.0\.0\.1|localhost|\[::1\]):\d+)/[A-Za-z0-9_-]{16,}")
+
+
+def redact_step_url(text: str) -> str:
+    """``text`` with the step token of every loopback proxy URL replaced."""
+    return _STEP_URL.sub(r"\1/<step token>", text)
+
+
 def _failure(turn: dict[str, Any], last_error: str | None) -> TurnFailed:
     """A turn that ended ``failed`` or ``interrupted``, in jigs' categories."""
     found = turn.get("error")
     error: dict[str, Any] = found if isinstance(found, dict) else {}
-    message = str(error.get("message") or last_error or "no reason given")
+    message = redact_step_url(str(error.get("message") or last_error or "no reason given"))
     status = str(turn.get("status"))
     if status == "interrupted":
         return TurnFailed(reason="aborted", message=message, stop_reason=status)
@@ -176,13 +187,13 @@ class CodexDecoder:
             events += self._usage_update(params.get("tokenUsage"))
         elif method == "error":
             found = params.get("error")
-            text = str(found.get("message") if isinstance(found, dict) else found)
+            text = redact_step_url(str(found.get("message") if isinstance(found, dict) else found))
             if params.get("willRetry"):
                 events.append(Notice(message=f"Codex retries after: {text}"))
             else:
                 self._last_error = text
         elif method == "warning" and params.get("message"):
-            events.append(Notice(message=str(params["message"])))
+            events.append(Notice(message=redact_step_url(str(params["message"]))))
         return events
 
     def _starts_request(self, method: str, params: dict[str, Any]) -> bool:

@@ -17,6 +17,7 @@ support; they are the agent's whole MCP universe (see :mod:`jigs_harness_pi._mcp
 # objects (evaluating them as strings cost the first descriptor ~2 ms)
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 from jigs._record import Record
@@ -212,6 +213,21 @@ class PiDescriptor(HarnessDescriptor, kw_only=True):
     #: Prompt template files or directories to load (``--prompt-template``); discovery stays
     #: off. A prompt ``/name`` then expands the template.
     prompt_templates: tuple[PathText, ...] = ()
+
+    @classmethod
+    def _prepare(cls, data: dict[str, Any]) -> dict[str, Any]:
+        data = super()._prepare(data)
+        model = data.get("model")
+        # msgspec alone says "missing required field `type`" or "expected object": say what
+        # a Pi model is, since a bare model name (as claude and codex take) is the usual slip
+        if isinstance(model, str) or (isinstance(model, Mapping) and "type" not in model):
+            raise cls._invalid(
+                'model: a Pi model is an object whose "type" says where it runs: '
+                '{"type": "openai-compatible", "model": "...", "base_url": "https://.../v1", '
+                '"api_key_env": "MY_KEY"}, or "type": "anthropic-compatible" (same keys), or '
+                '{"type": "openrouter", "model": "...", "api_key_env": "MY_KEY"}'
+            )
+        return data
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -74,6 +74,16 @@ def _wait(predicate: Any, timeout: float, proc: subprocess.Popen[bytes], what: s
     raise RuntimeError(f"timed out waiting for {what}")
 
 
+def _stop(processes: Sequence[subprocess.Popen[bytes]]) -> None:
+    """Every worker the demo started ends with it, on every path (a failure, Ctrl-C): a
+    recovery worker left behind would keep running the workflow after the demo exits. The
+    worker's own step dies with it (its namespace), so the worker is all there is to stop."""
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
 def main(kinds: Sequence[str] | None = None) -> int:
     """Run the demo with the first of ``kinds`` that is installed (default: claude, codex, pi)."""
     from jigs._registry import default_registry
@@ -119,18 +129,27 @@ def main(kinds: Sequence[str] | None = None) -> int:
         start = [*worker, "--worktree", str(worktree), "--harness", harness, "--id", workflow_id]
         log1, log2 = root / "worker-1.log", root / "worker-2.log"
         print(f"kind: {kind}; workflow {workflow_id}; worktree {worktree}")
+        started_here: list[subprocess.Popen[bytes]] = []
         try:
             with log1.open("wb") as out:
                 one = subprocess.Popen(
                     [*start, "--first", first, "--second", second], stdout=out, stderr=out, env=env
                 )
+            started_here.append(one)
             step1 = _wait(lambda: _read_json(log1, "step1"), 180, one, "step 1 ended")
+            asked = len(server.model_requests)
             print(f"step 1: {step1['step1']!r}")
             written = worktree / "notes.txt"
             if written.exists():
                 print(f"        the agent wrote notes.txt: {written.read_text()!r}")
             agents = _wait(lambda: _processes_in(worktree), 60, one, "step 2's agent started")
-            time.sleep(0.5)
+            if kind == "echo":  # no model to ask: its turn sleeps (a directive) instead
+                time.sleep(0.5)
+            else:
+                # the kill waits for step 2's model request (the one that hangs), not a timer:
+                # on a loaded machine a CLI can take seconds to send it, and killed before, the
+                # recovered attempt would meet the hanging reply instead of the recall one
+                _wait(lambda: len(server.model_requests) > asked, 120, one, "step 2's request")
             one.send_signal(signal.SIGKILL)
             one.wait()
             killed = time.monotonic()
@@ -147,15 +166,18 @@ def main(kinds: Sequence[str] | None = None) -> int:
                 two = subprocess.Popen(
                     [*worker, "--recover", workflow_id], stdout=out, stderr=out, env=env
                 )
+            started_here.append(two)
             result = _wait(lambda: _read_json(log2, "texts"), 180, two, "the recovery ended")
             two.wait(30)
-        except RuntimeError as exc:
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
             print(
                 f"FAILED: {exc}\n{log1.read_text()[-2000:]}\n{log2.read_text()[-2000:]}"
                 if log2.exists()
                 else f"FAILED: {exc}\n{log1.read_text()[-2000:]}"
             )
             return 1
+        finally:
+            _stop(started_here)
         print("recovery: a second worker resumed the workflow; step 2 ran again from step 1's")
         print(f"          session: {result['texts'][1]!r}")
         print(f"result: OK in {time.monotonic() - started:.1f} s")

@@ -90,9 +90,11 @@ def main(argv: list[str] | None = None) -> int:
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("model-server: %(message)s"))
-    previous_level = logger.level
+    previous_level, previous_propagate = logger.level, logger.propagate
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+    # this handler prints every line; the root's (jigs' own CLI configures one) must not too
+    logger.propagate = False
     try:
         anyio.run(_serve, replies, args.host, args.port, list(args.model))
     except OSError as exc:
@@ -105,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(previous_level)
+        logger.propagate = previous_propagate
     return 0
 
 
