@@ -254,18 +254,21 @@ async def test_a_local_copy_that_differs_is_replaced_by_the_snapshot_the_ref_nam
 
 
 @pytest.mark.anyio
-async def test_refs_without_store_fields_still_load_and_resume_locally(
+async def test_refs_without_store_fields_load_but_never_resume_an_unchecked_copy(
     tmp_path: Path, pg_store_table: dict[str, str]
 ) -> None:
+    """A ref without a digest (its save failed, or it predates session stores) parses, but a
+    local copy nothing can check is not resumed; on B there is none: the kind's own check."""
 
     a, b, (run, ref) = await _first_step(tmp_path, pg_store_table, keep_a=True)
     old = AgentSessionRef.from_data({"harness": "echo", "id": ref.id, "descriptor": ref.descriptor})
     assert old.store_key is None
-    with a.active():
-        again = await a.echo_turn("x", run=run, resume=old, store=pg_store_table)
+    with a.active(), _no_launch(), pytest.raises(AgentSessionError, match="carries no store key"):
+        await a.echo_turn("x", run=run, resume=old, store=pg_store_table)
+    with a.active():  # the ref with its digest resumes the same copy
+        again = await a.echo_turn("x", run=run, resume=ref, store=pg_store_table)
     assert "(turn 2)" in again.text
-    # on B an old ref cannot be fetched: the kind's own check refuses it, nothing starts
-    with b.active(), _no_launch(), pytest.raises(AgentSessionError):
+    with b.active(), _no_launch(), pytest.raises(AgentSessionError, match="missing"):
         await b.echo_turn("x", run=run, resume=old, store=pg_store_table)
 
 

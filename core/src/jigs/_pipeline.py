@@ -38,7 +38,14 @@ from jigs._engine import TurnEngine
 from jigs._logging import logger, timed
 from jigs._paths import data_dir, run_state_dir
 from jigs._registry import Registry, default_registry
-from jigs._session_sync import Snapshot, record_run, restore_session, save_snapshot, snapshot
+from jigs._session_sync import (
+    Snapshot,
+    describe_store,
+    record_run,
+    restore_session,
+    save_snapshot,
+    snapshot,
+)
 from jigs._types import AgentSessionRef, RunMetadata
 from jigs.checks import Check, CheckOutcome, run_checks
 from jigs.descriptors import HarnessDescriptor
@@ -57,6 +64,7 @@ from jigs.errors import (
     JitCheckError,
     ModelNotAvailableError,
     PromptError,
+    SessionSaveError,
 )
 from jigs.plugin import Harness, HarnessContext, HarnessTarget
 
@@ -317,6 +325,8 @@ class Step:
         self._snapshots: dict[str, Snapshot] = {}
         #: After close: session id -> (store key, digest) of what was stored.
         self.stored: dict[str, tuple[str, str]] = {}
+        #: The first session that could not be stored at close: :meth:`aclose` raises it once.
+        self.save_error: SessionSaveError | None = None
         self.stack = AsyncExitStack()
         self.lock: Any = None
         self.ctx: HarnessContext | None = None
@@ -570,6 +580,9 @@ class Step:
                 from jigs import _otel
 
                 _otel.end(self.span, self.error)
+                if self.save_error is not None:  # the step fails: see SessionSaveError
+                    error, self.save_error = self.save_error, None
+                    raise error
 
     def snapshot_ref(self, session_id: str) -> tuple[str, str] | None:
         """``(store key, digest)`` the session will have in the store once the step closes
@@ -610,11 +623,23 @@ class Step:
                 if final is not None:
                     self._snapshots.setdefault(final.digest, final)
             for snap in self._snapshots.values():
-                saved = await save_snapshot(store, snap, ctx, self.log)
-                if saved and snap is final and session_id:
+                try:
+                    await save_snapshot(store, snap, ctx, self.log)
+                except SessionSaveError as exc:
+                    self.save_error = self.save_error or exc
+                    continue
+                if snap is final and session_id:
                     self.stored[session_id] = (snap.key, snap.digest)
-        except Exception as exc:  # a kind's session_artifacts that raises must not fail close
+        except Exception as exc:  # a kind's session_artifacts that raises: the close goes on
             self.log.error("store.session.save_failed", error=type(exc).__name__)
+            self.save_error = self.save_error or SessionSaveError(
+                f"the {harness.kind if harness else '?'} kind failed to list its session's files "
+                f"({type(exc).__name__}), so the session was not saved and the step fails; "
+                f"report it to the kind's authors",
+                store=describe_store(store) if store is not None else "-",
+                session_id=None,
+                retryable=False,
+            )
         finally:
             close = getattr(store, "close", None)
             if isinstance(self._store_spec, str | Mapping | None) and callable(close):

@@ -20,14 +20,21 @@ after a later attempt stored a longer transcript.
 A session follows the workflow to another machine, not to a sibling worktree: when the
 worktree it ran in (recorded in the manifest) still exists on this machine and the step runs in
 another one, nothing is fetched and the kind's own ``verify_resume`` decides (Claude refuses a
-transcript of another worktree).
+transcript of another worktree) -- but a local copy there that is not the snapshot is refused
+(Codex and Pi keep theirs per run, so a sibling worktree reads the same, editable, files).
+
+The store cannot be dodged: a save that fails raises :class:`~jigs.errors.SessionSaveError`
+(the step fails), and a ref without a digest is refused when a local copy exists. Files the
+agent could have written are read as bounded regular files (:func:`read_regular`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import stat
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -39,7 +46,7 @@ import msgspec
 
 from jigs._files import write_atomic
 from jigs._paths import _safe, data_dir
-from jigs.errors import AgentSessionError, SessionStoreError
+from jigs.errors import AgentSessionError, SessionSaveError, SessionStoreError
 from jigs.stores._protocol import sha256_hex
 
 if TYPE_CHECKING:
@@ -49,19 +56,25 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DIGEST",
+    "MAX_ARTIFACT",
     "STORE_TIMEOUT",
     "Snapshot",
+    "describe_store",
+    "read_regular",
     "record_run",
     "restore_session",
     "save_snapshot",
     "session_prefix",
     "snapshot",
+    "stored_fields",
 ]
 
 #: Seconds one store operation (a whole save or a whole restore) may take.
 STORE_TIMEOUT = 30.0
 #: The shape of ``AgentSessionRef.digest``.
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+#: Largest session artifact jigs stores (a long Codex rollout is some MB).
+MAX_ARTIFACT = 512 * 1024 * 1024
 #: Largest manifest jigs reads (a manifest lists names and digests only).
 _MAX_MANIFEST = 1024 * 1024
 #: A session's record in the run's state dir (what ``jigs runs`` reads without the store).
@@ -113,9 +126,8 @@ def snapshot(
     artifacts: dict[str, dict[str, Any]] = {}
     files: dict[str, bytes] = {}
     for name, path in sorted(paths.items()):
-        try:
-            data = path.read_bytes()
-        except OSError:
+        data = read_regular(path, limit=MAX_ARTIFACT)
+        if data is None:  # vanished meanwhile, a link, a FIFO, or larger than any session
             continue
         digest = sha256_hex(data)
         artifacts[name] = {"sha256": digest, "size": len(data)}
@@ -155,9 +167,10 @@ def _save_sync(store: SessionStore, snap: Snapshot) -> None:
     store.put(snap.key, snap.manifest)
 
 
-async def save_snapshot(store: SessionStore, snap: Snapshot, ctx: HarnessContext, log: Any) -> bool:
-    """Store ``snap`` and record it in the run's state dir. Never raises: a store that fails
-    is logged (``store.session.save_failed``) and the session stays resumable here."""
+async def save_snapshot(store: SessionStore, snap: Snapshot, ctx: HarnessContext, log: Any) -> None:
+    """Store ``snap`` and record it in the run's state dir. A store that fails is logged
+    (``store.session.save_failed``) and raises :class:`~jigs.errors.SessionSaveError`: the
+    step that made the session fails rather than hand out a ref nothing can check."""
     started = time.perf_counter()
     try:
         with anyio.fail_after(STORE_TIMEOUT):
@@ -165,17 +178,17 @@ async def save_snapshot(store: SessionStore, snap: Snapshot, ctx: HarnessContext
     except (SessionStoreError, OSError, TimeoutError) as exc:
         log.error(
             "store.session.save_failed",
-            store=_describe(store),
+            store=describe_store(store),
             key=snap.key,
             error=type(exc).__name__,
             reason=str(exc)[:300],
         )
-        return False
+        raise _save_error(store, snap, exc) from None
     record = {
         "session_id": snap.key.rsplit("/manifests/", 1)[0].rsplit("/", 1)[1],
         "store_key": snap.key,
         "digest": snap.digest,
-        "store": _describe(store),
+        "store": describe_store(store),
         "store_name": getattr(store, "name", type(store).__name__),
         "size": snap.size,
         "saved": time.time(),
@@ -189,12 +202,30 @@ async def save_snapshot(store: SessionStore, snap: Snapshot, ctx: HarnessContext
         )
     log.info(
         "store.session.saved",
-        store=_describe(store),
+        store=describe_store(store),
         key=snap.key,
         bytes=snap.size,
         seconds=round(time.perf_counter() - started, 4),
     )
-    return True
+
+
+def _save_error(store: SessionStore, snap: Snapshot, exc: BaseException) -> SessionSaveError:
+    session_id = snap.key.rsplit("/manifests/", 1)[0].rsplit("/", 1)[1]
+    if isinstance(exc, TimeoutError):
+        why, retryable = f"it did not answer within {STORE_TIMEOUT:g}s", True
+    elif isinstance(exc, SessionStoreError):
+        why, retryable = str(exc)[:300], exc.retryable
+    else:
+        why, retryable = f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or exc}", False
+    return SessionSaveError(
+        f"the step's session {session_id[:64]} could not be saved to the session store "
+        f"({describe_store(store)}): {why}. The step fails: its session could not be resumed "
+        f"safely. Fix the store (free space, permissions, a file where a directory of it "
+        f"belongs), then retry the step",
+        store=describe_store(store),
+        session_id=session_id,
+        retryable=retryable,
+    )
 
 
 async def restore_session(
@@ -212,6 +243,16 @@ async def restore_session(
     to the kind's own ``verify_resume``. A store that cannot be reached raises
     :class:`~jigs.errors.SessionStoreError` (retryable)."""
     if ref.store_key is None or ref.digest is None:
+        if harness.session_artifacts(ref.id, ctx, cwd):
+            # nothing proves the local copy is the one the step left: its save failed (that
+            # step failed, see SessionSaveError), or the ref predates session stores
+            raise AgentSessionError(
+                f"the {ref.harness} session {ref.id[:64]} cannot be resumed: its ref carries no "
+                f"store key and digest (the session was never saved to the session store), so "
+                f"nothing proves the local copy is the one its step left; start without resume",
+                kind=ref.harness,
+                session_id=ref.id,
+            )
         return
     started = time.perf_counter()
     try:
@@ -219,9 +260,9 @@ async def restore_session(
             placed = await _in_thread(lambda: _restore_sync(store, harness, ref, ctx, cwd))
     except TimeoutError:
         raise SessionStoreError(
-            f"the session store ({_describe(store)}) did not answer within {STORE_TIMEOUT:g}s "
+            f"the session store ({describe_store(store)}) did not answer within {STORE_TIMEOUT:g}s "
             f"while fetching session {ref.id[:64]}; check the store, then retry the step",
-            store=_describe(store),
+            store=describe_store(store),
             operation="get",
             retryable=True,
         ) from None
@@ -234,11 +275,33 @@ async def restore_session(
         return
     log.info(
         "store.session.restored",
-        store=_describe(store),
+        store=describe_store(store),
         key=ref.store_key,
         fetched=placed,
         seconds=round(time.perf_counter() - started, 4),
     )
+
+
+def stored_fields(state_dir: Path, session_id: str) -> tuple[str, str] | None:
+    """``(store key, digest)`` of the latest snapshot of ``session_id`` this machine stored
+    (the run's ``stored/`` records), for a ref made from a bare session id (``jigs run
+    --resume``). The records are parsed, size-bounded, and only point at a manifest: the
+    resume still checks that manifest against the digest, and the files against it."""
+    best: tuple[float, str, str] | None = None
+    with contextlib.suppress(OSError):
+        for path in (state_dir / STORED_DIR).iterdir():
+            data = read_regular(path, limit=64 * 1024)
+            try:
+                record = json.loads(data or b"")
+                key, digest, saved = record["store_key"], record["digest"], record["saved"]
+                if record.get("session_id") != session_id or not DIGEST.fullmatch(digest):
+                    continue
+                newer = best is None or (isinstance(saved, int | float) and saved > best[0])
+                if isinstance(key, str) and isinstance(saved, int | float) and newer:
+                    best = (float(saved), key, digest)
+            except (ValueError, KeyError, TypeError):
+                continue
+    return (best[1], best[2]) if best else None
 
 
 def _refuse(ref: AgentSessionRef, why: str) -> AgentSessionError:
@@ -270,7 +333,7 @@ def _restore_sync(
         raise _refuse(ref, "its store key belongs to another run, kind or session")
     manifest_bytes = store.get(ref.store_key)
     if manifest_bytes is None:
-        raise _refuse(ref, f"it is not in the store ({_describe(store)}; pruned?)")
+        raise _refuse(ref, f"it is not in the store ({describe_store(store)}; pruned?)")
     if f"sha256:{sha256_hex(manifest_bytes)}" != ref.digest:
         raise _refuse(ref, "its manifest in the store does not match the ref's digest (altered)")
     try:
@@ -299,19 +362,20 @@ def _restore_sync(
         raise _refuse(ref, f"the {harness.kind} kind refuses an artifact name ({exc})") from None
     if set(paths) != set(artifacts):
         raise _refuse(ref, f"the {harness.kind} kind does not place every artifact it names")
-    wanted: list[tuple[str, dict[str, Any]]] = []
-    for name, info in sorted(artifacts.items()):
-        with contextlib.suppress(OSError):
-            path = paths[name]
-            if path.is_file() and sha256_hex(path.read_bytes()) == info["sha256"]:
-                continue
-        wanted.append((name, info))
+    wanted = [(n, i) for n, i in sorted(artifacts.items()) if not _same(paths[n], i)]
     if not wanted:
         return 0
     recorded = manifest.get("cwd")
     if isinstance(recorded, str) and recorded != str(cwd) and Path(recorded).is_dir():
         # the session's own worktree is on this machine: a session follows the workflow to
-        # another machine, never to a sibling worktree; the kind's own rules decide
+        # another machine, never to a sibling worktree; the kind's own rules decide -- but
+        # only where nothing is there: a local copy the kind would read (Codex and Pi keep
+        # theirs per run, not per worktree) that is not the snapshot is refused, not resumed
+        for name, _info in wanted:
+            if os.path.lexists(paths[name]):
+                raise _refuse(
+                    ref, f"its local copy ({name}) is not the snapshot the ref names (edited?)"
+                )
         return -1
     to_write: list[tuple[Path, bytes]] = []
     for name, info in wanted:
@@ -331,7 +395,30 @@ def _restore_sync(
     return len(to_write)
 
 
-def _describe(store: SessionStore) -> str:
+def _same(path: Path, info: Mapping[str, Any]) -> bool:
+    """True when ``path`` is a regular file holding exactly the artifact ``info`` describes
+    (never follows a link, never reads past the recorded size)."""
+    data = read_regular(path, limit=int(info["size"]))
+    return data is not None and len(data) == info["size"] and sha256_hex(data) == info["sha256"]
+
+
+def read_regular(path: Path, *, limit: int) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file (not a link, a FIFO or a device) of at
+    most ``limit`` bytes; None otherwise. What the agent could have written is read this way:
+    a planted FIFO cannot hang the worker, nor a huge file exhaust its memory."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        data = fh.read(limit + 1)
+    return data if len(data) <= limit else None
+
+
+def describe_store(store: SessionStore) -> str:
     try:
         return str(store.describe())
     except Exception:

@@ -11,6 +11,10 @@ Off by default: the integrations take one only when asked (``checkpoint=`` on
 ``jigs_dbos.step`` / ``jigs_temporal.activity``). Failures raise
 :class:`~jigs.errors.CheckpointError` (not retryable: the worktree is not a usable git
 repository, or git failed).
+
+Every git command goes through :mod:`jigs._git`: the repository is the agent's, so no hook,
+fsmonitor, filter driver or other command its config names runs, and git gets none of the
+worker's environment (no model key, no secret).
 """
 
 from __future__ import annotations
@@ -18,17 +22,21 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from jigs._git import GitRunner, commit_message
 from jigs.errors import CheckpointError
 
 __all__ = ["drop", "restore", "save", "step_checkpoint", "worktree_parameter"]
 
 _PREFIX = "refs/jigs/checkpoints/"
+_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_BRANCH = re.compile(r"refs/heads/[^\s\x00-\x1f]{1,400}")
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "jigs",
     "GIT_AUTHOR_EMAIL": "jigs@localhost",
@@ -44,67 +52,91 @@ def _ref(key: str) -> str:
     return f"{_PREFIX}{cleaned}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
-async def _git(
-    worktree: Path, *args: str, env: dict[str, str] | None = None, ok: bool = False
-) -> str:
-    import anyio
-
-    full = {**os.environ, **_IDENTITY, **(env or {})}
-    result = await anyio.run_process(["git", *args], cwd=worktree, env=full, check=False)
-    if result.returncode != 0 and not ok:
-        raise CheckpointError(
-            f"git {args[0]} failed in {worktree} ({result.returncode}): "
-            f"{result.stderr.decode(errors='replace').strip()[:300]}; the worktree checkpoint "
-            f"needs a git repository without merge conflicts",
-            worktree=worktree,
-        )
-    return result.stdout.decode().strip() if result.returncode == 0 else ""
+def _copy_index(git_dir: Path, index: Path) -> None:
+    """Seed the temporary index from the repository's own (its stat cache spares rehashing
+    unchanged files): only a regular file, never through a link or a FIFO the agent planted."""
+    source = git_dir / "index"
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return
+    with os.fdopen(fd, "rb") as fh:
+        if stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            index.write_bytes(fh.read())
 
 
 async def save(worktree: Path, key: str) -> None:
     """Record the worktree's state under ``key`` (replacing an older checkpoint of it)."""
-    head = await _git(worktree, "rev-parse", "--verify", "-q", "HEAD", ok=True)
-    branch = await _git(worktree, "symbolic-ref", "-q", "HEAD", ok=True)
-    index_tree = await _git(worktree, "write-tree")
-    git_dir = Path(await _git(worktree, "rev-parse", "--absolute-git-dir"))
+    git = await GitRunner.open(worktree, _IDENTITY)
+    head = await git.run("rev-parse", "--verify", "-q", "HEAD", ok=True)
+    branch = await git.run("symbolic-ref", "-q", "HEAD", ok=True)
+    index_tree = await git.run("write-tree")
+    git_dir = Path(await git.run("rev-parse", "--absolute-git-dir"))
     with tempfile.TemporaryDirectory(prefix="jigs-checkpoint-") as tmp:
         index = Path(tmp) / "index"
-        if (git_dir / "index").exists():
-            index.write_bytes((git_dir / "index").read_bytes())
+        if not git.filters:
+            # with filter drivers neutralised, an index entry whose stat matches would keep
+            # its filtered blob while the rest are stored raw: start empty so every file is
+            # stored as its bytes (and checked out as its bytes, without the smudge filter)
+            _copy_index(git_dir, index)
         env = {"GIT_INDEX_FILE": str(index)}
-        await _git(worktree, "add", "-A", env=env)
-        work_tree = await _git(worktree, "write-tree", env=env)
+        await git.run("add", "-A", env=env)
+        work_tree = await git.run("write-tree", env=env)
     meta = json.dumps({"head": head or None, "branch": branch or None, "index": index_tree})
     parents = ["-p", head] if head else []
-    commit = await _git(worktree, "commit-tree", work_tree, *parents, "-m", meta)
-    await _git(worktree, "update-ref", _ref(key), commit)
+    commit = await git.run("commit-tree", "--no-gpg-sign", work_tree, *parents, "-m", meta)
+    await git.run("update-ref", _ref(key), commit)
+
+
+def _meta(raw: str, worktree: Path) -> dict[str, Any]:
+    """The checkpoint commit's recorded state; the ref lives in the agent-writable repository,
+    so the message is parsed and checked, never trusted."""
+    try:
+        meta = json.loads(commit_message(raw))
+        # each value becomes an argument of git: an object id or a branch ref, never an option
+        if (
+            isinstance(meta, dict)
+            and (meta.get("head") is None or _OID.fullmatch(str(meta["head"])))
+            and _OID.fullmatch(str(meta.get("index")))
+            and (meta.get("branch") is None or _BRANCH.fullmatch(str(meta["branch"])))
+        ):
+            return meta
+    except ValueError:
+        pass
+    raise CheckpointError(
+        f"the checkpoint commit in {worktree} does not hold what jigs recorded; delete the "
+        f"refs under {_PREFIX} and retry the step",
+        worktree=worktree,
+    )
 
 
 async def restore(worktree: Path, key: str) -> bool:
     """Put the worktree back to the state saved under ``key``; False when there is none."""
+    git = await GitRunner.open(worktree, _IDENTITY)
     ref = _ref(key)
-    commit = await _git(worktree, "rev-parse", "--verify", "-q", ref, ok=True)
+    commit = await git.run("rev-parse", "--verify", "-q", f"{ref}^{{commit}}", ok=True)
     if not commit:
         return False
-    meta = json.loads(await _git(worktree, "log", "-1", "--format=%B", commit))
-    await _git(worktree, "read-tree", f"{commit}^{{tree}}")
-    await _git(worktree, "checkout-index", "-a", "-f")
-    await _git(worktree, "clean", "-fdq")
+    meta = _meta(await git.run("cat-file", "commit", commit), worktree)
+    await git.run("read-tree", f"{commit}^{{tree}}")
+    await git.run("checkout-index", "-a", "-f")
+    await git.run("clean", "-fdq")
     head, branch = meta["head"], meta["branch"]
     if branch:
-        await _git(worktree, "symbolic-ref", "HEAD", branch)
+        await git.run("symbolic-ref", "HEAD", branch)
         if head:
-            await _git(worktree, "update-ref", branch, head)
+            await git.run("update-ref", branch, head)
         else:
-            await _git(worktree, "update-ref", "-d", branch, ok=True)
+            await git.run("update-ref", "-d", branch, ok=True)
     elif head:
-        await _git(worktree, "update-ref", "--no-deref", "HEAD", head)
-    await _git(worktree, "read-tree", meta["index"])
+        await git.run("update-ref", "--no-deref", "HEAD", head)
+    await git.run("read-tree", meta["index"])
     return True
 
 
 async def drop(worktree: Path, key: str) -> None:
-    await _git(worktree, "update-ref", "-d", _ref(key), ok=True)
+    git = await GitRunner.open(worktree, _IDENTITY)
+    await git.run("update-ref", "-d", _ref(key), ok=True)
 
 
 @asynccontextmanager

@@ -141,14 +141,23 @@ async def _run(args: argparse.Namespace) -> int:
     from jigs.steps import run_agent
 
     descriptor = harnesses.load({"kind": args.harness, **_settings(args.settings)})
-    resume = (
-        AgentSessionRef(harness=args.harness, id=args.resume, descriptor=descriptor.describe())
-        if args.resume
-        else None
-    )
     run = RunMetadata(workflow_run_id=args.run_id or f"cli-{uuid.uuid4().hex[:12]}")
     # what main() prints if the turn is interrupted (Ctrl-C), so that it can be resumed
     args.effective_run_id, args.session_id = run.workflow_run_id, args.resume
+    resume = None
+    if args.resume:
+        from jigs._paths import run_state_dir
+        from jigs._session_sync import stored_fields
+
+        # a bare id: the snapshot this machine stored for it, so the resume is digest-checked
+        fields = stored_fields(run_state_dir(run.workflow_run_id, args.harness), args.resume)
+        resume = AgentSessionRef(
+            harness=args.harness,
+            id=args.resume,
+            descriptor=descriptor.describe(),
+            store_key=fields[0] if fields else None,
+            digest=fields[1] if fields else None,
+        )
     live = is_tty(sys.stderr) and not args.verbose
     started = time.monotonic()
 

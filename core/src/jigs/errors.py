@@ -45,6 +45,7 @@ __all__ = [
     "PromptError",
     "RunnerClosedError",
     "SandboxUnavailableError",
+    "SessionSaveError",
     "SessionStoreError",
     "StructuredOutputError",
     "WorktreeBusyError",
@@ -309,6 +310,10 @@ class AgentTurnError(JigsError, RuntimeError):
         self.stop_reason = stop_reason
         self.stderr_tail = stderr_tail
         self.descriptor = descriptor
+        #: Where the session went at close (set by the step once it is stored): a resume of
+        #: :attr:`session` is digest-checked like any ref.
+        self.store_key: str | None = None
+        self.digest: str | None = None
         if retryable is not None:
             self.retryable = retryable
 
@@ -325,7 +330,13 @@ class AgentTurnError(JigsError, RuntimeError):
             return None
         from jigs._types import AgentSessionRef
 
-        return AgentSessionRef(harness=self.kind, id=self.session_id, descriptor=self.descriptor)
+        return AgentSessionRef(
+            harness=self.kind,
+            id=self.session_id,
+            descriptor=self.descriptor,
+            store_key=getattr(self, "store_key", None),
+            digest=getattr(self, "digest", None),
+        )
 
 
 class AgentCrashedError(AgentTurnError, ChildProcessError):
@@ -458,6 +469,26 @@ class SessionStoreError(JigsError, OSError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class SessionSaveError(SessionStoreError):
+    """The step finished but its session could not be saved to the session store at close, so
+    the step fails: a ref without a stored, digest-checked copy would resume whatever local copy
+    is there (which the agent could have edited). ``session_id`` names the session (None when
+    the kind failed to list its artifacts); ``retryable`` follows the store (a store that
+    did not answer in time, or a backend that may come back, is worth a retry; a refused
+    directory is not)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        store: str,
+        session_id: str | None,
+        retryable: bool | None = None,
+    ) -> None:
+        super().__init__(message, store=store, operation="put", retryable=retryable)
+        self.session_id = session_id
 
 
 class CheckpointError(JigsError, RuntimeError):

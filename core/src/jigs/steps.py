@@ -14,7 +14,7 @@ that worktree.
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -124,7 +124,7 @@ class AgentRunner:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close()
+        await _close_after(self.close, exc, self._step)
 
 
 async def _open_runner(
@@ -149,8 +149,8 @@ async def _open_runner(
         )
         step.log.info("runner.opened", total_seconds=round(time.perf_counter() - step.started, 4))
         return AgentRunner(step)
-    except BaseException:
-        await step.aclose()
+    except BaseException as exc:
+        await _close_after(step.aclose, exc)
         _collect_probe()
         raise
 
@@ -202,7 +202,27 @@ class AgentRunnerOpening:
         tb: TracebackType | None,
     ) -> None:
         if self._runner is not None:
-            await self._runner.close()
+            await _close_after(self._runner.close, exc, self._runner._step)
+
+
+async def _close_after(
+    close: Callable[[], Awaitable[None]], exc: BaseException | None, step: Step | None = None
+) -> None:
+    """Close a step a block ended. A session that could not be saved fails the step
+    (:class:`~jigs.errors.SessionSaveError`), unless the block raised already: its own error
+    then goes on (the save failure is logged as ``store.session.save_failed``). A failed
+    turn's error learns where its session was stored, so ``error.session`` resumes checked."""
+    from jigs.errors import AgentTurnError, SessionSaveError
+
+    try:
+        await close()
+    except SessionSaveError:
+        if exc is None:
+            raise
+    if isinstance(exc, AgentTurnError) and exc.session_id and step is not None:
+        stored = step.stored.get(exc.session_id)
+        if stored is not None:
+            exc.store_key, exc.digest = stored
 
 
 def create_agent_runner(
@@ -356,11 +376,11 @@ async def run_agent(
                 usage = _add_usage(first, record.usage)
                 parsed = parse_output(output, result_of(kind, record, [], None))
         descriptor = engine.target.descriptor
-    except BaseException:
+    except BaseException as exc:
+        await _close_after(step.aclose, exc, step)
         _collect_probe()
         raise
-    finally:
-        await step.aclose()
+    await step.aclose()  # raises SessionSaveError when the session could not be stored
     stored = step.stored.get(record.session_id) if record.session_id else None
     session = (
         AgentSessionRef(
