@@ -93,3 +93,62 @@ def test_the_view_masks_machine_secrets_and_shows_only_what_it_lists(tmp_path):
     assert "usr-ro" in done.stdout
     assert "CapEff:\t0000000000000000" in done.stdout
     assert not any(line.startswith(("root:", "ssh_host")) for line in done.stdout.splitlines())
+
+
+class _Upstream:
+    """A plain HTTP server on the worker's loopback that counts its requests."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        hits = self.hits = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                hits.append(self.path)
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"upstream-says-hi")
+
+            def log_message(self, *args: object) -> None:
+                return
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+async def test_allowed_hosts_are_reached_through_the_egress_proxy_and_nothing_else(
+    worktree, run_meta
+):
+    from urllib.parse import quote
+
+    allowed, other = _Upstream(), _Upstream()
+    try:
+        command = (
+            # -x: loopback is in NO_PROXY (the step's credential proxy is reached directly)
+            f'curl -s -m 5 --noproxy "" -x "$HTTP_PROXY" http://127.0.0.1:{allowed.port}/allowed; echo; '
+            f"curl -s -m 5 --noproxy '' -x \"$HTTP_PROXY\" -o /dev/null -w '%{{http_code}}' "
+            f"http://127.0.0.1:{other.port}/other; "
+            f"echo; curl -s -m 5 --noproxy '*' http://127.0.0.1:{allowed.port}/direct "
+            "|| echo direct-failed"
+        )
+        result = await run_agent(
+            harness=harnesses.echo(sandbox="on", network={"allow": [f"127.0.0.1:{allowed.port}"]}),
+            prompt=f"sh:{quote(command)}",
+            cwd=worktree,
+            run=run_meta,
+        )
+    finally:
+        allowed.close()
+        other.close()
+    assert "upstream-says-hi" in result.text
+    assert allowed.hits == ["/allowed"]  # through the proxy; the direct try never arrived
+    assert other.hits == []
+    assert "403" in result.text
+    assert "direct-failed" in result.text

@@ -483,7 +483,8 @@ class Step:
             view = _sandbox_view(descriptor, env, workdir, state_dir)
             if endpoint is not None:
                 view.listen[_port_of(endpoint.base_url)] = serve_also
-            _relay_mcp_loopback(view, descriptor, self.stack, log)
+            proxies = _serve_in_sandbox(view, descriptor, self.stack, log)
+            env = {**env, **proxies}
         ctx = _StepContext(
             begin_proxy=begin_proxy,
             run=run_meta,
@@ -671,27 +672,47 @@ def _sandbox_view(
     empty HOME, the descriptor's network; the kind exposes what its CLI needs on top."""
     from jigs.sandbox import SandboxView
 
-    view = SandboxView(home=env.get("HOME"), network=descriptor.network)
+    view = SandboxView(
+        home=env.get("HOME"), network="host" if descriptor.network == "host" else "deny"
+    )
     view.expose(workdir, writable=True)
     view.expose(state_dir, writable=True)
     return view
 
 
-def _relay_mcp_loopback(
+def _serve_in_sandbox(
     view: SandboxView, descriptor: HarnessDescriptor, stack: AsyncExitStack, log: Any
-) -> None:
-    """Show the declared MCP servers on the worker's loopback inside the sandbox, each on its
-    own port (see :mod:`jigs.sandbox._relays`); stopped when the step closes."""
-    from jigs.sandbox._relays import LoopbackRelays, loopback_ports
+) -> dict[str, str]:
+    """Serve the step's declared loopback MCP servers (relays) and, with ``network={"allow":
+    [...]}``, its egress proxy inside the sandbox (see :mod:`jigs.sandbox._relays`), stopped
+    when the step closes. Returns the variables that point the agent at the egress proxy."""
+    from jigs.sandbox._relays import EGRESS_PORT, StepServers, loopback_ports
 
+    if view.network == "host":
+        return {}
+    servers = StepServers(log)
+    stack.callback(servers.close)
     urls = [u for s in descriptor.mcp_servers.values() if (u := getattr(s, "url", None))]
-    ports = loopback_ports(urls)
-    if not ports or view.network != "deny":
-        return
-    relays = LoopbackRelays(ports, log)
-    stack.callback(relays.close)
-    for port in ports:
-        view.listen.setdefault(port, relays.handler(port))
+    for port, host in loopback_ports(urls).items():
+        view.listen.setdefault(port, servers.relay(port, host))
+    allow = descriptor.network_allow()
+    if not allow:
+        return {}
+    import os
+
+    from jigs.sandbox._egress import EgressProxy
+
+    token = os.urandom(18).hex()
+    egress = EgressProxy(allow, token=token, log=log)
+    port = next(p for p in range(EGRESS_PORT, EGRESS_PORT + 100) if p not in view.listen)
+    view.listen[port] = servers.handler(egress.serve)
+    url = f"http://{token}@127.0.0.1:{port}"
+    from jigs._secrets import remember
+
+    remember([token])  # redacted by value wherever it could be shown
+    return {n: url for n in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")} | {
+        n: "127.0.0.1,localhost" for n in ("NO_PROXY", "no_proxy")
+    }
 
 
 def _port_of(url: str) -> int:

@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_TURN_TIMEOUT",
     "LIMITS",
     "HarnessDescriptor",
+    "NetworkAllow",
 ]
 
 #: Seconds a whole turn may take unless the descriptor says otherwise.
@@ -66,6 +67,23 @@ COMMON_POLICY_KEYS: Mapping[str, str] = {
 }
 
 
+class NetworkAllow(Record, omit_defaults=True):
+    """``network={"allow": [...]}``: besides what ``"deny"`` gives, the hosts the agent may
+    reach through the step's egress proxy (no TLS interception): ``pypi.org``, ``*.github.com``
+    (subdomains only), ``10.0.0.5`` or ``[2001:db8::1]``, each optionally with ``:port`` (80 and
+    443 otherwise). A name that resolves to a loopback or private address is reached only when
+    listed exactly. The agent's ``HTTP_PROXY``/``HTTPS_PROXY`` name the proxy."""
+
+    allow: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        from jigs.sandbox._egress import parse_allow
+
+        if not self.allow:
+            raise ValueError('network: "allow" lists no host; use network="deny" for none')
+        parse_allow(self.allow)  # ValueError naming the bad entry
+
+
 class HarnessDescriptor(Record, omit_defaults=True):
     """Base of every kind's descriptor: a :class:`~jigs._record.Record` (frozen, keyword-only,
     validated when built). Subclasses set ``kind`` as a ``Literal`` field with its default, add
@@ -101,7 +119,7 @@ class HarnessDescriptor(Record, omit_defaults=True):
     #: of its own in which only the step's credential proxy and its declared loopback MCP
     #: servers can be reached) or ``"host"`` (the worker's whole network: an explicit, logged
     #: opt-out).
-    network: Literal["deny", "host"] = "deny"
+    network: Literal["deny", "host"] | NetworkAllow = "deny"
 
     def __post_init__(self) -> None:
         # the shared rules for a kind's endpoint fields, whatever the kind: the key is a
@@ -159,6 +177,10 @@ class HarnessDescriptor(Record, omit_defaults=True):
     def describe(self) -> str:
         """The canonical string that identifies these settings (sorted keys, defaults omitted)."""
         return json.dumps(self.to_data(), sort_keys=True, separators=(",", ":"))
+
+    def network_allow(self) -> tuple[str, ...]:
+        """The hosts ``network={"allow": [...]}`` names (empty for ``"deny"`` and ``"host"``)."""
+        return self.network.allow if isinstance(self.network, NetworkAllow) else ()
 
     def env_names(self) -> frozenset[str]:
         """Step-side variable names the descriptor references: its model key (a string field
