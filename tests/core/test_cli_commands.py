@@ -182,8 +182,11 @@ def test_doctor_json_parses_back() -> None:
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["ok"] is True
-    assert (document["passed"], document["failed"], document["skipped"]) == (2, 0, 0)
-    check, route = document["checks"]
+    assert (document["passed"], document["failed"], document["skipped"]) == (3, 0, 0)
+    assert document["sandbox"] == {"available": True, "problem": None, "fix": ""}
+    check, route, sandbox = document["checks"]
+    assert sandbox["id"] == "sandbox"
+    assert sandbox["detail"].startswith("off:")
     assert check["kind"] == "echo"
     assert check["id"] == "harness.echo-cli"
     assert check["ok"] is True
@@ -205,6 +208,22 @@ def test_doctor_json_reports_a_failure_with_its_fix(tmp_path: Path) -> None:
     assert failed[0]["repair"]
 
 
+def test_doctor_says_what_a_sandboxed_descriptor_reaches_and_fails_where_the_host_cannot() -> None:
+    settings = json.dumps({"sandbox": "on", "network": {"allow": ["pypi.org"]}})
+    result = jigs("doctor", "--harness", "echo", "--settings", settings, "--json")
+    assert result.returncode == 0, result.stdout
+    (row,) = [c for c in json.loads(result.stdout)["checks"] if c["id"] == "sandbox"]
+    assert row["detail"].startswith("on:")
+    assert "pypi.org (through its egress proxy)" in row["detail"]
+    broken = jigs(
+        "doctor", "--harness", "echo", "--settings", settings, env={"JIGS_BWRAP": "/nonexistent"}
+    )
+    assert broken.returncode == 1
+    assert "sandbox: unavailable" in broken.stdout
+    assert "this host cannot build it" in broken.stdout
+    assert "fix: echo / sandbox and network: allow unprivileged user namespaces" in broken.stdout
+
+
 def test_doctor_exits_1_with_no_kind_installed() -> None:
     env = {"JIGS_DISABLE_PLUGINS": ALL_KINDS}
     plain = jigs("doctor", env=env)
@@ -214,6 +233,7 @@ def test_doctor_exits_1_with_no_kind_installed() -> None:
     assert as_json.returncode == 1
     document = json.loads(as_json.stdout)
     assert document.pop("isolation")["mode"] in {"namespace", "tree", "plain"}
+    assert document.pop("sandbox")["available"] in {True, False}
     assert document == {
         "ok": False,
         "passed": 0,

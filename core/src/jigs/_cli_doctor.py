@@ -109,8 +109,40 @@ async def collect(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -
             )
             continue
         rows += await _outcomes(kind, checks)
-        rows.append(route_row)
+        rows += [route_row, _sandbox_row(kind, descriptor)]
     return rows
+
+
+def _sandbox_row(kind: str, descriptor: Any) -> DoctorRow:
+    """What the descriptor's agent sees and reaches: its sandbox and network, and whether this
+    host can give them (a descriptor that asks for the sandbox fails here when it cannot)."""
+    from jigs.sandbox import sandbox_problem
+    from jigs.sandbox._probe import FIX
+
+    if descriptor.sandbox != "on":
+        detail = "off: a process namespace only; the agent sees the host's files and network"
+        return DoctorRow(kind, "sandbox", "sandbox and network", True, detail=detail)
+    problem = sandbox_problem()
+    if problem is not None:
+        return DoctorRow(
+            kind,
+            "sandbox",
+            "sandbox and network",
+            False,
+            reason=f"the descriptor asks for the sandbox and this host cannot build it: {problem}",
+            repair=FIX,
+        )
+    allow = descriptor.network_allow()
+    network = (
+        "the worker's whole network (network='host')"
+        if descriptor.network == "host"
+        else f"its model proxy, declared loopback MCP servers and {', '.join(allow)} "
+        "(through its egress proxy)"
+        if allow
+        else "only its model proxy and declared loopback MCP servers"
+    )
+    detail = f"on: its worktree and private dirs writable, the system read-only; reaches {network}"
+    return DoctorRow(kind, "sandbox", "sandbox and network", True, detail=detail)
 
 
 def _route_row(harness: Any, descriptor: Any) -> DoctorRow:
@@ -156,13 +188,30 @@ def _result(row: DoctorRow) -> str:
 
 
 def isolation_line() -> str:
-    """What ``jigs doctor`` prints about process isolation: the mode in force, what it means,
-    and (for the fallback) the fix. Informational: the fallback does not fail the doctor."""
+    """What ``jigs doctor`` prints about process isolation and the sandbox: the mode in force,
+    what it means, and (for the fallback, or a host without the sandbox) the fix.
+    Informational: neither fails the doctor (a descriptor asking for the sandbox does)."""
     from jigs._isolation import isolation
+    from jigs.sandbox import sandbox_problem
+    from jigs.sandbox._probe import FIX
 
     found = isolation()
     line = f"isolation: {found.mode} - {found.detail}"
-    return f"{line}\nfix: {found.fix}" if found.fix else line
+    lines = [line, f"fix: {found.fix}"] if found.fix else [line]
+    problem = sandbox_problem()
+    if problem is None:
+        lines.append('sandbox: available (bubblewrap; a step gets it with sandbox="on")')
+    else:
+        lines += [f"sandbox: unavailable - {problem}", f"fix: {FIX}"]
+    return "\n".join(lines)
+
+
+def _sandbox_document() -> dict[str, Any]:
+    from jigs.sandbox import sandbox_problem
+    from jigs.sandbox._probe import FIX
+
+    problem = sandbox_problem()
+    return {"available": problem is None, "problem": problem, "fix": FIX if problem else ""}
 
 
 def doctor(kinds: list[str], cwd: str | None, settings: dict[str, Any], *, as_json: bool) -> int:
@@ -196,6 +245,7 @@ def doctor(kinds: list[str], cwd: str | None, settings: dict[str, Any], *, as_js
             "failed": failed,
             "skipped": skipped,
             "isolation": {"mode": found.mode, "detail": found.detail, "fix": found.fix},
+            "sandbox": _sandbox_document(),
             "checks": [asdict(r) for r in rows],
         }
         print(json.dumps(document, indent=2))
