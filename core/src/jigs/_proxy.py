@@ -925,16 +925,9 @@ def loopback_socket() -> socket.socket:
     """A listening, non-blocking socket on ``127.0.0.1`` and a fresh port, bound here rather
     than through ``anyio.create_tcp_listener``, whose address lookup starts an executor thread
     on the proxy's event loop (the first step of a process pays for it). Raises ``OSError``."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as anyio does
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(socket.SOMAXCONN)
-        sock.setblocking(False)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
+    from jigs.sandbox._netns import listening_socket
+
+    return listening_socket(0)
 
 
 async def _loopback_listener(sock: socket.socket | None) -> anyio.abc.SocketListener:

@@ -20,7 +20,6 @@ How the socket gets into the namespace:
 
 from __future__ import annotations
 
-import ctypes
 import os
 import socket
 import threading
@@ -31,13 +30,19 @@ __all__ = ["CLONE_NEWNET", "listen_inside"]
 CLONE_NEWNET = 0x40000000
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+def _setns(fd: int) -> None:
+    """``setns(fd, CLONE_NEWNET)`` for the calling thread; raises ``OSError``."""
+    import ctypes  # only for a sandboxed launch
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, CLONE_NEWNET) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"setns into the sandbox's network: {os.strerror(error)}")
 
 
 def listening_socket(port: int) -> socket.socket:
-    """A non-blocking TCP socket listening on ``127.0.0.1:port`` in the calling thread's
-    network namespace. Raises ``OSError``."""
+    """A non-blocking TCP socket listening on ``127.0.0.1:port`` (0: a fresh port) in the
+    calling thread's network namespace. Raises ``OSError``."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -54,9 +59,7 @@ def _enter_and_listen(pid: int, ports: Sequence[int], out: list[object]) -> None
     try:
         fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         try:
-            if _libc().setns(fd, CLONE_NEWNET) != 0:
-                error = ctypes.get_errno()
-                raise OSError(error, f"setns into the sandbox's network: {os.strerror(error)}")
+            _setns(fd)
         finally:
             os.close(fd)
         out.extend(listening_socket(port) for port in ports)
