@@ -441,7 +441,10 @@ class Harness(ABC, Generic[D]):
 
         With a route the core runs the step's credential proxy and the kind must take the
         endpoint from :attr:`HarnessContext.model_endpoint`: the proxy URL as the CLI's base URL,
-        the placeholder as its key, and never read the key variable itself. The default: None.
+        the placeholder as its key, and never read the key variable itself. The proxy forwards
+        the route's ``model_calls`` only (the ``scheme``'s API when it declares none), counts
+        each into the turn's usage and budget and masks the key in what it relays back. The
+        default: None.
         """
         return None
 
