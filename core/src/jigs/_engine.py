@@ -511,12 +511,7 @@ class TurnEngine:
             begin_proxy = getattr(self.ctx, "begin_proxy", None)
             if begin_proxy is not None:
                 begin_proxy()
-            if self.ctx.model_endpoint is not None:
-                from jigs._model_proxy import ledger_for
-
-                self._ledger = ledger_for(self.ctx.model_endpoint)
-                if self._ledger is not None:
-                    self._ledger.start_turn(descriptor.max_budget_usd)
+            self._start_count()
             log.info("turn.started", session_id=self.session_id)
             while not record.ended:
                 left = ends - time.monotonic()
@@ -556,11 +551,7 @@ class TurnEngine:
                     if limit is not None:
                         raise limit
             if record.completed is not None:
-                if self._ledger is not None:  # the last response's count, then the check
-                    await self._ledger.settle()
-                    limit = self._over_limit(record)
-                    if limit is not None:
-                        raise limit
+                await self._final_count(record)
                 await stream.finish()
                 finished = True
         except AgentTurnError as exc:
@@ -628,6 +619,23 @@ class TurnEngine:
             record.completed = event
         elif isinstance(event, TurnFailed):
             record.failed = event
+
+    def _start_count(self) -> None:
+        """A proxied step's turn counts from here in the proxy's ledger, under its budget."""
+        if self.ctx.model_endpoint is not None:
+            from jigs._model_proxy import ledger_for
+
+            self._ledger = ledger_for(self.ctx.model_endpoint)
+            if self._ledger is not None:
+                self._ledger.start_turn(self.target.descriptor.max_budget_usd)
+
+    async def _final_count(self, record: TurnRecord) -> None:
+        """The turn's last response counted by the proxy, then the limits checked on it."""
+        if self._ledger is not None:
+            await self._ledger.settle()
+            limit = self._over_limit(record)
+            if limit is not None:
+                raise limit
 
     def _account(self, record: TurnRecord) -> int:
         """On a proxied step: the turn's usage from the proxy's ledger (every model call through
