@@ -8,9 +8,11 @@ pytestmark = pytest.mark.anyio
 async def test_the_echo_kind_passes_the_conformance_kit(tmp_path):
     report = await check_harness("echo", tmp_path=tmp_path)
     assert [o.name for o in report.outcomes] == list(CHECKS)
-    # every check ran but the one for kinds without a model, which is reported by name
-    assert report.skipped.keys() == {"no_model_refusal"}
+    # every check ran but the one for kinds without a model, which is reported by name, and
+    # the credential proxy's (the echo descriptor names no model key: no proxy to check)
+    assert report.skipped.keys() == {"no_model_refusal", "model_only", "key_not_relayed"}
     assert "has a model" in report.skipped["no_model_refusal"]
+    assert "no credential proxy" in report.skipped["model_only"]
     assert {"bad_output", "stray_mcp_configs"} <= set(report.passed)
 
 

@@ -45,7 +45,10 @@ class _Log:
 
 
 def _route(upstream: str) -> ModelRoute:
-    return ModelRoute(upstream=upstream, key_env=KEY_ENV, scheme="bearer")
+    # the call these tests make: a GET without a body, the simplest one to answer
+    return ModelRoute(
+        upstream=upstream, key_env=KEY_ENV, scheme="bearer", model_calls=("GET /v1/models",)
+    )
 
 
 def _open(upstream: str, stack: AsyncExitStack, log: _Log) -> Any:
@@ -298,7 +301,12 @@ def test_a_forked_worker_serves_its_steps_proxies_on_a_loop_of_its_own(tmp_path)
 
         async def one_request():
             async with running_upstream() as upstream, AsyncExitStack() as stack:
-                route = ModelRoute(upstream=upstream.url, key_env="{KEY_ENV}", scheme="bearer")
+                route = ModelRoute(
+                    upstream=upstream.url,
+                    key_env="{KEY_ENV}",
+                    scheme="bearer",
+                    model_calls=("GET /v1/models",),
+                )
                 endpoint, begin, _stop, _ = _model_proxy.prepare_model_endpoint(
                     route, kind="test", stack=stack, log=logger
                 )

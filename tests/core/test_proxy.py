@@ -316,10 +316,10 @@ async def test_cancelling_the_step_group_stops_the_proxy():
             await proxy.aclose()
 
 
-async def test_allow_paths_and_dot_segments_are_refused():
+async def test_only_the_model_calls_go_through_and_dot_segments_are_refused():
     async with (
         ModelServer([text("allowed")]) as server,
-        CredentialProxy(server.openai_base_url, KEY, allow_paths=["/responses"]) as proxy,
+        CredentialProxy(server.openai_base_url, KEY, model_calls=["POST /responses"]) as proxy,
         httpx.AsyncClient() as client,
     ):
         base = proxy.base_url
@@ -327,11 +327,18 @@ async def test_allow_paths_and_dot_segments_are_refused():
         ok = await client.post(f"{base}/responses", json=body)
         other = await client.get(f"{base}/models")
         sneaky = await client.post(f"{base}/responsesX", json=body)
+        below = await client.post(f"{base}/responses/input_items", json=body)
+        wrong_method = await client.get(f"{base}/responses")
         raw = httpx.URL(f"{base}/responses/%2e%2e/models")
         dotted = await client.get(raw)
     assert ok.status_code == 200
-    assert (other.status_code, sneaky.status_code, dotted.status_code) == (403, 403, 400)
+    refused = (other, sneaky, below, wrong_method)
+    assert [r.status_code for r in refused] == [403] * 4
+    assert dotted.status_code == 400
+    assert "model-only policy" in other.json()["error"]["message"]
+    assert "GET /models" in other.json()["error"]["message"]
     assert [r.path for r in server.requests] == ["/v1/responses"]
+    assert proxy.refused == 5
 
 
 # -- streaming, keep-alive, concurrency ----------------------------------------------------
@@ -721,8 +728,8 @@ def test_bad_arguments_are_refused_with_a_fix():
         CredentialProxy("https://api.anthropic.com", KEY + "\n")
     with pytest.raises(CredentialProxyError, match="unknown auth scheme"):
         CredentialProxy("https://api.anthropic.com", KEY, scheme="basic")  # type: ignore[arg-type]
-    with pytest.raises(CredentialProxyError, match="allow_paths"):
-        CredentialProxy("https://api.anthropic.com", KEY, allow_paths="/v1")
+    with pytest.raises(CredentialProxyError, match="model_calls"):
+        CredentialProxy("https://api.anthropic.com", KEY, model_calls="POST /v1/messages")
     for host in ("api..example.com", "x" * 64 + ".example.com", ".example.com"):
         with pytest.raises(CredentialProxyError, match="empty or over-long label"):
             CredentialProxy(f"https://{host}/v1", KEY)

@@ -665,12 +665,12 @@ async def test_an_upstream_base_path_prefixes_every_request(base):
 @pytest.mark.parametrize("path", ["/v1/messages/..;", "/v1/messages/..;x=1", "/v1/messages/..#"])
 async def test_no_dot_segment_reaches_the_upstream_through_params_or_a_fragment(path):
     # `..;params` is `..` to a server that strips path parameters, and a fragment has no place
-    # in a request: either could step out of `allow_paths` or the upstream's base path
+    # in a request: either could step out of `model_calls` or the upstream's base path
     # (`/api/v1/messages/..` is `/api/v1/` to a server that resolves dot segments). Such a
     # path is refused like a bare `..` and nothing reaches the upstream.
     async with (
         running_upstream() as upstream,
-        CredentialProxy(upstream.url + "/api", KEY, allow_paths=["/v1/messages"]) as proxy,
+        CredentialProxy(upstream.url + "/api", KEY, model_calls=["GET /v1/messages"]) as proxy,
         _client(proxy) as client,
     ):
         await client.send(_request(proxy, "GET", path), h11.EndOfMessage())

@@ -93,7 +93,9 @@ async def test_a_read_only_kind_passes_with_the_shell_checks_skipped_by_name(tmp
 
     monkeypatch.setattr(EchoHarness, "demo_plan", _read_only(EchoHarness.demo_plan, shell=False))
     report = await check_harness("echo", tmp_path=tmp_path)
-    assert set(report.skipped) == {"worker_death", "process_view", "no_model_refusal"}
+    # the echo descriptor names no model key: the credential proxy's checks skip too
+    proxy = {"model_only", "key_not_relayed"}
+    assert set(report.skipped) == {"worker_death", "process_view", "no_model_refusal", *proxy}
     assert "has no shell tool" in report.skipped["worker_death"]
     assert "has no shell tool" in report.skipped["process_view"]
     assert "lock_and_close" in report.passed

@@ -12,7 +12,10 @@ A kind describes its CLI (:mod:`jigs.plugin`); the engine runs it. For every tur
   naming the line; the line cap lives in :mod:`jigs.processes`) and feeds them to the kind's
   decoder, whose events it records (:class:`TurnRecord`) and hands to ``on_event``;
 - enforces ``max_turns`` / ``max_budget_usd`` where the CLI does not (``native_limits``):
-  :class:`~jigs.errors.AgentLimitError`;
+  :class:`~jigs.errors.AgentLimitError`; on a proxied step (a kind's model route) the step's
+  :class:`~jigs._model_proxy.ModelLedger` is the one count of model calls and tokens (every call
+  through the proxy, the agent's own included) and the budget counts the calls the CLI did not
+  see too, whatever the CLI enforces itself;
 - maps the end: :class:`~jigs.events.TurnFailed` to :class:`~jigs.errors.AgentTurnError` (or the
   limit error), a process that exits before its last event to
   :class:`~jigs.errors.AgentCrashedError`, a stream that just ends to ``AgentOutputError``.
@@ -29,7 +32,7 @@ import json
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -74,6 +77,9 @@ from jigs.plugin import (
     TurnStream,
 )
 from jigs.processes import ManagedProcess
+
+if TYPE_CHECKING:
+    from jigs._model_proxy import ModelLedger
 
 __all__ = [
     "EventCallback",
@@ -139,6 +145,8 @@ class TurnRecord(msgspec.Struct):
     output: Any = None
     output_problem: str | None = None
     usage: Usage = msgspec.field(default_factory=Usage)
+    #: the usage as the CLI reported it (``usage`` is the proxy's count on a proxied step)
+    reported_usage: Usage = msgspec.field(default_factory=Usage)
     model_calls: int = 0
     tool_calls: list[ToolCallStarted] = msgspec.field(default_factory=list)
     tool_results: list[ToolCallFinished] = msgspec.field(default_factory=list)
@@ -360,6 +368,8 @@ class TurnEngine:
         )
         #: The step's OpenTelemetry span: turns are its children (None: no tracing).
         self.span: Any = None
+        #: The step proxy's count of model calls (None: the step is not proxied).
+        self._ledger: ModelLedger | None = None
         self.step_log: StepLog | None = None
 
     @classmethod
@@ -501,6 +511,7 @@ class TurnEngine:
             begin_proxy = getattr(self.ctx, "begin_proxy", None)
             if begin_proxy is not None:
                 begin_proxy()
+            self._start_count()
             log.info("turn.started", session_id=self.session_id)
             while not record.ended:
                 left = ends - time.monotonic()
@@ -540,6 +551,7 @@ class TurnEngine:
                     if limit is not None:
                         raise limit
             if record.completed is not None:
+                await self._final_count(record)
                 await stream.finish()
                 finished = True
         except AgentTurnError as exc:
@@ -600,7 +612,7 @@ class TurnEngine:
         elif isinstance(event, ToolCallFinished):
             record.tool_results.append(event)
         elif isinstance(event, UsageUpdated):
-            record.usage = event.usage
+            record.usage = record.reported_usage = event.usage
         elif isinstance(event, Notice):
             record.notices.append(event.message)
         elif isinstance(event, TurnCompleted):
@@ -608,12 +620,56 @@ class TurnEngine:
         elif isinstance(event, TurnFailed):
             record.failed = event
 
+    def _start_count(self) -> None:
+        """A proxied step's turn counts from here in the proxy's ledger, under its budget."""
+        if self.ctx.model_endpoint is not None:
+            from jigs._model_proxy import ledger_for
+
+            self._ledger = ledger_for(self.ctx.model_endpoint)
+            if self._ledger is not None:
+                self._ledger.start_turn(self.target.descriptor.max_budget_usd)
+
+    async def _final_count(self, record: TurnRecord) -> None:
+        """The turn's last response counted by the proxy, then the limits checked on it."""
+        if self._ledger is not None:
+            await self._ledger.settle()
+            limit = self._over_limit(record)
+            if limit is not None:
+                raise limit
+
+    def _account(self, record: TurnRecord) -> int:
+        """On a proxied step: the turn's usage from the proxy's ledger (every model call through
+        it; the CLI's own figures only when the proxy saw no usage at all), its cost the CLI's
+        scaled to the ledger's tokens. Returns the turn's model calls (the ledger's or the
+        CLI's, whichever saw more)."""
+        ledger = self._ledger
+        if ledger is None:
+            return record.model_calls
+        reported = record.reported_usage
+        count = ledger.count()
+        told = (reported.input_tokens or 0) + (reported.output_tokens or 0)
+        counted = count.input_tokens + count.output_tokens
+        cost = reported.cost_usd
+        if cost is not None and told > 0:
+            ledger.price(cost, told)
+            cost = max(cost, cost * counted / told)  # calls the CLI did not see, at its rate
+        if count.calls:
+            record.usage = Usage(
+                input_tokens=count.input_tokens,
+                output_tokens=count.output_tokens,
+                total_tokens=counted,
+                cached_input_tokens=count.cached_input_tokens,
+                cost_usd=cost,
+            )
+        return max(record.model_calls, count.calls)
+
     def _over_limit(self, record: TurnRecord) -> AgentLimitError | None:
         descriptor = self.target.descriptor
         native = self.harness.native_limits
         kind = self.harness.kind
         max_turns = descriptor.max_turns
-        if max_turns is not None and "max_turns" not in native and record.model_calls > max_turns:
+        calls = self._account(record)
+        if max_turns is not None and "max_turns" not in native and calls > max_turns:
             return AgentLimitError(
                 f"the {self.harness.display_name} turn reached the descriptor's max_turns of "
                 f"{max_turns} model requests; jigs stopped it. Continue it by resuming "
@@ -623,18 +679,26 @@ class TurnEngine:
                 value=max_turns,
             )
         budget = descriptor.max_budget_usd
+        if budget is None:
+            return None
         cost = record.usage.cost_usd
-        over = budget is not None and cost is not None and cost > budget
-        if over and "max_budget_usd" not in native:
-            return AgentLimitError(
-                f"the {self.harness.display_name} turn cost ${cost:.4f}, over the "
-                f"descriptor's max_budget_usd of ${budget:g}; jigs stopped it. Continue it "
-                f"by resuming error.session, or raise max_budget_usd",
-                kind=kind,
-                limit="max_budget_usd",
-                value=budget,
-            )
-        return None
+        over = cost is not None and cost > budget
+        ledger = self._ledger
+        # on a proxied step jigs checks whatever the CLI enforces: the CLI never sees the agent's
+        # own calls through the proxy (the ledger refused one: its estimate is over)
+        if ledger is not None and (over or ledger.over_budget):
+            ledger.refuse(f"the turn is over the descriptor's max_budget_usd of ${budget:g}")
+        elif not over or "max_budget_usd" in native:
+            return None
+        spent = f"cost ${cost:.4f}" if cost is not None else "spent its budget"
+        return AgentLimitError(
+            f"the {self.harness.display_name} turn {spent} (every model call through the "
+            f"step's proxy counted), over the descriptor's max_budget_usd of ${budget:g}; jigs "
+            f"stopped it. Continue it by resuming error.session, or raise max_budget_usd",
+            kind=kind,
+            limit="max_budget_usd",
+            value=budget,
+        )
 
     def _timeout(
         self, record: TurnRecord, stream: TurnStream, *, turn: bool, seconds: float
@@ -657,6 +721,9 @@ class TurnEngine:
         return AgentTimeoutError(message, kind=self.harness.kind, limit=limit, seconds=value)
 
     async def _ended(self, stream: TurnStream, record: TurnRecord) -> AgentTurnError:
+        limit = self._over_limit(record) if self._ledger is not None else None
+        if limit is not None:  # the CLI gave up on the proxy's budget refusal
+            return limit
         if isinstance(stream, _ProcessTurn):
             return await stream.ended_without_result()
         return AgentCrashedError(
@@ -671,6 +738,11 @@ class TurnEngine:
     ) -> AgentTurnError:
         name = self.harness.display_name
         kind = self.harness.kind
+        limit = self._over_limit(record) if self._ledger is not None else None
+        if limit is not None:  # the CLI failed on the proxy's budget refusal
+            limit.stop_reason = failed.stop_reason
+            self._fill(limit, record, stream)
+            return limit
         if failed.reason in ("max_turns", "max_budget_usd"):
             descriptor = self.target.descriptor
             value = getattr(descriptor, failed.reason, None)
@@ -683,8 +755,11 @@ class TurnEngine:
                 value=float(value) if isinstance(value, int | float) else math.nan,
             )
         else:
+            from jigs._secrets import redact_known
+
             error = AgentTurnError(
-                f"the {name} turn failed ({failed.reason}): {failed.message}",
+                # an upstream error the CLI quotes may hold a step secret (the token, the key)
+                f"the {name} turn failed ({failed.reason}): {redact_known(failed.message)}",
                 kind=kind,
                 reason=failed.reason,
                 detail=failed.reason,
@@ -699,6 +774,7 @@ class TurnEngine:
         if error.session_id is None:
             error.session_id = record.session_id or self.session_id
         if error.usage is None:
+            self._account(record)
             error.usage = record.usage
         if error.descriptor is None:
             error.descriptor = self.describe

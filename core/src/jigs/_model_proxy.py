@@ -16,6 +16,19 @@ loop starts while the CLI does, and a request that comes before the proxy serves
 socket's backlog. Closing stops the proxy (the port is closed, open connections are cut) and
 waits until it no longer serves; it is bounded by the step's close timeout like every other
 cleanup.
+
+**Model calls only, every one counted.** The proxy forwards the route's ``model_calls`` only
+(:func:`model_calls_of`: the kind's list, or the ``scheme``'s API by default) and refuses
+everything else with 403 (``jigs.proxy.refused``, reason ``not_a_model_call``). Every forwarded
+call ends in the step's :class:`ModelLedger`, the CLI's own calls and any the agent makes through
+the proxy itself (with the token it can read in its config) alike, so the ledger, not the CLI's
+report, is the one source of a proxied step's model calls and tokens: the engine
+(:mod:`jigs._engine`) replaces the turn's token counts with the ledger's and counts
+``max_turns`` from it too, so nothing is counted twice and nothing the agent did is missed. Only
+the CLI knows prices, so a turn's cost is the CLI's reported cost scaled to the ledger's tokens
+(the calls it did not see are priced at its own average rate, never below its own figure). Once
+that cost is over ``max_budget_usd`` the ledger refuses every further call of the turn (403,
+reason ``not_admitted``) and the turn fails with :class:`~jigs.errors.AgentLimitError`.
 """
 
 from __future__ import annotations
@@ -24,11 +37,13 @@ import contextlib
 import os
 import socket
 import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import msgspec
 
 from jigs.errors import DescriptorError
 from jigs.plugin import ModelEndpoint, ModelRoute
@@ -38,7 +53,144 @@ if TYPE_CHECKING:
 
     from jigs._proxy import CredentialProxy, ProxiedRequest
 
-__all__ = ["prepare_model_endpoint"]
+__all__ = [
+    "DEFAULT_MODEL_CALLS",
+    "ModelLedger",
+    "ledger_for",
+    "model_calls_of",
+    "prepare_model_endpoint",
+]
+
+#: The model calls of each scheme's API, for a route that declares none: Anthropic Messages for
+#: ``x-api-key``; OpenAI Responses and Chat Completions (under a ``…/v1`` base URL) for
+#: ``bearer``. The real CLIs make no other request at start or during a turn (checked by
+#: running them against ``jigs_testing``'s model server: tests/core/test_proxy_model_only.py).
+DEFAULT_MODEL_CALLS: dict[str, tuple[str, ...]] = {
+    "x-api-key": ("POST /v1/messages",),
+    "bearer": ("POST /responses", "POST /chat/completions"),
+}
+
+
+def model_calls_of(route: ModelRoute) -> tuple[str, ...]:
+    """The requests the step's proxy forwards for ``route``."""
+    if route.model_calls is not None:
+        return tuple(route.model_calls)
+    return DEFAULT_MODEL_CALLS.get(route.scheme, ())
+
+
+class LedgerCount(msgspec.Struct, frozen=True):
+    """Model calls and tokens (input with cached, the jigs :class:`~jigs.models.Usage` way)."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+
+    def minus(self, other: LedgerCount) -> LedgerCount:
+        return LedgerCount(
+            self.calls - other.calls,
+            self.input_tokens - other.input_tokens,
+            self.output_tokens - other.output_tokens,
+            self.cached_input_tokens - other.cached_input_tokens,
+        )
+
+
+class ModelLedger:
+    """Every model call one step's proxy forwarded, and the step's budget gate.
+
+    Written by the proxy's loop (:meth:`admit`, :meth:`add`), read by the step's engine
+    (:meth:`start_turn`, :meth:`count`, :meth:`refuse`, :meth:`price`): thread-safe. A call is
+    a forwarded request whose response reported token usage."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = LedgerCount()
+        self._turn_start = LedgerCount()
+        self._in_flight = 0
+        self._budget: float | None = None
+        self._rate: float | None = None  # USD per token, as the CLI priced its own calls
+        self._refusal: str | None = None
+        self.over_budget = False
+        """Whether a call of the current turn was refused because its budget is spent."""
+
+    def admit(self) -> str | None:
+        """Before the proxy forwards a request: why it may not (the budget is spent), or None."""
+        with self._lock:
+            if self._refusal is None and self._budget is not None and self._rate is not None:
+                turn = self._count.minus(self._turn_start)
+                if (turn.input_tokens + turn.output_tokens) * self._rate > self._budget:
+                    self._refusal = _over(self._budget)
+            if self._refusal is not None:
+                self.over_budget = True
+                return self._refusal
+            self._in_flight += 1
+            return None
+
+    def add(self, record: ProxiedRequest) -> None:
+        """A forwarded request ended (each admitted one ends here once)."""
+        usage = record.usage
+        with self._lock:
+            self._in_flight = max(0, self._in_flight - 1)
+            if usage is None:
+                return
+            cached = usage.cache_read_tokens or 0
+            inputs = usage.input_tokens or 0
+            if "cache_read_input_tokens" in usage.raw or "cache_creation_input_tokens" in usage.raw:
+                inputs += cached + (usage.cache_write_tokens or 0)  # Anthropic's excludes them
+            c = self._count
+            self._count = LedgerCount(
+                c.calls + 1,
+                c.input_tokens + inputs,
+                c.output_tokens + (usage.output_tokens or 0),
+                c.cached_input_tokens + cached,
+            )
+
+    def start_turn(self, budget_usd: float | None) -> None:
+        """A turn begins: its counts start from here, under its own budget."""
+        with self._lock:
+            self._turn_start = self._count
+            self._budget = budget_usd
+            self._refusal = None
+            self.over_budget = False
+
+    def count(self) -> LedgerCount:
+        """The current turn's calls and tokens so far."""
+        with self._lock:
+            return self._count.minus(self._turn_start)
+
+    def price(self, cost_usd: float, tokens: int) -> None:
+        """The CLI reported ``cost_usd`` for ``tokens`` of its own: the rate the proxy prices
+        the turn's calls at from now on (to refuse them once the budget is spent)."""
+        if tokens > 0 and cost_usd >= 0:
+            with self._lock:
+                self._rate = cost_usd / tokens
+
+    def refuse(self, why: str) -> None:
+        """Refuse every further call of this turn with ``why``."""
+        with self._lock:
+            self._refusal = why
+
+    async def settle(self, seconds: float = 1.0) -> None:
+        """Wait (up to ``seconds``) until no forwarded request is still being relayed: the CLI
+        may report its turn done a moment before the proxy recorded the last response."""
+        ends = time.monotonic() + seconds
+        while self._in_flight and time.monotonic() < ends:
+            await anyio.sleep(0.005)
+
+
+def _over(budget: float) -> str:
+    return (
+        f"the step's turn is over its max_budget_usd of ${budget:g} (every model call through "
+        "the proxy counts); jigs refuses further model calls of this turn"
+    )
+
+
+_LEDGERS: dict[str, ModelLedger] = {}
+
+
+def ledger_for(endpoint: ModelEndpoint | None) -> ModelLedger | None:
+    """The ledger of the step whose proxied endpoint is ``endpoint`` (None: not proxied)."""
+    return None if endpoint is None else _LEDGERS.get(endpoint.base_url)
 
 
 class _Loop:
@@ -206,8 +358,9 @@ class _StepProxy:
         await anyio.to_thread.run_sync(self.stop, abandon_on_cancel=True)
 
 
-def _hook(log: Any) -> Any:
+def _hook(log: Any, ledger: ModelLedger) -> Any:
     def on_request(record: ProxiedRequest) -> None:
+        ledger.add(record)
         usage = record.usage
         log.info(
             "proxy.request",
@@ -271,13 +424,15 @@ def prepare_model_endpoint(
 
     remember([key])  # redacted by value from every error, log line and stderr tail
     sock = loopback_socket()
+    ledger = ModelLedger()
     try:
         proxy = CredentialProxy(
             route.upstream,
             key,
             scheme=route.scheme,
-            allow_paths=route.allow_paths,
-            on_request=_hook(log),
+            model_calls=model_calls_of(route),
+            admit=ledger.admit,
+            on_request=_hook(log, ledger),
             sock=sock,
         )
     except BaseException:
@@ -286,4 +441,7 @@ def prepare_model_endpoint(
     runner = _StepProxy(proxy, log)
     stack.push_async_callback(runner.astop)
     endpoint = ModelEndpoint(base_url=proxy.base_url, key=proxy.placeholder_key, route=route)
+    remember([endpoint.base_url, endpoint.base_url.rsplit("/", 1)[1]])  # the step token
+    _LEDGERS[endpoint.base_url] = ledger
+    stack.callback(_LEDGERS.pop, endpoint.base_url, None)
     return endpoint, runner.begin, runner.astop, proxy.add_socket

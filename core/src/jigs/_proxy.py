@@ -11,10 +11,16 @@ Guarantees:
 
 - the key is only in this process's memory: it is never logged, never in ``repr``, never sent
   anywhere but to ``upstream``, and the client's own auth headers never reach the upstream;
-- a request with a wrong token, a path that is not under the token, a path outside
-  ``allow_paths``, or one that arrives on a connection after the proxy closed gets an error
-  status (401, 403 or 400) and a ``jigs.proxy.refused`` log event, which names neither the
-  token tried nor the query;
+- a request with a wrong token, a path that is not under the token, a method and path that are
+  not one of ``model_calls`` (jigs' model-only policy), one the ``admit`` gate refuses (the
+  step's budget is spent), or one that arrives on a connection after the proxy closed gets an
+  error status (401, 403 or 400) and a ``jigs.proxy.refused`` log event, which names neither
+  the token tried nor the query; nothing of it reaches the upstream;
+- the real key and the step token never come back to the client: every response header and
+  body the proxy relays has them masked by value (:class:`~jigs._redact.StreamRedactor`, a
+  secret that straddles two chunks of a streamed body included), upstream bodies are asked for
+  uncompressed (``accept-encoding: identity``) so they can be checked, and an encoded one is
+  refused with 502;
 - after :meth:`CredentialProxy.aclose` returns (or the ``async with`` block ends) the port is
   closed (a new connection is refused) and every open connection, in-flight responses
   included, is cut: the step is over;
@@ -59,6 +65,7 @@ import msgspec
 
 from jigs._hosts import INVALID_HOST, host_bytes, valid_host
 from jigs._logging import logger
+from jigs._redact import StreamRedactor, redact_bytes
 from jigs._usage_tap import TokenUsage, UsageTap
 from jigs.errors import CredentialProxyError
 
@@ -73,6 +80,7 @@ __all__ = [
     "ProxiedRequest",
     "TokenUsage",
     "loopback_socket",
+    "parse_model_calls",
 ]
 
 AuthScheme: TypeAlias = Literal["x-api-key", "bearer"]
@@ -97,7 +105,8 @@ _HOP_BY_HOP = frozenset(
 _CLIENT_AUTH = frozenset(
     {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key"}
 )
-_DROPPED_REQUEST = _HOP_BY_HOP | _CLIENT_AUTH | {"host"}
+_DROPPED_REQUEST = _HOP_BY_HOP | _CLIENT_AUTH | {"host", "accept-encoding"}
+_METHOD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 _READ_SIZE = 65536
 _MAX_HEAD = 256 * 1024
@@ -109,6 +118,11 @@ _IO_ERRORS = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfS
 
 class _ClientGone(Exception):
     """The client closed or reset its connection to the proxy."""
+
+
+class _EncodedBody(Exception):
+    """The upstream sent a compressed body although asked for none (it cannot be checked for
+    the key, so it is not relayed)."""
 
 
 class ProxiedRequest(msgspec.Struct, frozen=True):
@@ -222,17 +236,51 @@ def _unsafe_path(path: str) -> bool:
     return any(segment.split(";", 1)[0] in (".", "..") for segment in path.split("/"))
 
 
+def parse_model_calls(calls: Sequence[str], where: str) -> frozenset[tuple[str, str]]:
+    """``["POST /v1/messages", ...]`` as ``{("POST", "/v1/messages"), ...}``, or
+    :class:`CredentialProxyError` naming ``where`` and the entry's problem.
+
+    An entry is an upper-case method, one space and an exact path (relative to the upstream's
+    base path): no query, no trailing slash, no dot segment or encoded separator. A request
+    matches when its method and its path (the query left aside) are equal to an entry's.
+    """
+    if isinstance(calls, str) or not isinstance(calls, Sequence):
+        raise CredentialProxyError(
+            f"{where} must be a list of 'METHOD /path' entries, e.g. ['POST /v1/messages']"
+        )
+    parsed: set[tuple[str, str]] = set()
+    for entry in calls:
+        method, _, path = entry.partition(" ") if isinstance(entry, str) else ("", "", "")
+        problem = None
+        if not method or not set(method) <= _METHOD_CHARS:
+            problem = "it must start with an upper-case HTTP method"
+        elif not path.startswith("/") or " " in path or "?" in path:
+            problem = "its path must start with '/' and have no query"
+        elif _unsafe_path(path) or "//" in path or (path != "/" and path.endswith("/")):
+            problem = "its path must be exact: no dot segment, encoded separator, or '//'/'/' end"
+        if problem:
+            shown = repr(entry)[:80] if isinstance(entry, str) else type(entry).__name__
+            raise CredentialProxyError(
+                f"{where} has the entry {shown}: {problem}; write e.g. 'POST /v1/messages'"
+            )
+        parsed.add((method, path))
+    return frozenset(parsed)
+
+
 class CredentialProxy:
     """A loopback reverse proxy for one step that adds the real API key to every request.
 
     ``upstream`` is the real API base URL the CLI would otherwise use (``https://api.anthropic.com``,
     ``https://api.openai.com/v1``, a descriptor's ``base_url``); a request for
     ``base_url + "/v1/messages"`` goes to ``upstream + "/v1/messages"``. ``key`` is the real
-    key, sent as ``scheme`` says. ``allow_paths``, if given, lists the path prefixes (after the
-    token, e.g. ``"/v1/messages"``) that may be forwarded; others get 403. ``on_request`` is
-    called with each :class:`ProxiedRequest` when it ends (an exception it raises is logged and
-    ignored). ``connect_timeout`` bounds connecting to the upstream; ``read_timeout`` bounds
-    each wait for upstream bytes (a model may think for minutes between events).
+    key, sent as ``scheme`` says. ``model_calls``, if given, are the only requests forwarded
+    (``"POST /v1/messages"``: method and exact path after the token; see
+    :func:`parse_model_calls`); any other gets 403 and never reaches the upstream. ``admit``, if
+    given, is asked before each of them is forwarded and returns why not (the request then gets
+    403 with that message) or ``None``. ``on_request`` is called with each :class:`ProxiedRequest`
+    when it ends (an exception it raises is logged and ignored). ``connect_timeout`` bounds
+    connecting to the upstream; ``read_timeout`` bounds each wait for upstream bytes (a model may
+    think for minutes between events).
     ``trust_env`` applies the host's proxy and CA settings (see :mod:`jigs._upstream`).
     ``sock``, if given, is a bound, listening loopback socket (:func:`loopback_socket`) to serve
     on: the port, and so :attr:`base_url`, is known before :meth:`serve` runs (the CLI may
@@ -251,7 +299,8 @@ class CredentialProxy:
         key: str,
         *,
         scheme: AuthScheme = "x-api-key",
-        allow_paths: Sequence[str] | None = None,
+        model_calls: Sequence[str] | None = None,
+        admit: Callable[[], str | None] | None = None,
         on_request: Callable[[ProxiedRequest], object] | None = None,
         connect_timeout: float = 30.0,
         read_timeout: float = 600.0,
@@ -281,15 +330,12 @@ class CredentialProxy:
                 "use 'x-api-key' (Anthropic) or 'bearer' (OpenAI and compatible)",
                 upstream=self._upstream,
             )
-        if allow_paths is not None and (
-            isinstance(allow_paths, str) or not all(p.startswith("/") for p in allow_paths)
-        ):
-            raise CredentialProxyError(
-                f"allow_paths for the credential proxy of {self._upstream} must be a list of "
-                "paths starting with '/', e.g. ['/v1/messages']",
-                upstream=self._upstream,
-            )
-        self._allow = tuple(p.rstrip("/") or "/" for p in allow_paths) if allow_paths else None
+        self._calls = (
+            None
+            if model_calls is None
+            else parse_model_calls(model_calls, f"model_calls of the proxy for {self._upstream}")
+        )
+        self._admit = admit
         self._on_request = on_request
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
@@ -298,6 +344,8 @@ class CredentialProxy:
         # hmac, hashlib and random: milliseconds of a cold step)
         self._token = base64.urlsafe_b64encode(os.urandom(24)).rstrip(b"=").decode("ascii")
         self._token_bytes = self._token.encode("ascii")
+        #: masked by value in everything relayed back to the client
+        self._secrets = (key_bytes, self._token_bytes)
         self.placeholder_key = f"jigs-placeholder-{os.urandom(8).hex()}"
         """The key to give the CLI. The proxy ignores it (it strips every client auth header),
         so it is worthless anywhere, including against this proxy without the token."""
@@ -356,7 +404,8 @@ class CredentialProxy:
 
     @property
     def refused(self) -> int:
-        """How many requests were refused (wrong token, outside ``allow_paths``, closed)."""
+        """How many requests were refused (wrong token, not a model call, not admitted,
+        closed)."""
         return self._refused
 
     def __repr__(self) -> str:
@@ -597,14 +646,17 @@ class CredentialProxy:
         status: int,
         reason: str,
         path: str,
+        why: str | None = None,
     ) -> bool:
         self._refused += 1
+        method = request.method.decode("ascii", "replace")
+        shown = path[:200]  # the client's own path, after the token; never the query
         logger.warning(
             "jigs.proxy.refused",
             reason=reason,
             status=status,
-            method=request.method.decode("ascii", "replace"),
-            path=path,
+            method=method,
+            path=shown,
             port=self._port,
         )
         kind = {401: "authentication_error", 403: "permission_error"}.get(
@@ -613,10 +665,13 @@ class CredentialProxy:
         messages = {
             "wrong_token": "this address does not belong to a running step",
             "closed": "the step this proxy belonged to has ended",
-            "not_allowed": "this API path is not allowed for the step",
+            "not_a_model_call": f"{method} {shown} is refused by jigs' model-only policy: the "
+            "step's proxy forwards model calls only, and nothing was sent upstream",
+            "not_admitted": f"{method} {shown} is refused: {why}",
             "unsafe_path": "the path has dot segments or encoded separators",
         }
-        await _send_plain(conn, stream, status, _error_body(kind, messages[reason]))
+        body = redact_bytes(_error_body(kind, messages[reason]), self._secrets)
+        await _send_plain(conn, stream, status, body)
         # Let the client finish sending, so it reads the answer rather than a reset.
         with contextlib.suppress(*_IO_ERRORS):
             await stream.send_eof()
@@ -652,12 +707,15 @@ class CredentialProxy:
             return await self._refuse(
                 conn, stream, request, status=400, reason="unsafe_path", path=""
             )
-        if self._allow is not None and not any(
-            path == prefix or path.startswith(prefix + "/") or prefix == "/"
-            for prefix in self._allow
-        ):
+        method = request.method.decode("ascii", "replace")
+        if self._calls is not None and (method, path) not in self._calls:
             return await self._refuse(
-                conn, stream, request, status=403, reason="not_allowed", path=path
+                conn, stream, request, status=403, reason="not_a_model_call", path=path
+            )
+        why = self._admit() if self._admit is not None else None
+        if why is not None:
+            return await self._refuse(
+                conn, stream, request, status=403, reason="not_admitted", path=path, why=why
             )
         target = self._origin[3] + path + ("?" + query if has_query else "")
         await self._client_ready.wait()
@@ -681,7 +739,7 @@ class CredentialProxy:
             "variables (HTTPS_PROXY, ALL_PROXY)",
         )
         with contextlib.suppress(_ClientGone, h11.LocalProtocolError):
-            await _send_plain(conn, stream, 502, body)
+            await _send_plain(conn, stream, 502, redact_bytes(body, self._secrets))
         self._record(
             ProxiedRequest(
                 method=request.method.decode("ascii", "replace"),
@@ -730,6 +788,8 @@ class CredentialProxy:
         ]
         headers.append(self._auth)
         headers.append((b"host", self._host))
+        # a compressed body could not be checked for the key on its way back
+        headers.append((b"accept-encoding", b"identity"))
         has_body = any(
             (name == b"content-length" and value.strip() != b"0") or name == b"transfer-encoding"
             for name, value in request.headers
@@ -794,22 +854,11 @@ class CredentialProxy:
             chunks = response.aiter_stream()
             try:
                 status = response.status
-                # RFC 9112 6.3: with a transfer-encoding, a content-length means nothing (and
-                # the relay frames the body itself); both are dropped from what the client gets
-                dropped = _HOP_BY_HOP
-                if any(name.lower() == b"transfer-encoding" for name, _ in response.headers):
-                    dropped = _HOP_BY_HOP | {"content-length"}
-                response_headers = [
-                    (name, value)
-                    for name, value in response.headers
-                    if name.decode("latin-1").lower() not in dropped
-                ]
-                reason = response.extensions.get("reason_phrase", b"")
-                head = h11.Response(
-                    status_code=status,
-                    headers=response_headers,
-                    reason=reason if isinstance(reason, bytes) else b"",
-                )
+                head = self._response_head(response)
+                if head is None:
+                    status, outcome, keep = 502, "upstream_unreachable", False
+                    await self._upstream_failed(conn, stream, status, path, _EncodedBody())
+                    return False
                 head_bytes = conn.send(head) or b""
                 # A chunked body is framed here, not by h11: it is the per-event hot path.
                 chunked = b"\r\ntransfer-encoding: chunked\r\n" in head_bytes.lower()
@@ -819,6 +868,7 @@ class CredentialProxy:
                     _header(response.headers, b"content-encoding"),
                 )
                 feed = tap.feed
+                redactor = StreamRedactor(self._secrets)
 
                 def seen(chunk: bytes) -> None:
                     sizes[1] += len(chunk)
@@ -826,6 +876,9 @@ class CredentialProxy:
 
                 async def write(data: bytes) -> None:
                     nonlocal first_byte
+                    data = redactor.feed(data)
+                    if not data:  # all held back (a secret's start): an empty chunk would end
+                        return
                     if first_byte is None:
                         first_byte = time.perf_counter() - started
                     if chunked:
@@ -843,7 +896,14 @@ class CredentialProxy:
                         error=type(broken).__name__,
                         port=self._port,
                     )
-                    return False
+                    return False  # what the redactor holds is cut off with the rest
+                rest = redactor.flush()
+                if rest:
+                    await (
+                        _write(stream, b"%x\r\n%b\r\n" % (len(rest), rest))
+                        if chunked
+                        else _send(conn, stream, h11.Data(data=rest))
+                    )
                 await _send(conn, stream, h11.EndOfMessage())
             finally:
                 with anyio.CancelScope(shield=True):
@@ -875,6 +935,32 @@ class CredentialProxy:
             )
         return keep
 
+    def _response_head(self, response: httpcore.Response) -> h11.Response | None:
+        """The head to send the client for ``response``: hop-by-hop headers dropped, the key and
+        token masked in every value; ``None`` for a compressed body (the key could hide in
+        it)."""
+        import h11
+
+        encoding = _header(response.headers, b"content-encoding")
+        if encoding is not None and encoding.strip().lower() not in ("", "identity"):
+            return None
+        # RFC 9112 6.3: with a transfer-encoding, a content-length means nothing (and the relay
+        # frames the body itself); both are dropped from what the client gets
+        dropped = _HOP_BY_HOP
+        if any(name.lower() == b"transfer-encoding" for name, _ in response.headers):
+            dropped = _HOP_BY_HOP | {"content-length"}
+        headers = [
+            (name, redact_bytes(value, self._secrets))
+            for name, value in response.headers
+            if name.decode("latin-1").lower() not in dropped
+        ]
+        reason = response.extensions.get("reason_phrase", b"")
+        return h11.Response(
+            status_code=response.status,
+            headers=headers,
+            reason=redact_bytes(reason, self._secrets) if isinstance(reason, bytes) else b"",
+        )
+
     async def _upstream_failed(
         self,
         conn: h11.Connection,
@@ -895,6 +981,8 @@ class CredentialProxy:
         )
         if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
             what = "timed out" if status == 504 else f"is unreachable ({type(exc).__name__})"
+            if isinstance(exc, _EncodedBody):
+                what = "sent a compressed body, which the proxy cannot check for the key"
             body = _error_body("api_error", f"the upstream {self._upstream} {what}")
             with contextlib.suppress(_ClientGone, h11.LocalProtocolError):
                 await _send_plain(conn, stream, status, body)

@@ -37,7 +37,11 @@ its CLI would send a key the descriptor names (the real endpoint, the host varia
 key, how the key is sent). The core then runs a loopback credential proxy for the step
 (:mod:`jigs._proxy`), removes the key variable from the agent's environment and hands the kind
 :attr:`HarnessContext.model_endpoint`: the proxy's step URL and a placeholder key. The kind puts
-those where its CLI reads an endpoint and a key; the real key stays in the worker process.
+those where its CLI reads an endpoint and a key; the real key stays in the worker process. The
+proxy forwards the route's model calls only (``ModelRoute.model_calls``, a safe default per
+``scheme``; anything else gets 403), counts every one of them into the step's usage and budget
+(the agent's own calls through the proxy included), and masks the key and the step token in
+everything it relays back.
 
 Resources a kind acquires go on ``ctx`` (:meth:`HarnessContext.launch`,
 :meth:`HarnessContext.private_dir`, :meth:`HarnessContext.callback`), so the core releases them,
@@ -125,14 +129,22 @@ class ModelRoute(msgspec.Struct, frozen=True):
     the CLI's request for ``<base url>/v1/messages`` goes to ``upstream + "/v1/messages"``.
     ``key_env`` is the host variable holding the key (read by the core in the worker, never
     passed to the agent). ``scheme`` is how the upstream wants it: ``"x-api-key"`` (Anthropic) or
-    ``"bearer"`` (``Authorization: Bearer``, OpenAI and most gateways). ``allow_paths``, if set,
-    are the only path prefixes (after the base URL) the proxy forwards.
+    ``"bearer"`` (``Authorization: Bearer``, OpenAI and most gateways).
+
+    ``model_calls`` are the only requests the step's proxy forwards with the key (jigs'
+    model-only policy): ``"METHOD /path"`` entries, the path exact and relative to the base
+    URL, the query free (``"POST /v1/messages"`` matches ``POST /v1/messages?beta=true``).
+    Everything else (files, batches, admin keys, other methods) gets 403 and never reaches the
+    upstream. ``None`` (the default) means the model calls of the ``scheme``'s API:
+    ``POST /v1/messages`` for ``"x-api-key"``, ``POST /responses`` and
+    ``POST /chat/completions`` for ``"bearer"`` (base URLs such as ``https://api.openai.com/v1``).
+    Declare them when the CLI calls anything else it needs (and nothing more).
     """
 
     upstream: str
     key_env: str
     scheme: Literal["x-api-key", "bearer"] = "bearer"
-    allow_paths: tuple[str, ...] | None = None
+    model_calls: tuple[str, ...] | None = None
 
 
 class ModelEndpoint(msgspec.Struct, frozen=True):
@@ -471,7 +483,10 @@ class Harness(ABC, Generic[D]):
 
         With a route the core runs the step's credential proxy and the kind must take the
         endpoint from :attr:`HarnessContext.model_endpoint`: the proxy URL as the CLI's base URL,
-        the placeholder as its key, and never read the key variable itself. The default: None.
+        the placeholder as its key, and never read the key variable itself. The proxy forwards
+        the route's ``model_calls`` only (the ``scheme``'s API when it declares none), counts
+        each into the turn's usage and budget and masks the key in what it relays back. The
+        default: None.
         """
         return None
 

@@ -43,6 +43,14 @@ run takes them (name -> an async function of one :class:`KitContext`):
 - ``usage``: a successful turn reports usage and, when the descriptor names a model key
   (:meth:`~jigs.plugin.Harness.model_route`), no process the worker can see holds the key in
   ``/proc/<pid>/environ`` or ``cmdline`` while the agent's tool runs;
+- ``model_only``: while a step of the kind runs, requests for what is not one of its route's
+  model calls (``ModelRoute.model_calls``: files, batches, admin keys, other methods, below a
+  model path) sent to its credential proxy with the step's token are refused with 403 and none
+  reaches the model server (a descriptor without a model key: skipped by design);
+- ``key_not_relayed``: the model server answers the CLI with an error that quotes the real key:
+  the step fails, and neither the raised error (its message, ``stderr_tail``) nor any file the
+  CLI or jigs wrote (HOME, the temporary dirs, the worktree, the jigs data dir) holds the key
+  (a descriptor without a model key: skipped by design);
 - ``max_turns``: a turn past ``max_turns=1`` raises :class:`~jigs.errors.AgentLimitError` with a
   session that ``agent_session`` resumes (a kind without the limit: skipped by design);
 - ``worker_death``: a worker SIGKILLed, SIGTERMed or SIGINTed mid-turn takes every process of its
@@ -77,6 +85,7 @@ reported by name.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
@@ -105,6 +114,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CANARIES",
     "CHECKS",
+    "NOT_MODEL_CALLS",
     "STRAY_MCP_CONFIGS",
     "CheckOutcome",
     "CheckSkipped",
@@ -1081,6 +1091,146 @@ async def _event_stream(ctx: KitContext) -> None:
 
 
 #: Every check, by name, in the order a full run takes them (see the module docstring).
+#: What an attacker asks a step's proxy for with the key; none of it is a model call.
+NOT_MODEL_CALLS = (
+    ("GET", "/v1/files"),
+    ("DELETE", "/v1/files/file-1"),
+    ("POST", "/v1/organizations/api_keys"),
+    ("GET", "/v1/organizations/api_keys"),
+    ("POST", "/v1/messages/batches"),
+    ("GET", "/admin"),
+    ("GET", "/files"),
+    ("POST", "/batches"),
+    ("OPTIONS", "/v1/messages"),
+)
+
+
+@asynccontextmanager
+async def _step_endpoints() -> AsyncIterator[list[Any]]:
+    """Every :class:`~jigs.plugin.ModelEndpoint` the pipeline opens in the block."""
+    from jigs import _model_proxy
+
+    opened: list[Any] = []
+    original = _model_proxy.prepare_model_endpoint
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        found = original(*args, **kwargs)
+        opened.append(found[0])
+        return found
+
+    _model_proxy.prepare_model_endpoint = spy
+    try:
+        yield opened
+    finally:
+        _model_proxy.prepare_model_endpoint = original
+
+
+async def _status_of(base_url: str, method: str, path: str) -> int:
+    """The status a plain HTTP/1.1 request to ``base_url + path`` gets (0: no answer)."""
+    from urllib.parse import urlsplit
+
+    import anyio
+
+    parts = urlsplit(base_url)
+    head = (
+        f"{method} {parts.path}{path} HTTP/1.1\r\nhost: {parts.netloc}\r\n"
+        "content-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}"
+    )
+    answer = b""
+    with anyio.fail_after(15):
+        async with await anyio.connect_tcp(parts.hostname or "", parts.port or 80) as stream:
+            await stream.send(head.encode("latin-1"))
+            with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+                while b"\r\n" not in answer:
+                    answer += await stream.receive()
+    status = answer.split(b" ", 2)[1:2]
+    return int(status[0]) if status and status[0].isdigit() else 0
+
+
+def _needs_proxy(ctx: KitContext) -> Any:
+    """The kind's model route for the descriptor; skips the check when it names no key."""
+    route = ctx.harness.model_route(ctx.descriptor)
+    if route is None or ctx.key is None:
+        raise CheckSkipped(
+            f"the {ctx.kind} descriptor names no model key: its steps run no credential proxy"
+        )
+    return route
+
+
+async def _model_only(ctx: KitContext) -> None:
+    """While a step runs, what is not a model call of its route is refused by its proxy (403)
+    and never reaches the model server."""
+    from jigs._model_proxy import model_calls_of
+
+    route = _needs_proxy(ctx)
+    kind, server = ctx.kind, ctx.server
+    declared = {tuple(call.split(" ", 1)) for call in model_calls_of(route)}
+    probes = [p for p in NOT_MODEL_CALLS if p not in declared]
+    for method, path in sorted(declared):  # beside each model call: other methods, below it
+        probes += [("GET" if method != "GET" else "DELETE", path), (method, path + "/x")]
+    answers: dict[tuple[str, str], int] = {}
+    async with _step_endpoints() as endpoints:
+
+        async def probe(event: object) -> None:
+            if not answers and endpoints:  # the step's proxy is up: its first event
+                for method, path in probes:
+                    answers[method, path] = await _status_of(endpoints[-1].base_url, method, path)
+
+        tree = ctx.worktree("model-only")
+        await ctx.turn(tree, ctx.write_prompt("model-only.txt", "model only"), on_event=probe)
+    assert answers, f"{kind}: the turn gave no event while its proxy ran; nothing was probed"
+    let_through = {f"{m} {p}": s for (m, p), s in answers.items() if s != 403}
+    assert not let_through, (
+        f"{kind}: the step's credential proxy did not refuse requests that are no model call of "
+        f"its route ({model_calls_of(route)}): {let_through}"
+    )
+    reached = [r.target for r in server.requests if not r.is_model_request]
+    assert not reached, f"{kind}: requests that are no model call reached the upstream: {reached}"
+
+
+async def _key_not_relayed(ctx: KitContext) -> None:
+    """An upstream error quoting the real key: the step fails, and the key is in no error
+    text and in no file the CLI or jigs wrote."""
+    from jigs._paths import data_dir
+    from jigs.errors import JigsError
+
+    from jigs_testing import error
+
+    _needs_proxy(ctx)
+    kind, key, server = ctx.kind, ctx.key, ctx.server
+    assert key is not None
+    server.script.skip_remaining()
+    quoting = f"invalid request for the key {key}: {key} may not call this model"
+    for _ in range(4):  # a CLI that retries meets the same answer
+        server.add(error(400, quoting))
+    tree = ctx.worktree("key-not-relayed")
+    failed: JigsError | None = None
+    try:
+        await ctx.turn(tree, "say hello")
+    except JigsError as exc:
+        failed = exc
+    assert failed is not None, f"{kind}: a turn whose model answered 400 did not fail"
+    shown = f"{failed}\n{getattr(failed, 'stderr_tail', '')}\n{failed!r}"
+    assert key not in shown, f"{kind}: the step's error quotes the real key: {type(failed)}"
+    assert server.model_requests, f"{kind}: the CLI never called its model"
+    roots = [ctx.home, ctx.tmp_path, data_dir()]
+    holders = sorted({str(p) for p in _files_holding(roots, key.encode())})
+    assert not holders, (
+        f"{kind}: the key an upstream error quoted was written to {holders[:5]}: the proxy must "
+        f"mask it in what it relays"
+    )
+
+
+def _files_holding(roots: Sequence[Path], needle: bytes) -> list[Path]:
+    found: list[Path] = []
+    for root in roots:
+        for path in root.rglob("*") if root.is_dir() else ():
+            with contextlib.suppress(OSError):
+                if path.is_file() and not path.is_symlink() and needle in path.read_bytes():
+                    found.append(path)
+    return found
+
+
 CHECKS: dict[str, Check] = {
     "descriptor_json": _descriptor_json,
     "stale_resume": _stale_resume,
@@ -1091,6 +1241,8 @@ CHECKS: dict[str, Check] = {
     "hung_cli": _hung_cli,
     "bad_output": bad_output,
     "usage": _usage,
+    "model_only": _model_only,
+    "key_not_relayed": _key_not_relayed,
     "max_turns": _max_turns,
     "worker_death": _worker_death,
     "process_view": _process_view,

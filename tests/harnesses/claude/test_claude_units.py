@@ -285,11 +285,14 @@ def test_model_route_names_the_real_endpoint_and_how_the_key_is_sent() -> None:
     assert harness.model_route(ClaudeDescriptor()) is None
     assert "~/.claude" in (harness.login_route(ClaudeDescriptor()) or "")
     only_key = harness.model_route(ClaudeDescriptor(api_key_env="K"))
-    assert only_key == ModelRoute("https://api.anthropic.com", "K", "x-api-key")
+    messages = ("POST /v1/messages",)  # what Claude Code calls, whatever the auth scheme
+    assert only_key == ModelRoute("https://api.anthropic.com", "K", "x-api-key", messages)
     gateway = ClaudeDescriptor(
         base_url="http://gw.example/a", api_key_env="K", api_key_header="bearer"
     )
-    assert harness.model_route(gateway) == ModelRoute("http://gw.example/a", "K", "bearer")
+    assert harness.model_route(gateway) == ModelRoute(
+        "http://gw.example/a", "K", "bearer", messages
+    )
 
 
 def test_mcp_config_resolves_credentials_by_name() -> None:

@@ -84,9 +84,14 @@ def test_model_route_is_the_endpoint_or_openai_with_a_bearer_key():
 
     harness = CodexHarness()
     keyed = harnesses.codex(model="m", base_url="http://gw.example/v1", api_key_env="K")
-    assert harness.model_route(keyed) == ModelRoute("http://gw.example/v1", "K", "bearer")
+    responses = ("POST /responses",)
+    assert harness.model_route(keyed) == ModelRoute(
+        "http://gw.example/v1", "K", "bearer", responses
+    )
     only_key = harnesses.codex(model="m", api_key_env="K")
-    assert harness.model_route(only_key) == ModelRoute("https://api.openai.com/v1", "K", "bearer")
+    assert harness.model_route(only_key) == ModelRoute(
+        "https://api.openai.com/v1", "K", "bearer", responses
+    )
     no_key = harnesses.codex(model="m", base_url="http://gw.example/v1")
     assert harness.model_route(no_key) is None
     assert harness.login_route(no_key) is None

@@ -251,15 +251,22 @@ def test_model_route_and_the_proxied_models_json() -> None:
     d = _pi(model=SOURCE)
     key = d.model.key_env()
     assert key is not None
-    assert harness.model_route(d) == ModelRoute("http://127.0.0.1:1/v1", key, "bearer")
+    chat = ("POST /chat/completions",)  # the one call Pi makes of each source's api
+    assert harness.model_route(d) == ModelRoute("http://127.0.0.1:1/v1", key, "bearer", chat)
+    responses = _pi(model={**SOURCE, "api": "responses"})
+    assert harness.model_route(responses) == ModelRoute(
+        "http://127.0.0.1:1/v1", key, "bearer", ("POST /responses",)
+    )
     provider = models_json(d, base_url="http://127.0.0.1:7/tok")["providers"]["local"]
     assert provider["baseUrl"] == "http://127.0.0.1:7/tok"
     assert provider["apiKey"] == f"${key}"
     anthropic = _pi(model={**SOURCE, "type": "anthropic-compatible"})
-    assert harness.model_route(anthropic) == ModelRoute("http://127.0.0.1:1/v1", key, "x-api-key")
+    assert harness.model_route(anthropic) == ModelRoute(
+        "http://127.0.0.1:1/v1", key, "x-api-key", ("POST /v1/messages",)
+    )
     router = _pi(model={"type": "openrouter", "model": "x"})
     assert harness.model_route(router) == ModelRoute(
-        "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", "bearer"
+        "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", "bearer", chat
     )
     routed = models_json(router, base_url="http://127.0.0.1:7/tok")["providers"]["openrouter"]
     assert routed["baseUrl"] == "http://127.0.0.1:7/tok"

@@ -94,6 +94,9 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
             upstream=descriptor.base_url or ANTHROPIC_API,
             key_env=descriptor.api_key_env,
             scheme=descriptor.api_key_header,
+            # what Claude Code calls (its requests to jigs_testing's model server); the scheme
+            # default would not do for a gateway that wants the key as a bearer token
+            model_calls=("POST /v1/messages",),
         )
 
     def login_route(self, descriptor: ClaudeDescriptor) -> str | None:

@@ -69,6 +69,7 @@ class CodexHarness(Harness[CodexDescriptor]):
             upstream=descriptor.base_url or DEFAULT_OPENAI_BASE_URL,
             key_env=descriptor.api_key_env,
             scheme="bearer",
+            model_calls=("POST /responses",),  # Codex speaks the Responses API only
         )
 
     def login_route(self, descriptor: CodexDescriptor) -> str | None:

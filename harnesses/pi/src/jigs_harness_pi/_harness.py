@@ -69,7 +69,7 @@ from jigs_harness_pi._executable import (
     launchable,
     resolve_pi,
 )
-from jigs_harness_pi._home import PiHome, model_flag, upstream_url
+from jigs_harness_pi._home import PiHome, model_flag, pi_model_call, upstream_url
 from jigs_harness_pi._mcp import allowed_tools, excluded_tools
 
 if TYPE_CHECKING:
@@ -203,7 +203,12 @@ class PiHarness(Harness[PiDescriptor]):
         scheme: Literal["x-api-key", "bearer"] = (
             "x-api-key" if isinstance(descriptor.model, AnthropicCompatible) else "bearer"
         )
-        return ModelRoute(upstream=upstream_url(descriptor), key_env=key, scheme=scheme)
+        return ModelRoute(
+            upstream=upstream_url(descriptor),
+            key_env=key,
+            scheme=scheme,
+            model_calls=(pi_model_call(descriptor),),
+        )
 
     def descriptor_checks(
         self, descriptor: PiDescriptor, env: Mapping[str, str]

@@ -58,6 +58,17 @@ def upstream_url(descriptor: PiDescriptor) -> str:
     return OPENROUTER_BASE_URL if isinstance(source, OpenRouter) else source.base_url
 
 
+def pi_model_call(descriptor: PiDescriptor) -> str:
+    """The one request Pi makes of the model source (the ``api`` :func:`models_json` gives
+    it), for the step's proxy to forward and nothing else."""
+    source = descriptor.model
+    if isinstance(source, AnthropicCompatible):
+        return "POST /v1/messages"
+    if isinstance(source, OpenAICompatible) and source.api != "chat-completions":
+        return "POST /responses"
+    return "POST /chat/completions"  # OpenRouter and chat-completions sources
+
+
 def models_json(descriptor: PiDescriptor, *, base_url: str | None = None) -> dict[str, Any]:
     """Pi's ``models.json`` for the descriptor's model source (keys by variable name only);
     ``base_url`` (the step's proxy URL) replaces the source's endpoint."""
