@@ -95,9 +95,10 @@ async def test_a_read_only_kind_passes_with_the_shell_checks_skipped_by_name(tmp
     report = await check_harness("echo", tmp_path=tmp_path)
     # the echo descriptor names no model key: the credential proxy's checks skip too
     proxy = {"model_only", "key_not_relayed"}
-    assert set(report.skipped) == {"worker_death", "process_view", "no_model_refusal", *proxy}
-    assert "has no shell tool" in report.skipped["worker_death"]
-    assert "has no shell tool" in report.skipped["process_view"]
+    shell = {"worker_death", "process_view", "containment"}
+    assert set(report.skipped) == {*shell, "no_model_refusal", *proxy}
+    for name in shell:
+        assert "has no shell tool" in report.skipped[name]
     assert "lock_and_close" in report.passed
     assert not list(tmp_path.rglob("conformance.txt"))
 
