@@ -152,3 +152,44 @@ async def test_allowed_hosts_are_reached_through_the_egress_proxy_and_nothing_el
     assert other.hits == []
     assert "403" in result.text
     assert "direct-failed" in result.text
+
+
+async def test_two_concurrent_sandboxed_steps_cannot_see_each_others_private_dirs(
+    tmp_path, run_meta
+):
+    import subprocess as sp
+    from pathlib import Path
+    from urllib.parse import quote
+
+    from jigs._types import RunMetadata
+    from jigs.steps import create_agent_runner
+
+    trees = []
+    for name in ("attacker", "victim"):
+        tree = tmp_path / name
+        tree.mkdir()
+        sp.run(["git", "init", "-q", str(tree)], check=True)
+        trees.append(tree)
+    victim_run = RunMetadata(workflow_run_id=f"{run_meta.workflow_run_id}-victim")
+    async with create_agent_runner(
+        harnesses.echo(sandbox="on"), cwd=trees[1], run=victim_run
+    ) as victim:
+        # the victim's private dir (its CLI's TMPDIR), open while the attacker runs
+        (mine,) = [p for p in victim._step.ctx.sandbox.writable if p.name.startswith("jigs-echo-")]
+        (mine / "secret").write_text("victim-secret")
+        command = (
+            f"echo ls-begin; ls /tmp; echo ls-end; cat {mine}/secret; "
+            f"echo planted > {mine}/planted; echo done"
+        )
+        result = await run_agent(
+            harness=harnesses.echo(sandbox="on"),
+            prompt=f"sh:{quote(command)}",
+            cwd=trees[0],
+            run=run_meta,
+        )
+        assert "done" in result.text
+        assert "victim-secret" not in result.text
+        listing = result.text.split("ls-begin", 1)[1].split("ls-end", 1)[0]
+        assert mine.name not in listing  # not even listed in the attacker's /tmp
+        assert not (mine / "planted").exists()
+        assert Path(mine / "secret").read_text() == "victim-secret"
