@@ -21,14 +21,32 @@ How the socket gets into the namespace:
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import socket
+import sys
 import threading
 from collections.abc import Sequence
+from typing import IO
 
-__all__ = ["CLONE_NEWNET", "listen_inside"]
+__all__ = [
+    "BRIDGE",
+    "BRIDGE_TIMEOUT",
+    "CLONE_NEWNET",
+    "bridge_command",
+    "bridge_paths",
+    "listen_inside",
+    "receive_listeners",
+    "uses_bridge",
+]
 
 CLONE_NEWNET = 0x40000000
+_CAP_SYS_ADMIN = 21
+#: The program a worker that cannot enter the namespace runs first in the sandbox.
+BRIDGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bridge.py")
+#: Seconds the worker waits for the bridge's sockets (it needs ~10 ms; a loaded host, more).
+BRIDGE_TIMEOUT = 20.0
+_MAX_MESSAGE = 4096
 
 
 def _libc() -> ctypes.CDLL:
@@ -80,3 +98,116 @@ def listen_inside(pid: int, ports: Sequence[int]) -> list[socket.socket]:
     if out and isinstance(out[0], BaseException):
         raise out[0]
     return [s for s in out if isinstance(s, socket.socket)]
+
+
+def _has_sys_admin() -> bool:
+    """Whether this process has ``CAP_SYS_ADMIN`` in its own user namespace (what ``setns``
+    into a network namespace checks besides the namespace's owner): root usually, but not a
+    container's root without that capability, and never an ordinary user."""
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"CapEff:"):
+                    return bool(int(line.split()[1], 16) >> _CAP_SYS_ADMIN & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+_answer: dict[str, bool] = {}
+
+
+def uses_bridge() -> bool:
+    """Whether this worker's sandboxed launches open their listeners through
+    :mod:`jigs.sandbox._bridge` (it cannot ``setns``); asked once per process."""
+    if "bridge" not in _answer:
+        _answer["bridge"] = not _has_sys_admin()
+    return _answer["bridge"]
+
+
+def _interpreter() -> str:
+    """The worker's own Python, resolved (the sandbox shows paths, not the symlinks to them).
+    Raises ``OSError`` when it cannot be run (the bridge needs it)."""
+    real = os.path.realpath(sys.executable) if sys.executable else ""
+    if not real or not os.access(real, os.X_OK):
+        raise OSError(
+            errno.ENOEXEC,
+            f"the sandbox's socket bridge needs the worker's Python, and {sys.executable!r} "
+            f"({real or 'unknown'}) is not an executable this user can run",
+        )
+    return real
+
+
+def bridge_command(channel_fd: int, ports: Sequence[int]) -> list[str]:
+    """The argv prefix that runs the bridge before the sandbox's command (the command follows
+    it). Raises ``OSError`` (see :func:`_interpreter`)."""
+    return [_interpreter(), "-I", "-S", BRIDGE, str(channel_fd), *map(str, ports), "--"]
+
+
+def bridge_paths() -> list[str]:
+    """What the bridge needs shown read-only in the sandbox: the interpreter's installation
+    and the bridge itself (system paths, shown anyway, are left out)."""
+    from jigs.sandbox._runtime import runtime_paths
+    from jigs.sandbox._view import system_paths
+
+    shown = [os.path.realpath(p) for p in system_paths()]
+    needed = [p for p in runtime_paths(_interpreter(), {}) if os.path.isabs(p)]
+    return [
+        p
+        for p in [*needed, BRIDGE]
+        if not any(p == s or p.startswith(s.rstrip("/") + "/") for s in shown)
+    ]
+
+
+def _received(ancillary: list[tuple[int, int, bytes]]) -> list[socket.socket]:
+    fds = [
+        int.from_bytes(data[i : i + 4], sys.byteorder, signed=True)
+        for level, kind, data in ancillary
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
+        for i in range(0, len(data) - len(data) % 4, 4)
+    ]
+    return [socket.socket(fileno=fd) for fd in fds]
+
+
+def _failure(message: bytes, stderr: IO[bytes]) -> str:
+    if message.startswith(b"error:"):
+        return f"the sandbox's socket bridge failed: {message[6:].decode(errors='replace').strip()}"
+    stderr.seek(0)
+    said = stderr.read(2000).decode(errors="replace").strip()
+    return f"the sandbox did not start: {said or 'bwrap exited'}"
+
+
+async def receive_listeners(
+    channel: socket.socket, count: int, stderr: IO[bytes]
+) -> list[socket.socket]:
+    """The ``count`` listening sockets the bridge sends over ``channel`` (non-blocking, in
+    port order), waiting at most :data:`BRIDGE_TIMEOUT`. Raises ``OSError`` saying what failed
+    (the bridge's own error, or bwrap's stderr from ``stderr``); nothing is left open then."""
+    import anyio
+
+    channel.setblocking(False)
+    try:
+        with anyio.fail_after(BRIDGE_TIMEOUT):
+            while True:
+                await anyio.wait_readable(channel)
+                try:
+                    message, ancillary, flags, _ = channel.recvmsg(
+                        _MAX_MESSAGE, socket.CMSG_SPACE(4 * count), socket.MSG_CMSG_CLOEXEC
+                    )
+                    break
+                except BlockingIOError:
+                    continue
+    except TimeoutError:
+        raise OSError(
+            errno.ETIMEDOUT,
+            f"the sandbox's socket bridge ({BRIDGE}) handed over no listening socket within "
+            f"{BRIDGE_TIMEOUT:g} s",
+        ) from None
+    socks = _received(ancillary)
+    if message != b"ok" or len(socks) != count or flags & socket.MSG_CTRUNC:
+        for sock in socks:
+            sock.close()
+        raise OSError(errno.EIO, _failure(message, stderr))
+    for sock in socks:
+        sock.setblocking(False)
+    return socks
