@@ -4,18 +4,28 @@ A step's sandbox has a network namespace of its own with nothing but loopback. T
 makes the few things the agent may reach (its credential proxy, relays to declared MCP servers,
 the egress proxy) appear *inside* it: a listening socket created in that namespace stays there
 (a socket belongs to the namespace it was made in), but its descriptor can be accepted on by
-the worker's event loop like any other. No process runs in the sandbox for it, and no byte is
+the worker's event loop like any other. No process stays in the sandbox for it, and no byte is
 copied twice.
 
-How the socket gets into the namespace:
+How the socket gets into the namespace (:mod:`jigs.sandbox._listeners` does the plumbing):
 
-- a root worker enters the namespace on a short-lived thread of its own (``setns`` changes only
-  the calling thread's namespace; the thread ends right after, so no thread of the worker is
-  ever left inside) and makes the sockets there;
-- any other worker cannot (``setns`` into a network namespace needs ``CAP_SYS_ADMIN`` in the
-  worker's own user namespace): the sandbox's first command is then a tiny Python program
-  (:mod:`jigs.sandbox._bridge`) that makes the sockets, hands their descriptors to the worker
-  over a socket pair, and executes the CLI.
+- a worker with ``CAP_SYS_ADMIN`` in its own user namespace (root, usually) enters the
+  namespace on a short-lived thread of its own (``setns`` changes only the calling thread's
+  namespace; the thread ends right after, so no thread of the worker is ever left inside) and
+  makes the sockets there, while bwrap holds the command (``--block-fd``);
+- any other worker cannot: ``setns`` into a network namespace needs ``CAP_SYS_ADMIN`` in the
+  caller's own user namespace too, and the way around it, joining the sandbox's user namespace
+  first, is refused to a multi-threaded process. The sandbox's first command is then a tiny
+  Python program (:mod:`jigs.sandbox._bridge`) that makes the sockets, hands their descriptors
+  to the worker over a socket pair, and executes the CLI.
+
+Why both, chosen by capability (:func:`uses_bridge`): the bridge is an interpreter start
+(``python -I -S``), measured at about +8.5 ms per sandboxed launch over the setns way, which
+adds under 1 ms (``benchmarks/bench_sandbox.py``: a sandboxed launch is ~11 ms to the first
+line, ~22 ms with the bridge). A root worker keeps the cheaper way; the bridge needs nothing
+but the worker's Python. Not taken: a child forked from the worker that joins the sandbox's
+user and network namespaces (~3.5 ms, but ``fork`` in a multi-threaded worker, which durable
+workflow runtimes are, can deadlock the child).
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ __all__ = [
     "CLONE_NEWNET",
     "bridge_command",
     "bridge_paths",
+    "force_bridge",
     "listen_inside",
     "receive_listeners",
     "uses_bridge",
@@ -125,6 +136,13 @@ def uses_bridge() -> bool:
     return _answer["bridge"]
 
 
+def force_bridge(bridge: bool | None) -> None:
+    """Benchmarks and tests: make :func:`uses_bridge` answer ``bridge`` (None: ask again)."""
+    _answer.pop("bridge", None)
+    if bridge is not None:
+        _answer["bridge"] = bridge
+
+
 def _interpreter() -> str:
     """The worker's own Python, resolved (the sandbox shows paths, not the symlinks to them).
     Raises ``OSError`` when it cannot be run (the bridge needs it)."""
@@ -169,7 +187,9 @@ def _received(ancillary: list[tuple[int, int, bytes]]) -> list[socket.socket]:
     return [socket.socket(fileno=fd) for fd in fds]
 
 
-def _failure(message: bytes, stderr: IO[bytes]) -> str:
+def _failure(message: bytes, got: int, count: int, stderr: IO[bytes]) -> str:
+    if message == b"ok":
+        return f"the sandbox's socket bridge sent {got} listening sockets of {count}"
     if message.startswith(b"error:"):
         return f"the sandbox's socket bridge failed: {message[6:].decode(errors='replace').strip()}"
     stderr.seek(0)
@@ -207,7 +227,7 @@ async def receive_listeners(
     if message != b"ok" or len(socks) != count or flags & socket.MSG_CTRUNC:
         for sock in socks:
             sock.close()
-        raise OSError(errno.EIO, _failure(message, stderr))
+        raise OSError(errno.EIO, _failure(message, len(socks), count, stderr))
     for sock in socks:
         sock.setblocking(False)
     return socks
