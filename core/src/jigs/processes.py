@@ -649,7 +649,7 @@ async def _open_listeners(
         with contextlib.suppress(OSError):
             os.killpg(process.pid, signal.SIGKILL)
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-            await process.wait()
+            await process.aclose()  # reaped, and its pipes closed: nothing of it stays open
         stderr.close()
         raise
 
