@@ -109,6 +109,7 @@ class Unprivileged:
             "PATH": os.environ.get("PATH", os.defpath),
             "HOME": str(self.home),
             "JIGS_DATA_DIR": str(self.home / "data"),
+            **{k: v for k, v in os.environ.items() if k == "JIGS_CLI_DIR"},
         }
         return subprocess.run(
             [*self.prefix, self.python, "-c", code, *args],
@@ -318,3 +319,44 @@ async def test_the_bridge_serves_a_root_worker_just_as_well(bridged: None, tmp_p
     assert os.path.basename(first) == "timeout"
     assert sockets == "0"
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+CONTAINED = textwrap.dedent(
+    """
+    import json, sys, anyio
+    from pathlib import Path
+    from jigs._registry import default_registry
+    from jigs.env import build_env
+    from jigs.errors import CliNotFoundError
+    from jigs_testing.conformance import check_harness
+
+    async def main() -> None:
+        try:
+            default_registry().get(sys.argv[1]).resolve_executable(build_env([]))
+        except (CliNotFoundError, PermissionError) as exc:  # under a home it cannot enter
+            print(json.dumps({"missing": str(exc)}))
+            return
+        report = await check_harness(sys.argv[1], tmp_path=Path(sys.argv[2]), only=["containment"])
+        print(json.dumps({"passed": report.passed, "skipped": [str(s) for s in report.skipped]}))
+
+    anyio.run(main)
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["claude", "codex", "pi"])
+def test_a_non_root_workers_real_cli_reaches_its_model_and_is_contained(
+    unprivileged: Unprivileged, kind: str
+) -> None:
+    # the kit's containment check: the real CLI talks to the fake model through the step's
+    # credential proxy, whose socket the bridge made inside the sandbox, then attacks the host
+    tmp = unprivileged.home / f"kit-{kind}-{os.urandom(4).hex()}"
+    tmp.mkdir()
+    if unprivileged.prefix:
+        os.chown(tmp, 65534, 65534)
+    done = unprivileged.run(CONTAINED, kind, str(tmp))
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    if "missing" in said:
+        pytest.skip(f"the unprivileged user cannot run the {kind} CLI: {said['missing'][:300]}")
+    assert said["passed"] == ["containment"], said
