@@ -20,12 +20,13 @@ How the socket gets into the namespace (:mod:`jigs.sandbox._listeners` does the 
   to the worker over a socket pair, and executes the CLI.
 
 Why both, chosen by capability (:func:`uses_bridge`): the bridge is an interpreter start
-(``python -I -S``), measured at about +8.5 ms per sandboxed launch over the setns way, which
-adds under 1 ms (``benchmarks/bench_sandbox.py``: a sandboxed launch is ~11 ms to the first
-line, ~22 ms with the bridge). A root worker keeps the cheaper way; the bridge needs nothing
-but the worker's Python. Not taken: a child forked from the worker that joins the sandbox's
-user and network namespaces (~3.5 ms, but ``fork`` in a multi-threaded worker, which durable
-workflow runtimes are, can deadlock the child).
+(``python -I -S``, ~7-10 ms here), measured at +9 to +11 ms per sandboxed launch over the setns
+way, which adds under 1 ms (``benchmarks/bench_sandbox.py``, 60 rounds on 2 shared cores: a
+sandboxed launch is ~7-9 ms to the first line, ~18-21 ms with the bridge, root or nobody).
+A root worker keeps the cheaper way; the bridge needs nothing but the worker's Python. Not
+taken: a child forked from the worker that joins the sandbox's user and network namespaces
+(~3.5 ms, but ``fork`` in a multi-threaded worker, which durable workflow runtimes are, can
+deadlock the child).
 """
 
 from __future__ import annotations
