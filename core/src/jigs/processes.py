@@ -55,6 +55,7 @@ from jigs.errors import AgentOutputError
 if TYPE_CHECKING:
     from anyio.streams.buffered import BufferedByteReceiveStream
 
+    from jigs.sandbox._listeners import Listeners
     from jigs.sandbox._view import SandboxView
 
 __all__ = [
@@ -611,11 +612,11 @@ def _command(
     env: Mapping[str, str],
     *,
     sandbox: SandboxView | None,
-    fds: tuple[int, int] | None,
+    listeners: Listeners | None,
 ) -> list[str]:
     """The argv that runs ``argv`` under ``mode`` (its namespace chain, or as is), or in
     ``sandbox`` when one is given (``mode`` is then the sandbox's, see
-    :func:`jigs.sandbox.sandbox_isolation`)."""
+    :func:`jigs.sandbox.sandbox_isolation`), with ``listeners``' plumbing when it has any."""
     resolved = _resolve(argv[0], cwd, env) if mode.prefix or sandbox is not None else argv[0]
     if sandbox is None:
         prefix = mode.prefix
@@ -624,59 +625,33 @@ def _command(
         return [*prefix, resolved, *argv[1:]] if prefix else list(argv)
     from jigs.sandbox._view import bwrap_args
 
+    info_fd, block_fd = listeners.bwrap_fds() if listeners else (None, None)
     options = bwrap_args(
-        sandbox,
+        listeners.shown() if listeners else sandbox,
         cwd=cwd,
-        info_fd=fds[0] if fds else None,
-        block_fd=fds[1] if fds else None,
+        info_fd=info_fd,
+        block_fd=block_fd,
         die_with_parent=_on_asyncio(),
     )
-    return [mode.prefix[0], *options, "--", *mode.prefix[1:], resolved, *argv[1:]]
-
-
-async def _sandbox_pid(info: int, process: anyio.abc.Process, stderr: IO[bytes]) -> int:
-    """The sandbox's first process, as bwrap reports it on its info descriptor."""
-    import json
-
-    buffer = b""
-    decoder = json.JSONDecoder()
-    while True:
-        await anyio.wait_readable(info)
-        chunk = os.read(info, 4096)
-        if not chunk:
-            stderr.seek(0)
-            said = stderr.read(2000).decode(errors="replace").strip()
-            raise OSError(errno.EIO, f"the sandbox did not start: {said or 'bwrap exited'}")
-        buffer += chunk
-        try:
-            found, _ = decoder.raw_decode(buffer.decode())
-        except ValueError:
-            continue
-        return int(found["child-pid"])
+    first = listeners.first() if listeners else []
+    return [mode.prefix[0], *options, "--", *first, *mode.prefix[1:], resolved, *argv[1:]]
 
 
 async def _open_listeners(
-    process: anyio.abc.Process,
-    sandbox: SandboxView,
-    fds: tuple[int, int, int, int],
-    stderr: IO[bytes],
+    process: anyio.abc.Process, listeners: Listeners, stderr: IO[bytes]
 ) -> None:
-    """Make ``sandbox.listen``'s sockets inside the sandbox's network namespace, hand each to
-    its server, then let the command start. Closes the descriptors; raises ``OSError``."""
-    info_r, info_w, block_r, block_w = fds
-    os.close(info_w)
-    os.close(block_r)
+    """Open ``listeners`` inside the sandbox (see :mod:`jigs.sandbox._listeners`); on failure
+    the whole launch is killed and reaped, and the ``OSError`` raised."""
+    listeners.spawned()
     try:
-        pid = await _sandbox_pid(info_r, process, stderr)
-        from jigs.sandbox._netns import listen_inside
-
-        ports = sorted(sandbox.listen)
-        for port, sock in zip(ports, listen_inside(pid, ports), strict=True):
-            sandbox.listen[port](sock)
-        os.write(block_w, b"\0")
-    finally:
-        os.close(info_r)
-        os.close(block_w)
+        await listeners.open(stderr)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await process.aclose()  # reaped, and its pipes closed: nothing of it stays open
+        stderr.close()
+        raise
 
 
 async def launch(
@@ -714,15 +689,16 @@ async def launch(
         mode = sandbox_isolation()
     else:
         mode = isolation_override if isolation_override is not None else isolation()
-    listens = sandbox is not None and sandbox.network == "deny" and bool(sandbox.listen)
-    fds = (*os.pipe(), *os.pipe()) if listens else None
+    listeners = None
+    if sandbox is not None and sandbox.network == "deny" and sandbox.listen:
+        from jigs.sandbox._listeners import Listeners
+
+        listeners = Listeners(sandbox)
     try:
-        command = _command(
-            mode, argv, Path(cwd), env, sandbox=sandbox, fds=(fds[1], fds[2]) if fds else None
-        )
+        command = _command(mode, argv, Path(cwd), env, sandbox=sandbox, listeners=listeners)
     except BaseException:
-        for fd in fds or ():
-            os.close(fd)
+        if listeners is not None:
+            listeners.close()
         raise
     stderr_file = anonymous_file("jigs-stderr-")  # owned by the process
     started = time.perf_counter()
@@ -735,23 +711,15 @@ async def launch(
             cwd=cwd,
             env=dict(env),
             start_new_session=True,
-            pass_fds=(*pass_fds, *((fds[1], fds[2]) if fds else ())),
+            pass_fds=(*pass_fds, *(listeners.inherited if listeners else ())),
         )
     except BaseException:
         stderr_file.close()
-        for fd in fds or ():
-            os.close(fd)
+        if listeners is not None:
+            listeners.close()
         raise
-    if fds is not None and sandbox is not None:
-        try:
-            await _open_listeners(process, sandbox, fds, stderr_file)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.killpg(process.pid, signal.SIGKILL)
-            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                await process.wait()
-            stderr_file.close()
-            raise
+    if listeners is not None:
+        await _open_listeners(process, listeners, stderr_file)
     from jigs._logging import logger
 
     logger.debug(

@@ -28,7 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["MASKED", "NetworkMode", "SandboxView", "bwrap_args", "process_only_args"]
+__all__ = [
+    "MASKED",
+    "NetworkMode",
+    "SandboxView",
+    "bwrap_args",
+    "process_only_args",
+    "system_paths",
+]
 
 #: Network modes: ``deny`` (a network namespace of its own, only what jigs serves inside it),
 #: ``host`` (the worker's network, an explicit opt-out).
@@ -76,6 +83,11 @@ class SandboxView:
         into = self.writable if writable else self.readable
         if target not in into:
             into.append(target)
+
+
+def system_paths() -> list[str]:
+    """The system directories every sandbox shows read-only (those that exist here)."""
+    return [p for p in _SYSTEM if os.path.isdir(p)]
 
 
 def _system_args() -> list[str]:
