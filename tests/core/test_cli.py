@@ -33,7 +33,8 @@ def test_doctor_passes_for_echo_and_fails_with_the_fix_for_a_bad_mcp_server(tmp_
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "Echo CLI" in ok.stdout
     assert "model route" in ok.stdout
-    assert ok.stdout.rstrip().endswith("2 passed, 0 failed")
+    assert "sandbox and network" in ok.stdout
+    assert ok.stdout.rstrip().endswith("3 passed, 0 failed")
     settings = {
         "mcp_servers": {
             "t": {

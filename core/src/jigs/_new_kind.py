@@ -324,7 +324,10 @@ class __CLASS__Harness(Harness[__CLASS__Descriptor]):
     async def prepare(
         self, target: HarnessTarget[__CLASS__Descriptor], ctx: HarnessContext
     ) -> Path:
-        """Once per step: a private scratch dir (removed when the step closes)."""
+        """Once per step: a private scratch dir (removed when the step closes). The stand-in CLI
+        runs on the worker's Python, so a sandboxed step shows that Python (read-only); a real
+        CLI's own directory is shown without asking (``ctx.expose`` adds what else it needs)."""
+        ctx.expose_python()
         return ctx.private_dir()
 
     def launch_turn(
