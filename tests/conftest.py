@@ -17,6 +17,10 @@ from jigs import RunMetadata
 # and the conformance helpers.
 pytest_plugins = ["jigs_testing.pytest_plugin"]
 
+# The echo kind (tests/plugins/echo) is a test kind: jigs' listings (jigs harnesses, doctor, demo,
+# --version) show it only with this set; processes the tests start inherit it.
+os.environ["JIGS_SHOW_TEST_KINDS"] = "1"
+
 # Installed CLIs (`jigs install pi`) live in the real data dir; every test gets its own data dir
 # below, so pin the CLI dir to the real one first.
 if "JIGS_CLI_DIR" not in os.environ:

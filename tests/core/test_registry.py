@@ -194,3 +194,37 @@ def test_a_wheel_folder_is_trusted_while_its_dist_info_is_there(tmp_path, monkey
     assert wheel_package_dir("jigs_probe_pkg", "jigs-probe-dist") is None
     (site / "jigs_probe_dist-1.1.dist-info").mkdir()
     assert wheel_package_dir("jigs_probe_pkg", "jigs-probe-dist") == site / "jigs_probe_pkg"
+
+
+def test_a_test_kind_resolves_but_is_listed_only_when_asked(tmp_path: Path):
+    """jigs' echo kind is declared in ``jigs.test_kinds`` too (tests/plugins/echo): users' listings
+    (jigs harnesses, --version, and the kinds doctor and demo take by default) leave it out; it
+    still resolves by name; ``JIGS_SHOW_TEST_KINDS=1`` (tests/conftest.py sets it) lists it."""
+    hidden = {**os.environ, "JIGS_SHOW_TEST_KINDS": ""}
+    shown = {**os.environ, "JIGS_SHOW_TEST_KINDS": "1"}
+    code = (
+        "import json\n"
+        "from jigs._registry import Registry\n"
+        "r = Registry()\n"
+        "print(json.dumps([r.kinds(), r.enabled_kinds(), [i.kind for i in r.all_info()],"
+        " r.get('echo').kind]))\n"
+    )
+    for env, listed_echo in ((hidden, False), (shown, True)):
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+        )
+        kinds, enabled, infos, resolved = json.loads(done.stdout)
+        assert resolved == "echo"
+        assert "claude" in kinds
+        for listing in (kinds, enabled, infos):
+            assert ("echo" in listing) is listed_echo, listing
+        for args in (["harnesses"], ["--version"]):
+            out = subprocess.run(
+                [sys.executable, "-m", "jigs.cli", *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+            ).stdout
+            assert "claude" in out
+            assert ("jigs-harness-echo" in out) is listed_echo, out

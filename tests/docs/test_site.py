@@ -14,7 +14,8 @@ from pathlib import Path
 from doc_blocks import ROOT
 
 
-def test_the_site_builds_strictly_with_the_whole_contract(tmp_path: Path) -> None:
+def _build(tmp_path: Path) -> Path:
+    """``mkdocs build --strict`` into a fresh directory: no error, no warning."""
     site = tmp_path / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run(
@@ -38,6 +39,11 @@ def test_the_site_builds_strictly_with_the_whole_contract(tmp_path: Path) -> Non
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert "WARNING" not in done.stderr, done.stderr[-4000:]
+    return site
+
+
+def test_the_site_builds_strictly_with_the_whole_contract(tmp_path: Path) -> None:
+    site = _build(tmp_path)
     for page in ("index.html", "guide/write-a-harness-kind/index.html", "errors/index.html"):
         assert (site / page).is_file(), page
 
@@ -71,3 +77,52 @@ def test_the_site_builds_strictly_with_the_whole_contract(tmp_path: Path) -> Non
     fields = re.findall(r"(\w+)\s*:\s", signature.group(1))
     assert fields[:3] == ["argv", "env", "stdin"], signature.group(1)
     assert re.search(r"exit_grace\s*:\s*float\s*=\s*3\.0", reference)
+
+    # every step's run= and the model protocol have pages of their own
+    top = _text_outside_code((site / "reference/jigs/index.html").read_text())
+    for name in ("RunMetadata", "workflow_run_id", "attempt", "AgentSessionRef", "store_key"):
+        assert name in top, name
+    models = _text_outside_code((site / "reference/models/index.html").read_text())
+    for name in ("generate_text", "stream_text", "GenerateResult", "LanguageModel", "Usage"):
+        assert name in models, name
+
+
+_RAW_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|data|mod|attr|exc|obj|const):`")
+
+
+def _text_outside_code(page: str) -> str:
+    """A built page's visible text, code blocks and spans left out, entities decoded."""
+    page = re.sub(r"<(script|style|pre|code)\b.*?</\1>", " ", page, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", page))
+
+
+def test_no_built_page_shows_raw_sphinx_markup(tmp_path: Path) -> None:
+    """The docstrings are Sphinx-style: their roles are cross-references (links, or plain code for
+    a target the site does not document; docs/_griffe_sphinx_roles.py), a literal block's ``::``
+    is not printed, and the CLI table shows no escaping backslash."""
+    site = _build(tmp_path)
+    raw_roles: dict[str, list[str]] = {}
+    stray: dict[str, list[str]] = {}
+    for page in sorted(site.rglob("*.html")):
+        source = page.read_text()
+        name = str(page.relative_to(site))
+        roles = [m.group(0) for m in re.finditer(rf"{_RAW_ROLE.pattern}.{{0,60}}", source)]
+        roles += [
+            m.group(0)
+            for m in re.finditer(r":(?:class|func|meth|data|mod|attr|exc|obj):<code>", source)
+        ]
+        if roles:
+            raw_roles[name] = roles
+        text = _text_outside_code(source)
+        hits = [m.group(0) for m in re.finditer(r".{0,40}(?<!:)::(?![:\w]).{0,20}", text)]
+        if hits:
+            stray[name] = hits
+    assert not raw_roles, raw_roles
+    assert not stray, stray
+    # the roles became links: a class, a method and a module of the contract
+    steps = (site / "reference/steps/index.html").read_text()
+    assert re.search(r'<a class="autorefs autorefs-internal"[^>]*href="[^"]*#jigs\.errors\.', steps)
+    # the CLI table: no backslash before a pipe or an underscore, in code or in text
+    cli = html.unescape((site / "cli/index.html").read_text())
+    assert not re.findall(r".{0,30}\\[|_].{0,30}", cli)
+    assert "jigs runs prune" in cli

@@ -178,3 +178,24 @@ def test_cli_port_in_use_exits_1(tmp_path):
     assert process.returncode == 1
     assert out == ""
     assert "cannot listen" in err
+
+
+def test_the_documented_script_format_is_the_one_loaded(tmp_path):
+    """docs/model-server.md's example script loads, and its key table names exactly the keys a
+    script entry takes (unknown keys are refused)."""
+    import re
+
+    from jigs_testing._server.script_file import _Entry, _ErrorEntry, _ToolCallEntry
+
+    page = (SRC.parents[1] / "docs" / "model-server.md").read_text()
+    example = re.search(r"```yaml\n(.*?)```", page, re.S)
+    assert example is not None
+    pytest.importorskip("yaml")
+    replies = load_script(_write(tmp_path, "script.yaml", example.group(1)))
+    assert len(replies) == 3
+    keys_section = page.split("## Script files", 1)[1].split("```yaml", 1)[0]
+    documented = set(re.findall(r"^\| `(\w+)` \|", keys_section, re.M))
+    assert documented == set(_Entry.model_fields)
+    for model in (_ErrorEntry, _ToolCallEntry):
+        for field in model.model_fields:
+            assert f'"{field}"' in keys_section, field

@@ -197,6 +197,32 @@ async def test_script_exhaustion_is_a_clear_api_error(path, body, message_of):
         server.assert_script_used_up()
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "message_of"),
+    [
+        ("/v1/messages", anthropic_body(stream=True), lambda b: b["error"]["message"]),
+        ("/v1/responses", responses_body(stream=True), lambda b: b["error"]["message"]),
+        ("/v1/chat/completions", chat_body(), lambda b: b["error"]["message"]),
+    ],
+)
+async def test_a_server_without_a_script_says_so_with_a_400(path, body, message_of):
+    """Not a 500 (which CLIs retry) that reads like an exhausted script: a 400 saying the
+    server has no script and how to give it one; the model list still answers."""
+    async with ModelServer() as server, httpx.AsyncClient(base_url=server.url) as c:
+        with anyio.fail_after(5):
+            response = await c.post(path, json=body)
+            listing = await c.get("/v1/models")
+    assert response.status_code == 400
+    message = message_of(response.json())
+    assert message.startswith("jigs_testing.ModelServer has no script: no reply left for request")
+    assert "jigs model-server --script FILE" in message
+    assert "ModelServer(script=[...])" in message
+    assert listing.status_code == 200
+    assert server.failures == [message]
+    with pytest.raises(AssertionError, match="has no script"):
+        server.assert_script_used_up()
+
+
 async def test_unused_replies_are_reported():
     async with ModelServer(["a", "b"]) as server:
         pass

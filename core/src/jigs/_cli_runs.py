@@ -155,11 +155,16 @@ def cmd_prune(args: argparse.Namespace) -> int:
         print(f"jigs: --older-than: {exc}", file=sys.stderr)
         return 2
     report = prune_runs(_store(args), run=args.run, older_than=older, dry_run=args.dry_run)
+    from jigs._private_dirs import sweep
+
+    swept = [str(path) for path in sweep(dry_run=args.dry_run)]
     missing = args.run is not None and not report.removed and not report.refused
     if args.json:
-        print(json.dumps(report.as_dict(), indent=2))
+        print(json.dumps({**report.as_dict(), "stale_private_dirs": swept}, indent=2))
     else:
         verb = "would remove" if args.dry_run else "removed"
+        for path in swept:
+            print(f"{verb} {path}: a private dir its killed worker left")
         for item in report.removed:
             print(
                 f"{verb} {item['run_id']}: {_size(item['local_bytes'])} local, "
@@ -167,7 +172,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
             )
         for item in report.refused:
             print(f"refused {item['run_id']}: {item['reason']}", file=sys.stderr)
-        if not report.removed and not report.refused and not missing:
+        if not report.removed and not report.refused and not missing and not swept:
             print("nothing to prune")
     if missing:
         print(f"jigs: no run {args.run!r} is kept (see `jigs runs list`)", file=sys.stderr)
@@ -206,7 +211,10 @@ def add_parser(sub: Any, command: Callable[..., argparse.ArgumentParser]) -> Non
 
     p = inner.add_parser(
         "prune",
-        help="remove runs (local state and store artifacts); never a run holding a lock",
+        help=(
+            "remove runs (local state and store artifacts), never a run holding a lock, and "
+            "the private temp dirs killed workers left"
+        ),
     )
     p.add_argument("--run", metavar="RUN", help="remove this run")
     p.add_argument(

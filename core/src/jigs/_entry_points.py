@@ -23,7 +23,12 @@ import sys
 
 import msgspec
 
-__all__ = ["FoundEntryPoint", "entry_points"]
+__all__ = ["SHOW_TEST_KINDS", "TEST_GROUP", "FoundEntryPoint", "entry_points", "hidden_test_kinds"]
+
+#: The group a distribution also declares a kind in to make it a test kind (jigs' echo kind).
+TEST_GROUP = "jigs.test_kinds"
+#: Set (to anything but ``0``) to list the test kinds too.
+SHOW_TEST_KINDS = "JIGS_SHOW_TEST_KINDS"
 
 
 class FoundEntryPoint(msgspec.Struct, frozen=True):
@@ -155,3 +160,11 @@ def _scan(group: str) -> list[FoundEntryPoint]:
                 FoundEntryPoint(name, value, group, folder) for name, value in _parse(text, group)
             )
     return found
+
+
+def hidden_test_kinds() -> frozenset[str]:
+    """The test kinds (entry points in :data:`TEST_GROUP`) that jigs' listings leave out (they
+    still resolve by name): none when ``JIGS_SHOW_TEST_KINDS`` is set to anything but ``0``."""
+    if os.environ.get(SHOW_TEST_KINDS, "") not in ("", "0"):
+        return frozenset()
+    return frozenset(ep.name for ep in entry_points(TEST_GROUP))

@@ -4,10 +4,13 @@
 Entry points are listed cheaply and loaded lazily, one kind at a time, each in its own try/except:
 a broken plugin records an error naming its distribution, entry point and exception, and every
 other kind keeps working. The same kind from two distributions is refused. ``JIGS_DISABLE_PLUGINS``
-(comma-separated kinds) blocks named ones. A kind built for another plugin contract than this
-core's (:data:`jigs.plugin.CONTRACT_VERSION`; see :mod:`jigs._contract`) is refused with
-:class:`~jigs.errors.HarnessContractError`, whether it comes from an entry point or
-:meth:`Registry.register`.
+(comma-separated kinds) blocks named ones. A kind a distribution also declares in the group
+``jigs.test_kinds`` (jigs' own echo kind) is a test kind: it resolves by name like any other, but
+the listings (:meth:`Registry.kinds`, so ``jigs harnesses``, ``jigs doctor``, ``jigs demo``)
+leave it out unless ``JIGS_SHOW_TEST_KINDS=1`` (the test suite sets it). A kind built for
+another plugin contract than this core's (:data:`jigs.plugin.CONTRACT_VERSION`; see
+:mod:`jigs._contract`) is refused with :class:`~jigs.errors.HarnessContractError`, whether it
+comes from an entry point or :meth:`Registry.register`.
 """
 
 from __future__ import annotations
@@ -23,12 +26,21 @@ import msgspec
 import pluggy
 
 from jigs._contract import check_contract
+from jigs._entry_points import SHOW_TEST_KINDS, TEST_GROUP, entry_points, hidden_test_kinds
 from jigs._entry_points import FoundEntryPoint as EntryPoint
-from jigs._entry_points import entry_points
 from jigs.errors import HarnessContractError, HarnessNotFoundError, HarnessPluginError
 from jigs.plugin import Harness, HarnessSpecs
 
-__all__ = ["GROUP", "KIND_NAME", "PluginInfo", "Registry", "default_registry"]
+__all__ = [
+    "GROUP",
+    "KIND_NAME",
+    "SHOW_TEST_KINDS",
+    "TEST_GROUP",
+    "PluginInfo",
+    "Registry",
+    "default_registry",
+    "hidden_test_kinds",
+]
 
 GROUP = "jigs.harnesses"
 #: What a harness kind name looks like (an entry point name); anything else is never echoed.
@@ -79,6 +91,7 @@ class Registry:
         self._pm.add_hookspecs(HarnessSpecs)
         self._lock = threading.RLock()
         self._eps: dict[str, list[EntryPoint]] | None = None
+        self._hidden: frozenset[str] = frozenset()
         self._loaded: dict[str, Harness[Any]] = {}
         self._errors: dict[str, str] = {}
         self._modules: dict[str, list[Harness[Any]]] = {}
@@ -94,12 +107,14 @@ class Registry:
                 if all(_dist_of(other) != _dist_of(ep) for other in found[ep.name]):
                     found[ep.name].append(ep)
             self._eps = found
+            self._hidden = hidden_test_kinds()
         return self._eps
 
     def kinds(self) -> list[str]:
-        """Installed kinds (loaded or not), sorted, including programmatic registrations."""
+        """Installed kinds (loaded or not), sorted, including programmatic registrations; test
+        kinds only with ``JIGS_SHOW_TEST_KINDS=1`` (:func:`get` resolves them either way)."""
         with self._lock:
-            return sorted(set(self._entry_points()) | set(self._loaded))
+            return sorted((set(self._entry_points()) | set(self._loaded)) - self._hidden)
 
     def enabled_kinds(self) -> list[str]:
         """Installed kinds not blocked by ``JIGS_DISABLE_PLUGINS``."""

@@ -39,8 +39,11 @@ class RunMetadata(_Data):
     spaces); jigs encodes it before using it in a path.
     """
 
+    #: The durable engine's id of the workflow run (a Temporal workflow id, a DBOS workflow id).
     workflow_run_id: Annotated[str, Meta(min_length=1, max_length=4096)]
+    #: The workflow's name (informational: jigs records it, nothing depends on it).
     workflow_name: str | None = None
+    #: The step's name (the `jigs.step_name` attribute of the step's trace span).
     step_name: str | None = None
     #: The engine's attempt number of the step (1 for the first try), when it has one.
     attempt: Annotated[int, Meta(ge=1)] | None = None

@@ -64,9 +64,12 @@ def _settings(text: str) -> dict[str, Any]:
 def versions() -> list[tuple[str, str, str]]:
     """``(kind, distribution, version)`` for jigs-core (kind ``""``) and each installed kind,
     read from the distributions' metadata without importing any plugin. A kind blocked by
-    ``JIGS_DISABLE_PLUGINS`` is listed with ``(disabled)`` after its version."""
+    ``JIGS_DISABLE_PLUGINS`` is listed with ``(disabled)`` after its version; a test kind only
+    with ``JIGS_SHOW_TEST_KINDS=1``."""
     import os
     from importlib.metadata import PackageNotFoundError, entry_points, version
+
+    from jigs._entry_points import hidden_test_kinds
 
     try:
         core = version("jigs-core")
@@ -74,8 +77,11 @@ def versions() -> list[tuple[str, str, str]]:
         core = "unknown"
     found: list[tuple[str, str, str]] = [("", "jigs-core", core)]
     disabled = {k.strip() for k in os.environ.get("JIGS_DISABLE_PLUGINS", "").split(",")}
+    hidden = hidden_test_kinds()
     seen = set()
     for ep in sorted(entry_points(group="jigs.harnesses"), key=lambda e: e.name):
+        if ep.name in hidden:
+            continue
         dist = ep.dist
         name = dist.metadata["Name"] if dist is not None else "-"
         number = dist.version if dist is not None else "-"

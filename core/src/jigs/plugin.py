@@ -230,10 +230,14 @@ class HarnessContext(msgspec.Struct):
 
     def private_dir(self, prefix: str | None = None) -> Path:
         """A fresh 0700 directory only this step uses, removed when the step closes; the
-        step's processes may read and write it (no other step's can see it)."""
-        from jigs._files import make_dir, remove_tree
+        step's processes may read and write it (no other step's can see it). It holds a marker
+        naming this worker (``.jigs-owner``): if the worker is killed before the step closes,
+        a later step or ``jigs runs prune`` removes it (:mod:`jigs._private_dirs`)."""
+        from jigs._files import remove_tree
+        from jigs._private_dirs import make_owned_dir, sweep_now_and_then
 
-        path = make_dir(prefix or f"jigs-{self.kind}-")
+        sweep_now_and_then()
+        path = make_owned_dir(prefix or f"jigs-{self.kind}-")
         self.stack.callback(remove_tree, path)
         self.expose(path, writable=True)
         return path

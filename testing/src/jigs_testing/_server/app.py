@@ -1,8 +1,9 @@
 """The request handler: routes one HTTP request, records it, and answers from the script.
 
 Failure modes, all answered in the API's own error shape and never by crashing: malformed
-JSON or a non-object body -> 400; wrong method -> 405; unknown path -> 404; script exhausted or
-a reply function that raised -> 500 (also kept in ``failures``). ``CONNECT`` and
+JSON or a non-object body -> 400; wrong method -> 405; unknown path -> 404; a server that never
+had a script -> 400 (no client retries it) saying how to give one; script exhausted or a reply
+function that raised -> 500 (both also kept in ``failures``). ``CONNECT`` and
 absolute-URI proxy requests for other hosts -> 403, logged as outside connection attempts.
 """
 
@@ -199,12 +200,7 @@ class Application:
         taken = self.state.script.take()
         recorded = self._record(ex, wire, body, reply_index=taken[0] if taken else None)
         if taken is None:
-            message = (
-                "jigs_testing.ModelServer: the script has no reply left for request "
-                f"#{recorded.index} ({ex.request.method} {recorded.target})"
-            )
-            self.state.add_failure(message)
-            await send_json(ex.conn, recorded, 500, renderer.error_payload(500, message))
+            await self._no_reply(ex, recorded, renderer)
             return
         reply = await self._resolve(taken[1], recorded)
         if reply.delay:
@@ -219,6 +215,25 @@ class Application:
         else:
             rendered = renderer.reply(reply, ctx, stream=recorded.stream)
         await send_rendered(ex.conn, recorded, rendered, kind=reply.kind, cut_after=reply.cut_after)
+
+    async def _no_reply(
+        self, ex: _Exchange, recorded: RecordedRequest, renderer: WireRenderer
+    ) -> None:
+        """A model request the script has no reply for: a 500 once a script ran out; a 400 (no
+        client retries it) saying how to give one when the server never had a script."""
+        where = f"request #{recorded.index} ({ex.request.method} {recorded.target})"
+        if len(self.state.script) == 0:
+            status = 400
+            message = (
+                f"jigs_testing.ModelServer has no script: no reply left for {where}. Give it the "
+                "replies to serve: jigs model-server --script FILE, or ModelServer(script=[...]) "
+                "(the format: docs/model-server.md)"
+            )
+        else:
+            status = 500
+            message = f"jigs_testing.ModelServer: the script has no reply left for {where}"
+        self.state.add_failure(message)
+        await send_json(ex.conn, recorded, status, renderer.error_payload(status, message))
 
     async def _resolve(self, entry: ScriptEntry, recorded: RecordedRequest) -> Reply:
         if isinstance(entry, Reply):

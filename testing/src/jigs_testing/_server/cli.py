@@ -35,7 +35,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--script",
         type=Path,
-        help="JSON or YAML list of replies, one per model request (default: none)",
+        help=(
+            "JSON or YAML list of replies, one per model request (default: none, and every "
+            "model request gets a 400 saying so)"
+        ),
     )
     parser.add_argument("--port", type=int, default=0, help="TCP port (default: a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
