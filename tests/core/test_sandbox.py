@@ -93,3 +93,31 @@ def test_the_view_masks_machine_secrets_and_shows_only_what_it_lists(tmp_path):
     assert "usr-ro" in done.stdout
     assert "CapEff:\t0000000000000000" in done.stdout
     assert not any(line.startswith(("root:", "ssh_host")) for line in done.stdout.splitlines())
+
+
+def test_a_declared_stdio_servers_command_and_script_are_shown_and_nothing_else(tmp_path):
+    # the operator chose the server as it chose the CLI: its command's runtime and the files
+    # its arguments name are shown (read-only); a directory it names, or a relative path, not
+    from jigs.sandbox._runtime import stdio_server_paths
+
+    script = tmp_path / "tools" / "server.py"
+    script.parent.mkdir()
+    script.write_text("print('hi')\n")
+    (tmp_path / "tools" / "sibling.py").write_text("")
+    data = tmp_path / "data"
+    data.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    launcher = bin_dir / "serve"
+    launcher.write_text("#!/bin/sh\nexec true\n")
+    launcher.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    paths = stdio_server_paths(
+        [("python3", (str(script), "--root", str(data), "rel.py")), ("serve", ())], env
+    )
+    assert str(script) in paths
+    assert str(bin_dir) in paths  # a bare name, found on the step's PATH
+    assert os.path.dirname(os.path.realpath("/bin/sh")) in paths  # its #! interpreter
+    assert str(data) not in paths
+    assert str(script.parent) not in paths
+    assert not [p for p in paths if p.endswith("rel.py")]
