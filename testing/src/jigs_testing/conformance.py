@@ -938,9 +938,11 @@ async def _planted_round(
     from jigs.plugin import Planted
 
     kind, server, home = ctx.kind, ctx.server, ctx.home
-    markers = root / "markers"
-    markers.mkdir(parents=True)
     tree = _tree_under(root)
+    # in the worktree: a sandboxed step can write nowhere else, so a marker outside it could
+    # never prove that a planted hook ran
+    markers = tree / ".planted-markers"
+    markers.mkdir()
     planted = Planted(
         markers=markers,
         anthropic_base_url=evil.anthropic_base_url,
