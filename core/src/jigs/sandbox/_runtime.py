@@ -17,8 +17,10 @@ beside the script) is not shown, since that could be anything of the machine.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterable, Mapping, Sequence
+
+# not shutil.which: a step launches its CLI before it needs shutil (tests/core/test_imports.py)
+from jigs._files import which
 
 __all__ = ["runtime_paths", "stdio_server_paths"]
 
@@ -39,7 +41,7 @@ def _interpreter(path: str, env: Mapping[str, str]) -> str | None:
         return None
     if os.path.basename(words[0]) == "env" and len(words) > 1:
         named = [w for w in words[1:] if not w.startswith("-")]
-        return shutil.which(named[0], path=env.get("PATH", os.defpath)) if named else None
+        return which(named[0], path=env.get("PATH", os.defpath)) if named else None
     return words[0]
 
 
@@ -87,11 +89,7 @@ def stdio_server_paths(
     is a ``#!`` script."""
     paths: list[str] = []
     for command, args in servers:
-        found = (
-            command
-            if os.sep in command
-            else shutil.which(command, path=env.get("PATH", os.defpath))
-        )
+        found = command if os.sep in command else which(command, env.get("PATH", os.defpath))
         if found and os.path.isabs(found):
             paths += runtime_paths(found, env)
         for arg in args:
