@@ -324,7 +324,9 @@ class __CLASS__Harness(Harness[__CLASS__Descriptor]):
     async def prepare(
         self, target: HarnessTarget[__CLASS__Descriptor], ctx: HarnessContext
     ) -> Path:
-        """Once per step: a private scratch dir (removed when the step closes)."""
+        """Once per step: a private scratch dir (removed when the step closes). The stand-in
+        CLI runs on the worker's Python, which the step's sandbox shows only when asked."""
+        ctx.expose_python()
         return ctx.private_dir()
 
     def launch_turn(
