@@ -24,22 +24,26 @@ def no_sandbox(monkeypatch):
     monkeypatch.setenv(_probe.BWRAP_VAR, "/nonexistent/bwrap")
 
 
-async def test_a_host_without_the_sandbox_refuses_a_sandboxed_step_before_the_lock(
+async def test_a_host_without_the_sandbox_refuses_a_step_before_the_lock(
     no_sandbox, worktree, run_meta
 ):
+    # the sandbox is the default: a descriptor that says nothing about it is refused too
+    assert harnesses.echo().sandbox == "on"
     with pytest.raises(SandboxUnavailableError) as raised:
-        await run_agent(
-            harness=harnesses.echo(sandbox="on"), prompt="hi", cwd=worktree, run=run_meta
-        )
+        await run_agent(harness=harnesses.echo(), prompt="hi", cwd=worktree, run=run_meta)
     error = raised.value
     assert error.kind == "echo"
     assert not error.retryable
     assert "bwrap did not run" in error.reason
-    assert 'sandbox="on"' in str(error)
+    assert 'set sandbox="off"' in str(error)  # the opt-out is named
     with capture_logs() as logs:  # nothing was left taken: the worktree runs a step at once
-        result = await run_agent(harness=harnesses.echo(), prompt="hi", cwd=worktree, run=run_meta)
+        result = await run_agent(
+            harness=harnesses.echo(sandbox="off"), prompt="hi", cwd=worktree, run=run_meta
+        )
     assert result.text
     assert not any(e["event"] == "runner.lock.acquired" and e.get("error") for e in logs)
+    # the opt-out is logged
+    assert any(e["event"] == "runner.sandbox.off" for e in logs)
 
 
 async def test_the_kit_catches_a_step_whose_network_is_the_hosts(tmp_path):

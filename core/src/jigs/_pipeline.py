@@ -648,9 +648,10 @@ class Step:
 
 
 def _sandbox_or_refuse(descriptor: HarnessDescriptor, log: Any) -> bool:
-    """Whether the step runs sandboxed (``sandbox="on"``); raises
+    """Whether the step runs sandboxed (``sandbox="on"``, the default); raises
     :class:`~jigs.errors.SandboxUnavailableError` when it asks for it and the host cannot."""
     if descriptor.sandbox != "on":
+        log.warning("runner.sandbox.off", reason="the descriptor says sandbox='off'")
         return False
     from jigs.sandbox._probe import FIX, sandbox_problem
 
