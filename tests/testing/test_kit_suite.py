@@ -93,9 +93,11 @@ async def test_a_read_only_kind_passes_with_the_shell_checks_skipped_by_name(tmp
 
     monkeypatch.setattr(EchoHarness, "demo_plan", _read_only(EchoHarness.demo_plan, shell=False))
     report = await check_harness("echo", tmp_path=tmp_path)
-    assert set(report.skipped) == {"worker_death", "process_view", "no_model_refusal"}
-    assert "has no shell tool" in report.skipped["worker_death"]
-    assert "has no shell tool" in report.skipped["process_view"]
+    # containment attacks the machine from the agent's shell: a shell check like the others
+    shell_checks = {"worker_death", "process_view", "containment"}
+    assert set(report.skipped) == shell_checks | {"no_model_refusal"}
+    for check in shell_checks:
+        assert "has no shell tool" in report.skipped[check]
     assert "lock_and_close" in report.passed
     assert not list(tmp_path.rglob("conformance.txt"))
 
