@@ -81,10 +81,12 @@ def require_cli() -> Iterator[Callable[[str], Path]]:
 
 
 @pytest.fixture
-def record_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Where the test MCP server's ``record`` tool writes; its variable is set for the step."""
+def record_file(worktree: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where the test MCP server's ``record`` tool writes; its variable is set for the step.
+    In the worktree: the CLI starts the server in the step's sandbox, where nothing else of
+    the machine is writable."""
     from mcp_configs import RECORD_ENV
 
-    path = tmp_path / "mcp-record.jsonl"
+    path = worktree / ".mcp-record.jsonl"
     monkeypatch.setenv(RECORD_ENV, str(path))
     return path

@@ -186,7 +186,7 @@ def test_doctor_json_parses_back() -> None:
     assert document["sandbox"] == {"available": True, "problem": None, "fix": ""}
     check, route, sandbox = document["checks"]
     assert sandbox["id"] == "sandbox"
-    assert sandbox["detail"].startswith("off:")
+    assert sandbox["detail"].startswith("on:")  # the default
     assert check["kind"] == "echo"
     assert check["id"] == "harness.echo-cli"
     assert check["ok"] is True

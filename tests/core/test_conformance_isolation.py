@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 from jigs import _isolation
 from jigs._proctree import kill_procs, processes_under
+from jigs._registry import default_registry
+from jigs.descriptors import HarnessDescriptor
 from jigs_testing import conformance as kit
+from jigs_testing.plan import demo_plan_of
 
 pytestmark = pytest.mark.anyio
 
@@ -34,8 +37,23 @@ def reaped(root: Path) -> Iterator[None]:
         kill_procs(processes_under(root))
 
 
-def echo_kit(tmp_path: Path) -> AbstractAsyncContextManager[kit.KitContext]:
-    return kit.kit_context("echo", tmp_path=tmp_path)
+def echo_kit(tmp_path: Path, **settings: str) -> AbstractAsyncContextManager[kit.KitContext]:
+    """The kit on echo; ``settings`` are added to its demo descriptor."""
+    if not settings:
+        return kit.kit_context("echo", tmp_path=tmp_path)
+
+    def descriptor(server: object) -> HarnessDescriptor:
+        base = demo_plan_of(default_registry().get("echo"), server).descriptor
+        return type(base).from_data({**base.to_data(), **settings})
+
+    return kit.kit_context("echo", descriptor, tmp_path=tmp_path)
+
+
+def unsandboxed_kit(tmp_path: Path) -> AbstractAsyncContextManager[kit.KitContext]:
+    """The kit on echo with ``sandbox="off"``: these tests weaken or choose the isolation jigs
+    uses without the sandbox (``jigs._isolation``), which a sandboxed step never uses (it gets
+    bwrap's namespaces, whatever ``JIGS_ISOLATION`` says)."""
+    return echo_kit(tmp_path, sandbox="off")
 
 
 @pytest.fixture
@@ -63,7 +81,7 @@ async def test_the_worker_death_check_catches_a_worker_without_isolation(
     )
     monkeypatch.setenv("PYTHONPATH", str(site))
     with reaped(tmp_path):
-        async with echo_kit(tmp_path) as ctx:
+        async with unsandboxed_kit(tmp_path) as ctx:
             with pytest.raises(
                 AssertionError,
                 match=r"SIGKILLed mid-turn left .* processes|run in the worker's PID namespace",
@@ -99,7 +117,7 @@ async def test_the_worker_death_check_catches_a_namespace_without_its_death_link
     (site / "sitecustomize.py").write_text(WEAK_NAMESPACE)
     monkeypatch.setenv("PYTHONPATH", str(site))
     with reaped(tmp_path):
-        async with echo_kit(tmp_path) as ctx:
+        async with unsandboxed_kit(tmp_path) as ctx:
             with pytest.raises(AssertionError, match=r"SIGKILLed mid-turn left \d+ processes"):
                 await kit.CHECKS["worker_death"](ctx)
 
@@ -123,7 +141,7 @@ async def test_the_process_view_check_catches_an_agent_that_sees_the_host(
 
     monkeypatch.setattr(jigs.processes, "isolation", lambda: _isolation.PLAIN)
     with reaped(tmp_path):
-        async with echo_kit(tmp_path) as ctx:
+        async with unsandboxed_kit(tmp_path) as ctx:
             with pytest.raises(AssertionError, match=r"read host canaries|older than its step"):
                 await kit.CHECKS["process_view"](ctx)
 
@@ -137,7 +155,7 @@ async def test_the_process_view_check_asserts_what_each_mode_gives(
     _isolation.reset_isolation_cache()
     try:
         with reaped(tmp_path):
-            async with echo_kit(tmp_path) as ctx:
+            async with unsandboxed_kit(tmp_path) as ctx:
                 await kit.CHECKS["process_view"](ctx)
     finally:
         _isolation.reset_isolation_cache()
@@ -157,7 +175,7 @@ async def test_the_tree_fallback_keeps_a_killed_workers_worktree_locked(
     _isolation.reset_isolation_cache()
     try:
         with reaped(tmp_path):
-            async with echo_kit(tmp_path) as ctx:
+            async with unsandboxed_kit(tmp_path) as ctx:
                 await kit.CHECKS["worker_death"](ctx)
     finally:
         _isolation.reset_isolation_cache()

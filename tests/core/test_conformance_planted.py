@@ -40,9 +40,11 @@ async def _check(
     *,
     loads: bool = True,
     path: str = CONFIG,
+    network: str = "deny",
 ) -> None:
     """Run the check against echo declaring ``files``; with ``loads`` its launch obeys
-    ``path`` in the worktree (a hook run before the CLI, variables added)."""
+    ``path`` in the worktree (a hook run before the CLI, variables added). ``network`` is the
+    descriptor's."""
     harness = default_registry().get("echo")
     launch_turn = harness.launch_turn
 
@@ -58,7 +60,14 @@ async def _check(
 
     monkeypatch.setattr(harness, "launch_turn", obeying)
     monkeypatch.setattr(harness, "config_files", lambda: files)
-    async with kit_context("echo", tmp_path=tmp_path) as ctx:
+
+    def descriptor(server: Any) -> Any:
+        from jigs_testing.plan import demo_plan_of
+
+        base = demo_plan_of(harness, server).descriptor
+        return type(base).from_data({**base.to_data(), "network": network})
+
+    async with kit_context("echo", descriptor, tmp_path=tmp_path) as ctx:
         plan = dataclasses.replace(
             ctx.plan, run_command=lambda _server, command: f"sh:{quote(command, safe='')}"
         )
@@ -75,8 +84,10 @@ async def _check(
     ids=["hook", "env", "endpoint"],
 )
 async def test_a_kind_that_loads_a_planted_file_fails(monkeypatch, tmp_path, hostile, caught):
+    # the planted endpoint is on the worker's loopback, which a sandboxed step's network does
+    # not have: the host's network lets the hook reach it, so the check must catch the call
     with pytest.raises(AssertionError, match=caught):
-        await _check(monkeypatch, tmp_path, _declare(CONFIG, hostile))
+        await _check(monkeypatch, tmp_path, _declare(CONFIG, hostile), network="host")
 
 
 async def test_a_kind_that_does_not_load_the_file_passes(monkeypatch, tmp_path):

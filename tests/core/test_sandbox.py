@@ -24,22 +24,26 @@ def no_sandbox(monkeypatch):
     monkeypatch.setenv(_probe.BWRAP_VAR, "/nonexistent/bwrap")
 
 
-async def test_a_host_without_the_sandbox_refuses_a_sandboxed_step_before_the_lock(
+async def test_a_host_without_the_sandbox_refuses_a_step_before_the_lock(
     no_sandbox, worktree, run_meta
 ):
+    # the sandbox is the default: a descriptor that says nothing about it is refused too
+    assert harnesses.echo().sandbox == "on"
     with pytest.raises(SandboxUnavailableError) as raised:
-        await run_agent(
-            harness=harnesses.echo(sandbox="on"), prompt="hi", cwd=worktree, run=run_meta
-        )
+        await run_agent(harness=harnesses.echo(), prompt="hi", cwd=worktree, run=run_meta)
     error = raised.value
     assert error.kind == "echo"
     assert not error.retryable
     assert "bwrap did not run" in error.reason
-    assert 'sandbox="on"' in str(error)
+    assert 'set sandbox="off"' in str(error)  # the opt-out is named
     with capture_logs() as logs:  # nothing was left taken: the worktree runs a step at once
-        result = await run_agent(harness=harnesses.echo(), prompt="hi", cwd=worktree, run=run_meta)
+        result = await run_agent(
+            harness=harnesses.echo(sandbox="off"), prompt="hi", cwd=worktree, run=run_meta
+        )
     assert result.text
     assert not any(e["event"] == "runner.lock.acquired" and e.get("error") for e in logs)
+    # the opt-out is logged
+    assert any(e["event"] == "runner.sandbox.off" for e in logs)
 
 
 async def test_the_kit_catches_a_step_whose_network_is_the_hosts(tmp_path):
@@ -193,3 +197,31 @@ async def test_two_concurrent_sandboxed_steps_cannot_see_each_others_private_dir
         assert mine.name not in listing  # not even listed in the attacker's /tmp
         assert not (mine / "planted").exists()
         assert Path(mine / "secret").read_text() == "victim-secret"
+
+
+def test_a_declared_stdio_servers_command_and_script_are_shown_and_nothing_else(tmp_path):
+    # the operator chose the server as it chose the CLI: its command's runtime and the files
+    # its arguments name are shown (read-only); a directory it names, or a relative path, not
+    from jigs.sandbox._runtime import stdio_server_paths
+
+    script = tmp_path / "tools" / "server.py"
+    script.parent.mkdir()
+    script.write_text("print('hi')\n")
+    (tmp_path / "tools" / "sibling.py").write_text("")
+    data = tmp_path / "data"
+    data.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    launcher = bin_dir / "serve"
+    launcher.write_text("#!/bin/sh\nexec true\n")
+    launcher.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    paths = stdio_server_paths(
+        [("python3", (str(script), "--root", str(data), "rel.py")), ("serve", ())], env
+    )
+    assert str(script) in paths
+    assert str(bin_dir) in paths  # a bare name, found on the step's PATH
+    assert os.path.dirname(os.path.realpath("/bin/sh")) in paths  # its #! interpreter
+    assert str(data) not in paths
+    assert str(script.parent) not in paths
+    assert not [p for p in paths if p.endswith("rel.py")]

@@ -191,7 +191,7 @@ def test_sqlite_worker_killed_mid_turn_recovers_from_step_one(tmp_path: Path) ->
     worktree = make_worktree(tmp_path / "wt")
     data_dir = tmp_path / "jigs-data"
     db = f"sqlite:///{tmp_path / 'dbos.sqlite'}"
-    pidfile = tmp_path / "agent.pid"
+    pidfile = worktree / ".agent.pid"  # the sandboxed agent writes only in its worktree
     second = f"pidfile:{pidfile} sleep:3 second"
     argv = [EXAMPLE, "--db", db, "--worktree", str(worktree), "--id", "wf-kill"]
     first_worker = Worker(
@@ -224,7 +224,7 @@ def test_sqlite_cancel_during_turn_stops_agent_and_frees_lock(
     from jigs._lock import WorktreeLock
 
     worktree = make_worktree(tmp_path / "wt")
-    pidfile = tmp_path / "agent.pid"
+    pidfile = worktree / ".agent.pid"  # the sandboxed agent writes only in its worktree
     handle = engine.enqueue(
         EchoDescriptor(), worktree, "first", f"pidfile:{pidfile} sleep:60 second"
     )

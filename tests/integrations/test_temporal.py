@@ -235,7 +235,7 @@ async def test_worker_killed_mid_turn_activity_retried_on_another_worker(
     activity 1's session: the echo agent sees exactly one earlier turn."""
     engine = Engine(temporal_address, tmp_path, workers=1)
     worktree = make_worktree(tmp_path / "wt")
-    pidfile = tmp_path / "agent.pid"
+    pidfile = worktree / ".agent.pid"  # the sandboxed agent writes only in its worktree
     second = f"pidfile:{pidfile} sleep:3 second"
     try:
         handle = await engine.start(EchoDescriptor(), worktree, "first", second)
@@ -264,7 +264,7 @@ async def test_cancel_during_turn_stops_agent_and_frees_lock(
     from temporalio.client import WorkflowFailureError
 
     worktree = make_worktree(tmp_path / "wt")
-    pidfile = tmp_path / "agent.pid"
+    pidfile = worktree / ".agent.pid"  # the sandboxed agent writes only in its worktree
     handle = await engine.start(
         EchoDescriptor(), worktree, "first", f"pidfile:{pidfile} sleep:60 second"
     )

@@ -11,12 +11,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from jigs import AgentSessionRef, RunMetadata
 from jigs._paths import _safe
@@ -77,6 +79,11 @@ async def test_a_store_save_the_agent_breaks_fails_the_step(
     async with ModelServer() as server:
         plan = default_registry().get(kind).demo_plan(server)  # type: ignore[attr-defined]
         assert plan.run_command is not None
+        # the sandbox hides the data dir from the agent (the containment check proves it):
+        # only an unsandboxed step's agent can break the store's save, which must then fail it
+        plan = dataclasses.replace(
+            plan, descriptor=msgspec.structs.replace(plan.descriptor, sandbox="off")
+        )
         with patched_environ(dict(plan.host_env)):
             # through run_agent: the step fails, no result (so no ref) comes out
             with pytest.raises(SessionSaveError) as info:

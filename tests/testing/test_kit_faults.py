@@ -65,13 +65,17 @@ os.execv(sys.argv[1], sys.argv[1:])
 async def test_stray_mcp_configs_fails_a_cli_that_starts_a_server_it_found(tmp_path, monkeypatch):
     from jigs_harness_echo._harness import EchoHarness
 
-    starter = tmp_path / "starter.py"
-    starter.write_text(STARTER)
+    # an executable of its own, in a directory of its own: the sandbox shows the step what
+    # its executable runs from (that directory, its #! interpreter), and nothing else of tmp_path
+    starter = tmp_path / "starter" / "start"
+    starter.parent.mkdir()
+    starter.write_text(f"#!{sys.executable}\n{STARTER}")
+    starter.chmod(0o755)
     launch_turn = EchoHarness.launch_turn
 
     def starting(self, turn, ctx, state):  # the CLI starts what .cursor/mcp.json names
         spec = launch_turn(self, turn, ctx, state)
-        return msgspec.structs.replace(spec, argv=[sys.executable, str(starter), *spec.argv])
+        return msgspec.structs.replace(spec, argv=[str(starter), *spec.argv])
 
     monkeypatch.setattr(EchoHarness, "launch_turn", starting)
     home = tmp_path / "home"

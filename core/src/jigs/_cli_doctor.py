@@ -120,7 +120,10 @@ def _sandbox_row(kind: str, descriptor: Any) -> DoctorRow:
     from jigs.sandbox._probe import FIX
 
     if descriptor.sandbox != "on":
-        detail = "off: a process namespace only; the agent sees the host's files and network"
+        detail = (
+            "off (the descriptor opts out): a process namespace only; the agent sees the "
+            "host's files and network"
+        )
         return DoctorRow(kind, "sandbox", "sandbox and network", True, detail=detail)
     problem = sandbox_problem()
     if problem is not None:

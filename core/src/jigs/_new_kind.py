@@ -324,9 +324,8 @@ class __CLASS__Harness(Harness[__CLASS__Descriptor]):
     async def prepare(
         self, target: HarnessTarget[__CLASS__Descriptor], ctx: HarnessContext
     ) -> Path:
-        """Once per step: a private scratch dir (removed when the step closes). The stand-in CLI
-        runs on the worker's Python, so a sandboxed step shows that Python (read-only); a real
-        CLI's own directory is shown without asking (``ctx.expose`` adds what else it needs)."""
+        """Once per step: a private scratch dir (removed when the step closes). The stand-in
+        CLI runs on the worker's Python, which the step's sandbox shows only when asked."""
         ctx.expose_python()
         return ctx.private_dir()
 

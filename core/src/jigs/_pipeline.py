@@ -649,9 +649,10 @@ class Step:
 
 
 def _sandbox_or_refuse(descriptor: HarnessDescriptor, log: Any) -> bool:
-    """Whether the step runs sandboxed (``sandbox="on"``); raises
+    """Whether the step runs sandboxed (``sandbox="on"``, the default); raises
     :class:`~jigs.errors.SandboxUnavailableError` when it asks for it and the host cannot."""
     if descriptor.sandbox != "on":
+        log.warning("runner.sandbox.off", reason="the descriptor says sandbox='off'")
         return False
     from jigs.sandbox._probe import FIX, sandbox_problem
 
@@ -669,14 +670,27 @@ def _sandbox_view(
     descriptor: HarnessDescriptor, env: Mapping[str, str], workdir: Path, state_dir: Path
 ) -> SandboxView:
     """The step's sandbox: its worktree and the run's state dir for the kind writable, an
-    empty HOME, the descriptor's network; the kind exposes what its CLI needs on top."""
+    empty HOME, the descriptor's network, what its declared stdio MCP servers run from
+    read-only (the CLI starts them inside it); the kind exposes what its CLI needs on top."""
+    from jigs.mcp import McpStdioServer
     from jigs.sandbox import SandboxView
+    from jigs.sandbox._runtime import stdio_server_paths
 
     view = SandboxView(
         home=env.get("HOME"), network="host" if descriptor.network == "host" else "deny"
     )
     view.expose(workdir, writable=True)
     view.expose(state_dir, writable=True)
+    stdio = [
+        (s.command, s.args)
+        for s in descriptor.mcp_servers.values()
+        if isinstance(s, McpStdioServer)
+    ]
+    for path in stdio_server_paths(stdio, env):
+        # one already writable (a file in the worktree) stays so: a read-only bind on top of
+        # it would take that away from the server and the agent
+        if not any(Path(path).is_relative_to(w) for w in view.writable):
+            view.expose(path)
     return view
 
 

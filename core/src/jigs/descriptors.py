@@ -110,12 +110,12 @@ class HarnessDescriptor(Record, omit_defaults=True):
     max_turns: Annotated[int, Meta(ge=1, le=10_000)] | None = None
     #: Cost one turn may reach (AgentLimitError past it); None: no limit.
     max_budget_usd: Annotated[float, Meta(gt=0)] | None = None
-    #: ``"on"``: every process of the step runs in a bubblewrap sandbox of its own (see
-    #: :mod:`jigs.sandbox`), and the step refuses to start where the host cannot build one
-    #: (:class:`~jigs.errors.SandboxUnavailableError`); ``"off"`` (the default, for now): the
-    #: process namespace only (the agent sees the host's files and network).
-    sandbox: Literal["off", "on"] = "off"
-    #: With ``sandbox="on"``, the agent's network: ``"deny"`` (the default: a network namespace
+    #: ``"on"`` (the default): every process of the step runs in a bubblewrap sandbox of its
+    #: own (see :mod:`jigs.sandbox`), and the step refuses to start where the host cannot build
+    #: one (:class:`~jigs.errors.SandboxUnavailableError`); ``"off"``: an explicit opt-out to
+    #: the process namespace only (the agent sees the host's files and network).
+    sandbox: Literal["off", "on"] = "on"
+    #: In the sandbox, the agent's network: ``"deny"`` (the default: a network namespace
     #: of its own in which only the step's credential proxy and its declared loopback MCP
     #: servers can be reached) or ``"host"`` (the worker's whole network: an explicit, logged
     #: opt-out).

@@ -434,8 +434,9 @@ class WorktreeLockError(JigsError, OSError):
 
 class SandboxUnavailableError(JigsError, OSError):
     """The host cannot sandbox the step (no user namespaces, no bwrap) and its descriptor
-    asks for the sandbox (``sandbox="on"``). ``reason`` says what failed and ``fix`` how to get it;
-    ``kind`` names the harness kind. Not retryable: the same host fails the same way."""
+    asks for the sandbox (``sandbox="on"``, the default). ``reason`` says what failed and ``fix``
+    how to get it (or how to opt out, ``sandbox="off"``); ``kind`` names the harness kind. Not
+    retryable: the same host fails the same way."""
 
     retryable: bool = False
 
@@ -444,9 +445,10 @@ class SandboxUnavailableError(JigsError, OSError):
         self.reason = reason
         self.fix = fix
         super().__init__(
-            f"jigs cannot sandbox this {kind} step here ({reason}), and its descriptor asks for "
-            f'the sandbox (sandbox="on"). Fix: {fix}. Or, knowing that the agent then sees the '
-            f'whole machine and network, remove sandbox="on" (see `jigs doctor`)'
+            f"jigs cannot sandbox this {kind} step here ({reason}), and every step runs in "
+            f"the sandbox unless its descriptor opts out. Fix: {fix}. Or, knowing that the agent "
+            f'then sees the whole machine and network, set sandbox="off" on the descriptor '
+            f'(e.g. harnesses.{kind}(..., sandbox="off"))'
         )
 
 

@@ -252,14 +252,13 @@ class HarnessContext(msgspec.Struct):
             self.sandbox.expose(path, writable=writable)
 
     def _expose_executable(self, executable: str, cwd: Path, env: Mapping[str, str]) -> None:
-        import shutil
-
+        from jigs._files import which
         from jigs.sandbox._runtime import runtime_paths
 
         found = (
             executable
             if os.sep in executable
-            else shutil.which(executable, path=env.get("PATH", os.defpath))
+            else which(executable, path=env.get("PATH", os.defpath))
         )
         if found:
             for path in runtime_paths(os.path.join(cwd, found), env):

@@ -120,10 +120,11 @@ async def stray_mcp_configs(ctx: KitContext) -> None:
     from jigs.errors import JitCheckError
 
     kind = ctx.kind
-    root = ctx.tmp_path / "stray-mcp"
-    markers = root / "markers"
-    markers.mkdir(parents=True)
     tree = ctx.worktree("stray-mcp")
+    # in the worktree: a sandboxed step can write nowhere else, so a marker outside it could
+    # never prove that a stray server started
+    markers = tree / ".stray-markers"
+    markers.mkdir()
     saved: dict[Path, bytes | None] = {}
     planted: dict[Path, StrayConfig] = {}
     try:

@@ -715,7 +715,6 @@ async def _worker_death(ctx: KitContext) -> None:
     import time
 
     import anyio
-    from jigs._isolation import isolation
     from jigs._logging import logger
     from jigs._proctree import (
         kill_procs,
@@ -727,7 +726,7 @@ async def _worker_death(ctx: KitContext) -> None:
     from jigs_testing._isolation_probe import DESCENDANTS, SLEEPERS, WORKER_SCRIPT, sleepers
 
     kind, server, tmp_path = ctx.kind, ctx.server, ctx.tmp_path
-    mode = isolation().mode
+    mode = _isolation_mode(ctx)
     tree = ctx.worktree("worker-death")
     # a script file, not an inline command: CLIs refuse some inline forms (Claude Code blocks a
     # command that starts with a long sleep)
@@ -818,6 +817,14 @@ async def _worker_death(ctx: KitContext) -> None:
     ctx.assert_wrote(tree, "after-death.txt", "after", done.text, "the step after the workers")
 
 
+def _isolation_mode(ctx: KitContext) -> str:
+    """The isolation the check's steps get: a sandboxed step's is always ``namespace`` (bwrap's
+    own, whatever ``JIGS_ISOLATION`` says); an unsandboxed one's is the host's."""
+    from jigs._isolation import isolation
+
+    return "namespace" if ctx.descriptor.sandbox == "on" else isolation().mode
+
+
 def _remaining(
     step: list[tuple[int, str]], tree: Path, namespace: str | None
 ) -> list[tuple[int, str]]:
@@ -850,13 +857,12 @@ async def _process_view(ctx: KitContext) -> None:
     began (none of the worker's, none of the host's), its own environment readable, and no
     canary of :data:`CANARIES` by name or value anywhere. Under the ``tree`` fallback the agent
     does see the host's processes (the documented limit), which the kit asserts instead."""
-    from jigs._isolation import isolation
     from jigs.processes import value_digest
 
     from jigs_testing._isolation_probe import boot_ticks, parse_view, view_command
 
     kind, server = ctx.kind, ctx.server
-    mode = isolation().mode
+    mode = _isolation_mode(ctx)
     tree = ctx.worktree("process-view")
     command = view_command(value_digest(v) for v in CANARIES.values())
     prompt = ctx.shell_prompt(command, "process_view")
@@ -948,9 +954,11 @@ async def _planted_round(
     from jigs.plugin import Planted
 
     kind, server, home = ctx.kind, ctx.server, ctx.home
-    markers = root / "markers"
-    markers.mkdir(parents=True)
     tree = _tree_under(root)
+    # in the worktree: a sandboxed step can write nowhere else, so a marker outside it could
+    # never prove that a planted hook ran
+    markers = tree / ".planted-markers"
+    markers.mkdir()
     planted = Planted(
         markers=markers,
         anthropic_base_url=evil.anthropic_base_url,

@@ -4,8 +4,9 @@ The mode is the last word of the prompt (the last argument): ``crash`` (stderr, 
 ``garbage`` (a non-JSON line), ``bigline`` (a valid 2 MB assistant event, then a result),
 ``biggarbage`` (a 2 MB non-JSON line), ``hang`` (spawn a sleeping child, then sleep),
 ``noresult`` (init, then exit 0), ``silent`` (print nothing, sleep), ``ok`` (init and a result). ``--version`` prints a version.
-Every run writes its arguments to a ``marker`` file next to the script, so a test can prove the
-CLI never ran by the marker's absence.
+Every run writes its arguments to a ``.fake-claude-marker`` file in its working directory (the
+step's worktree: the only place a sandboxed step may write), so a test can prove the CLI never
+ran by the marker's absence; ``hang`` writes its child's pid to ``.fake-claude-child.pid``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+MARKER = ".fake-claude-marker"
+CHILD_PID = ".fake-claude-child.pid"
+
 
 def emit(event: Mapping[str, object]) -> None:
     sys.stdout.write(json.dumps(event) + "\n")
@@ -25,7 +29,7 @@ def emit(event: Mapping[str, object]) -> None:
 
 
 def main() -> int:
-    (Path(__file__).parent / "marker").write_text(" ".join(sys.argv[1:]))
+    Path(MARKER).write_text(" ".join(sys.argv[1:]))
     if "--version" in sys.argv:
         print("2.1.332 (Claude Code)")
         return 0
@@ -65,7 +69,7 @@ def main() -> int:
         time.sleep(30)
     elif mode == "hang":
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
-        (Path(__file__).parent / "child.pid").write_text(str(child.pid))
+        Path(CHILD_PID).write_text(str(child.pid))
         time.sleep(300)
     elif mode == "noresult":
         pass

@@ -123,7 +123,7 @@ async def test_hang_hits_turn_timeout_and_leaves_no_orphans(
     assert caught.value.retryable
     # the fake printed its init before hanging: the error keeps the session
     assert caught.value.session_id == "00000000-0000-4000-8000-000000000001"
-    assert int((fake_cli.parent / "child.pid").read_text())  # the child was started
+    assert int((worktree / ".fake-claude-child.pid").read_text())  # the child was started
     # the CLI runs in a PID namespace: its child's pid means nothing here; its cwd does
     assert not processes_under(worktree), "the CLI's child outlived the turn"
     assert live_groups() == {}
@@ -140,7 +140,7 @@ async def test_silent_cli_hits_idle_timeout(
     assert time.monotonic() - started < 1.5 + 5
     assert caught.value.limit == "idle_timeout"
     assert isinstance(caught.value, TimeoutError)
-    assert (fake_cli.parent / "marker").exists(), "the fake CLI never ran"
+    assert (worktree / ".fake-claude-marker").exists(), "the fake CLI never ran"
     assert live_groups() == {}
     await assert_worktree_free(worktree, run_meta)
 
@@ -168,7 +168,7 @@ async def test_missing_cli_is_cli_not_found(
 async def test_stale_resume_raises_before_any_process_starts(
     fake_cli: Path, worktree: Path, run_meta: RunMetadata
 ) -> None:
-    marker = fake_cli.parent / "marker"
+    marker = worktree / ".fake-claude-marker"
     descriptor = {"kind": "claude", "api_key_env": "JIGS_TEST_ANTHROPIC_KEY"}
     from jigs import harnesses
 
@@ -313,4 +313,4 @@ async def test_root_without_is_sandbox_fails_clearly(
         )
     assert "IS_SANDBOX" in str(caught.value)
     assert "agents.env" in str(caught.value)
-    assert not (fake_cli.parent / "marker").exists()
+    assert not (worktree / ".fake-claude-marker").exists()

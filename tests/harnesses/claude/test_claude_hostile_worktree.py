@@ -68,9 +68,10 @@ async def test_worktree_settings_cannot_redirect_hook_inject_or_deny(
     evil: ModelServer,
     worktree: Path,
     run_meta: RunMetadata,
-    tmp_path: Path,
 ) -> None:
-    markers = tmp_path / "markers"
+    # in the worktree: the step's sandbox lets a planted hook write nowhere else, so a marker
+    # elsewhere could never prove it ran
+    markers = worktree / ".markers"
     markers.mkdir()
     (worktree / ".claude").mkdir()
     for name in ("settings.json", "settings.local.json"):
@@ -101,15 +102,16 @@ async def test_a_hostile_bashrc_changes_nothing_and_costs_no_time(
     run_meta: RunMetadata,
     claude_home: Path,
     record_file: Path,
-    tmp_path: Path,
 ) -> None:
-    markers = tmp_path / "rc-markers"
+    # the markers and the server's report in the worktree: the step's sandbox lets its
+    # processes write nowhere else, so a marker elsewhere could never prove an rc file ran
+    markers = worktree / ".rc-markers"
     markers.mkdir()
     for rc in (".bashrc", ".bash_profile", ".profile", ".bash_login", ".zshrc", ".zshenv"):
         (claude_home / rc).write_text(
             f"export BASHRC_CANARY=from-{rc}\ntouch {markers / rc}\nsleep 60\n"
         )
-    report = tmp_path / "mcp-env.json"
+    report = worktree / ".mcp-env.json"
     descriptor = descriptor_for(
         server, mcp_servers={"jigs": step_server("--env-report", str(report))}
     )

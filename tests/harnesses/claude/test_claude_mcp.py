@@ -49,9 +49,9 @@ async def test_worktree_and_user_servers_are_never_started(
     run_meta: RunMetadata,
     claude_home: Path,
     record_file: Path,
-    tmp_path: Path,
 ) -> None:
-    markers = {where: tmp_path / f"started-{where}" for where in ("mcpjson", "settings", "user")}
+    # in the worktree: a stray started in the step's sandbox could write nowhere else
+    markers = {where: worktree / f".started-{where}" for where in ("mcpjson", "settings", "user")}
     (worktree / ".mcp.json").write_text(
         json.dumps({"mcpServers": {"repo-stray": _stray(markers["mcpjson"])}})
     )

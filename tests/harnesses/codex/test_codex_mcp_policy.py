@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,16 +23,9 @@ from jigs.errors import AgentTurnError, JitCheckError
 from jigs.models import generate_text
 from jigs.steps import create_agent_runner
 from jigs_testing import ModelServer, text, tool_call
-from mcp_configs import FIXTURE, records, step_server, stray_server
+from mcp_configs import records, step_server, stray_server, stray_toml
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli("codex")]
-
-
-def _stray_toml(name: str, marker: Path) -> str:
-    return (
-        f"[mcp_servers.{name}]\ncommand = {json.dumps(sys.executable)}\n"
-        f"args = {json.dumps([str(FIXTURE), '--marker', str(marker)])}\n"
-    )
 
 
 def _namespaces(body: Any) -> dict[str, list[str]]:
@@ -87,7 +79,8 @@ async def test_servers_declared_outside_the_step_are_never_started(
 ) -> None:
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
-    markers = {w: tmp_path / f"started-{w}" for w in ("mcpjson", "claude", "user-codex")}
+    # in the worktree: a stray started in the step's sandbox could write nowhere else
+    markers = {w: worktree / f".started-{w}" for w in ("mcpjson", "claude", "user-codex")}
     (worktree / ".mcp.json").write_text(
         json.dumps({"mcpServers": {"mcpjson-stray": stray_server(markers["mcpjson"])}})
     )
@@ -97,7 +90,7 @@ async def test_servers_declared_outside_the_step_are_never_started(
     )
     # the operator's own Codex config: the private CODEX_HOME never reads it
     (home / ".codex").mkdir(parents=True)
-    (home / ".codex" / "config.toml").write_text(_stray_toml("user-stray", markers["user-codex"]))
+    (home / ".codex" / "config.toml").write_text(stray_toml("user-stray", markers["user-codex"]))
     model_server.add(tool_call("mcp__jigs__record", {"note": "STEP-SERVER-WORKS"}), text("done"))
     harness = descriptor(mcp_servers={"jigs": step_server()})
     async with create_agent_runner(harness, cwd=worktree, run=run_meta, agents_env=[]) as runner:
@@ -117,12 +110,11 @@ async def test_a_worktree_codex_config_with_servers_fails_before_anything_starts
     worktree: Path,
     run_meta: RunMetadata,
     record_file: Path,
-    tmp_path: Path,
 ) -> None:
-    marker = tmp_path / "started-codex-project"
-    step_marker = tmp_path / "started-step"
+    marker = worktree / ".started-codex-project"
+    step_marker = worktree / ".started-step"
     (worktree / ".codex").mkdir()
-    (worktree / ".codex" / "config.toml").write_text(_stray_toml("repo-stray", marker))
+    (worktree / ".codex" / "config.toml").write_text(stray_toml("repo-stray", marker))
     harness = descriptor(mcp_servers={"jigs": step_server("--marker", str(step_marker))})
     with pytest.raises(JitCheckError) as caught:
         async with create_agent_runner(harness, cwd=worktree, run=run_meta, agents_env=[]):
@@ -169,13 +161,14 @@ async def test_a_server_that_does_not_start_in_codex_fails_the_step_loudly(
     worktree: Path,
     run_meta: RunMetadata,
     record_file: Path,
-    tmp_path: Path,
 ) -> None:
     """Every step server is ``required`` with a bounded startup: one that passes the probe but
     then hangs under Codex fails the runner's opening within the bound (it is never silently
     dropped, leaving the model without its tools), and the hung server is stopped."""
-    marker = tmp_path / "started"
-    args = ("--hang-on-restart", str(tmp_path / "probed"), "--marker", str(marker))
+    # in the worktree: the server Codex starts runs in the step's sandbox, and must see the
+    # file the probe's copy made and be able to write its marker
+    marker = worktree / ".started"
+    args = ("--hang-on-restart", str(worktree / ".probed"), "--marker", str(marker))
     # Codex gets half the descriptor's startup_timeout per server: 2 s here
     harness = descriptor(mcp_servers={"jigs": step_server(*args)}, startup_timeout=4)
     started = time.monotonic()
@@ -192,7 +185,7 @@ async def test_a_server_that_does_not_start_in_codex_fails_the_step_loudly(
     assert json.loads(marker.read_text())["pid"]  # it did start under Codex
     # the marker's pid is the one inside the step's PID namespace (another process's number
     # out here): look for the hung server by its unique command line instead
-    unique = str(tmp_path / "probed")
+    unique = str(worktree / ".probed")
     deadline = time.monotonic() + 5
     while _running(unique) and time.monotonic() < deadline:
         await anyio.sleep(0.05)
@@ -250,7 +243,7 @@ async def test_system_wide_codex_config_with_servers_is_refused(tmp_path: Path) 
     assert isinstance(await system_config_check(tmp_path).run(), CheckOk)
     (tmp_path / "config.toml").write_text("[analytics]\nenabled = false\n")
     assert isinstance(await system_config_check(tmp_path).run(), CheckOk)
-    (tmp_path / "config.toml").write_text(_stray_toml("sys-stray", tmp_path / "m"))
+    (tmp_path / "config.toml").write_text(stray_toml("sys-stray", tmp_path / "m"))
     failure = await system_config_check(tmp_path).run()
     assert isinstance(failure, CheckFailure)
     assert "sys-stray" in failure.reason

@@ -102,9 +102,8 @@ async def test_hang_is_stopped_by_cancellation(
     pi_descriptor: Callable[..., dict[str, Any]],
     worktree: Path,
     run_meta: RunMetadata,
-    tmp_path: Path,
 ) -> None:
-    pidfile = tmp_path / "pid"
+    pidfile = worktree / ".pid"  # in the worktree: the only place the sandboxed fake may write
     with anyio.move_on_after(1.5) as scope:
         await run_agent(
             harness=pi_descriptor(URL), cwd=worktree, prompt=f"hang pidfile:{pidfile}", run=run_meta
@@ -123,11 +122,10 @@ async def test_a_hung_cli_ends_at_idle_timeout(
     pi_descriptor: Callable[..., dict[str, Any]],
     worktree: Path,
     run_meta: RunMetadata,
-    tmp_path: Path,
     mode: str,
 ) -> None:
     """``silent`` prints nothing at all; ``hang`` prints its session header, then nothing."""
-    pidfile = tmp_path / "pid"
+    pidfile = worktree / ".pid"  # in the worktree: the only place the sandboxed fake may write
     started = time.monotonic()
     with pytest.raises(AgentTimeoutError, match="idle_timeout") as info:
         await _run(
@@ -138,6 +136,8 @@ async def test_a_hung_cli_ends_at_idle_timeout(
     assert isinstance(info.value, TimeoutError)
     assert (info.value.session_id is not None) is (mode == "hang")
     assert not group_alive(int(pidfile.read_text()))
+    # that pid is the one inside the step's PID namespace: its cwd says more out here
+    assert not processes_under(worktree)
     _assert_released(worktree)
 
 
@@ -291,9 +291,8 @@ async def test_descriptor_keys_reach_the_command_line(
     pi_descriptor: Callable[..., dict[str, Any]],
     worktree: Path,
     run_meta: RunMetadata,
-    tmp_path: Path,
 ) -> None:
-    recorded = tmp_path / "argv.json"
+    recorded = worktree / ".argv.json"  # in the worktree: the sandboxed fake writes only there
     system = "README.md"  # an existing path: Pi must still get it as text (it goes as a file)
     descriptor = pi_descriptor(
         URL,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +21,7 @@ from jigs import RunMetadata
 from jigs._proctree import processes_under
 from jigs.steps import run_agent
 from jigs_testing import ModelServer, text, tool_call
-from mcp_configs import FIXTURE, records, step_server, stray_server
+from mcp_configs import records, step_server, stray_server, stray_toml
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("pi_cli", "model_key")]
 
@@ -84,8 +83,9 @@ async def test_worktree_and_user_servers_are_never_started(
 ) -> None:
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
+    # in the worktree: a stray started in the step's sandbox could write nowhere else
     markers = {
-        w: tmp_path / f"started-{w}"
+        w: worktree / f".started-{w}"
         for w in ("pi-project", "pi-user", "mcpjson", "claude", "codex")
     }
     (worktree / ".pi").mkdir()
@@ -101,10 +101,7 @@ async def test_worktree_and_user_servers_are_never_started(
         json.dumps({"mcpServers": {"claude-stray": stray_server(markers["claude"])}})
     )
     (worktree / ".codex").mkdir()
-    (worktree / ".codex" / "config.toml").write_text(
-        f"[mcp_servers.codex-stray]\ncommand = {json.dumps(sys.executable)}\n"
-        f"args = {json.dumps([str(FIXTURE), '--marker', str(markers['codex'])])}\n"
-    )
+    (worktree / ".codex" / "config.toml").write_text(stray_toml("codex-stray", markers["codex"]))
     (home / ".pi" / "agent").mkdir(parents=True)
     (home / ".pi" / "agent" / "mcp.json").write_text(
         json.dumps({"mcpServers": {"user-stray": stray_server(markers["pi-user"])}})
@@ -131,7 +128,7 @@ async def test_without_declared_servers_nothing_is_started(
     """``--no-mcp``: with no step servers, Pi's MCP is off, whatever the worktree or HOME say."""
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
-    markers = {w: tmp_path / f"started-{w}" for w in ("project", "user")}
+    markers = {w: worktree / f".started-{w}" for w in ("project", "user")}
     (worktree / ".pi").mkdir()
     (worktree / ".pi" / "mcp.json").write_text(
         json.dumps({"mcpServers": {"repo-stray": stray_server(markers["project"])}})
@@ -183,11 +180,10 @@ async def test_cancellation_stops_the_mcp_server(
     worktree: Path,
     run_meta: RunMetadata,
     record_file: Path,
-    tmp_path: Path,
 ) -> None:
     """Pi starts stdio servers in their own process group; cancelling the turn must not leave
     the server running."""
-    marker = tmp_path / "started-step"
+    marker = worktree / ".started-step"
     async with ModelServer([text("too late", delay=20)]) as s:
         harness = pi_descriptor(
             s.openai_base_url, mcp_servers={"jigs": step_server("--marker", str(marker))}

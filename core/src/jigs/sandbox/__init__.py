@@ -1,7 +1,7 @@
 """The per-step sandbox: what a step's agent may see of the machine and reach on the network.
 
-With ``sandbox="on"`` on its descriptor, every process a step launches runs in a bubblewrap
-sandbox of its own (:func:`sandbox_problem` says whether the host allows it): the system
+Unless its descriptor opts out (``sandbox="off"``), every process a step launches runs in a
+bubblewrap sandbox of its own (:func:`sandbox_problem` says whether the host allows it): the system
 read-only, the worktree and the step's private dirs read-write, an empty ``HOME``, no
 capabilities, and a network namespace in which only what jigs serves for the step (its
 credential proxy, relays to its declared loopback MCP servers) can be reached.

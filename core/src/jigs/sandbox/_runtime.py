@@ -6,15 +6,23 @@ its directory (as named and as resolved), and when it is a script, its ``#!`` in
 gets its installation (``<prefix>/lib/pythonX.Y``) and, when it runs from a virtual
 environment, that environment; anything else must be exposed by the kind
 (:meth:`~jigs.plugin.HarnessContext.expose`).
+
+A declared stdio MCP server is chosen by the operator like the CLI is, and the CLI starts it
+inside the sandbox: its command gets the same (:func:`stdio_server_paths`), and so does each of
+its arguments that is an absolute path to an existing file (``python /opt/mcp/server.py``: the
+script). Only the file itself: a directory named in its arguments (data it serves, a package
+beside the script) is not shown, since that could be anything of the machine.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["runtime_paths"]
+# not shutil.which: a step launches its CLI before it needs shutil (tests/core/test_imports.py)
+from jigs._files import which
+
+__all__ = ["runtime_paths", "stdio_server_paths"]
 
 _MAX_SHEBANG = 256
 
@@ -33,7 +41,7 @@ def _interpreter(path: str, env: Mapping[str, str]) -> str | None:
         return None
     if os.path.basename(words[0]) == "env" and len(words) > 1:
         named = [w for w in words[1:] if not w.startswith("-")]
-        return shutil.which(named[0], path=env.get("PATH", os.defpath)) if named else None
+        return which(named[0], path=env.get("PATH", os.defpath)) if named else None
     return words[0]
 
 
@@ -69,4 +77,25 @@ def runtime_paths(executable: str, env: Mapping[str, str]) -> list[str]:
         interpreter = _interpreter(current, env)
         if interpreter:
             todo.append(interpreter)
+    return list(dict.fromkeys(paths))
+
+
+def stdio_server_paths(
+    servers: Iterable[tuple[str, Sequence[str]]], env: Mapping[str, str]
+) -> list[str]:
+    """What the stdio MCP servers ``(command, args)`` need to run in the sandbox (see the
+    module): each command's :func:`runtime_paths` (a bare name is looked up on ``env``'s
+    ``PATH``), and each argument that is an absolute path to a file, with *its* runtime when it
+    is a ``#!`` script."""
+    paths: list[str] = []
+    for command, args in servers:
+        found = command if os.sep in command else which(command, env.get("PATH", os.defpath))
+        if found and os.path.isabs(found):
+            paths += runtime_paths(found, env)
+        for arg in args:
+            if os.path.isabs(arg) and os.path.isfile(arg):
+                paths.append(arg)
+                interpreter = _interpreter(arg, env)
+                if interpreter:
+                    paths += runtime_paths(interpreter, env)
     return list(dict.fromkeys(paths))
