@@ -225,3 +225,32 @@ def test_a_declared_stdio_servers_command_and_script_are_shown_and_nothing_else(
     assert str(data) not in paths
     assert str(script.parent) not in paths
     assert not [p for p in paths if p.endswith("rel.py")]
+
+
+def test_the_sandbox_loopback_is_waited_for_while_bwrap_brings_it_up(monkeypatch):
+    # bwrap reports its child's pid before the child has brought `lo` up: binding 127.0.0.1
+    # then fails with EADDRNOTAVAIL (seen under load), which is retried; other errors are not
+    import errno
+    import socket
+
+    from jigs.sandbox import _netns
+
+    calls = []
+
+    def flaky(port):
+        calls.append(port)
+        if len(calls) < 3:
+            raise OSError(errno.EADDRNOTAVAIL, "Cannot assign requested address")
+        return socket.socket()
+
+    monkeypatch.setattr(_netns, "listening_socket", flaky)
+    made = _netns._listening_when_up(4242)
+    made.close()
+    assert calls == [4242, 4242, 4242]
+
+    def refused(port):
+        raise OSError(errno.EADDRINUSE, "Address already in use")
+
+    monkeypatch.setattr(_netns, "listening_socket", refused)
+    with pytest.raises(OSError, match="in use"):
+        _netns._listening_when_up(4242)

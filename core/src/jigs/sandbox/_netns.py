@@ -85,6 +85,27 @@ def listening_socket(port: int) -> socket.socket:
     return sock
 
 
+#: Seconds to wait for the sandbox's loopback to come up (bwrap brings it up in its child,
+#: which may not have done so yet when it reports the child's pid).
+_LOOPBACK_WAIT = 5.0
+
+
+def _listening_when_up(port: int) -> socket.socket:
+    """:func:`listening_socket` on ``port`` once the namespace's ``127.0.0.1`` exists: binding
+    it before bwrap has brought ``lo`` up fails with ``EADDRNOTAVAIL``, so that is retried
+    (briefly: it takes bwrap well under a millisecond). Raises ``OSError`` otherwise."""
+    import time
+
+    deadline = time.monotonic() + _LOOPBACK_WAIT
+    while True:
+        try:
+            return listening_socket(port)
+        except OSError as exc:
+            if exc.errno != errno.EADDRNOTAVAIL or time.monotonic() > deadline:
+                raise
+            time.sleep(0.0005)
+
+
 def _enter_and_listen(pid: int, ports: Sequence[int], out: list[object]) -> None:
     try:
         fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
@@ -92,7 +113,7 @@ def _enter_and_listen(pid: int, ports: Sequence[int], out: list[object]) -> None
             _setns(fd)
         finally:
             os.close(fd)
-        out.extend(listening_socket(port) for port in ports)
+        out.extend(_listening_when_up(port) for port in ports)
     except BaseException as exc:
         for made in out:
             if isinstance(made, socket.socket):
