@@ -132,6 +132,8 @@ class _Prepared(msgspec.Struct, frozen=True):
     prompt_args: tuple[str, ...]
     #: The key variable ``models.json`` refers to and the proxy's placeholder it holds.
     key_env: tuple[str, str] | None = None
+    #: Node's compile cache for this Pi, read-only in the sandbox (see :mod:`._compile_cache`).
+    compile_cache: Path | None = None
 
 
 class PiHarness(Harness[PiDescriptor]):
@@ -152,6 +154,7 @@ class PiHarness(Harness[PiDescriptor]):
             "PI_SKIP_VERSION_CHECK",
             "PI_TELEMETRY",
             "PI_PACKAGE_DIR",
+            "NODE_COMPILE_CACHE",
         }
     )
 
@@ -313,7 +316,14 @@ class PiHarness(Harness[PiDescriptor]):
         sessions = ctx.state_dir / _SESSIONS
         sessions.mkdir(parents=True, exist_ok=True)
         key_env = (key, endpoint.key) if key is not None and endpoint is not None else None
-        return _Prepared(pi, home.path, sessions, tuple(prompt_args), key_env)
+        cache = None
+        if ctx.sandbox is not None and len(pi.argv) > 1:  # a Node Pi, in a fresh /tmp
+            from jigs_harness_pi._compile_cache import compile_cache
+
+            cache = await compile_cache(pi, ctx.env, ctx.log)
+            if cache is not None:
+                ctx.expose(cache)
+        return _Prepared(pi, home.path, sessions, tuple(prompt_args), key_env, cache)
 
     def launch_turn(
         self, turn: TurnSpec[PiDescriptor], ctx: HarnessContext, state: Any
@@ -381,6 +391,8 @@ class PiHarness(Harness[PiDescriptor]):
             "PI_SKIP_VERSION_CHECK": "1",
             "PI_TELEMETRY": "0",
         }
+        if prepared.compile_cache is not None:
+            env["NODE_COMPILE_CACHE"] = str(prepared.compile_cache)
         if prepared.key_env is not None:
             name, placeholder = prepared.key_env
             env[name] = placeholder
