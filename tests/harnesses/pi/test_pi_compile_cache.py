@@ -39,7 +39,8 @@ async def test_a_cache_that_cannot_be_made_is_logged_and_skipped(tmp_path, monke
     broken = PiExecutable(tmp_path / "nope", "test", ("/bin/false", str(tmp_path / "nope.js")))
 
     class Log:
-        seen: list[str] = []
+        def __init__(self) -> None:
+            self.seen: list[str] = []
 
         def info(self, *args, **kwargs):
             return None
