@@ -35,7 +35,7 @@ async def test_the_cache_is_made_once_per_pi_build_and_reused(pi_cli, tmp_path, 
 async def test_a_cache_that_cannot_be_made_is_logged_and_skipped(tmp_path, monkeypatch):
     from jigs_harness_pi._executable import PiExecutable
 
-    monkeypatch.setenv("JIGS_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("JIGS_CLI_DIR", str(tmp_path / "data" / "clis"))
     broken = PiExecutable(tmp_path / "nope", "test", ("/bin/false", str(tmp_path / "nope.js")))
 
     class Log:
@@ -52,3 +52,4 @@ async def test_a_cache_that_cannot_be_made_is_logged_and_skipped(tmp_path, monke
     with capture_logs():
         assert await compile_cache(broken, os.environ, log) is None
     assert log.seen == ["pi.compile_cache.failed"]
+    assert list((tmp_path / "data" / "caches" / "node-compile").iterdir()) == []  # no leftover

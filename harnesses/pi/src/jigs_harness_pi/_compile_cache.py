@@ -45,6 +45,7 @@ def _key(pi: PiExecutable) -> str:
 async def compile_cache(pi: PiExecutable, env: Mapping[str, str], log: Any) -> Path | None:
     """The compile cache directory for ``pi`` (made now if missing), or None when it could not
     be made. Never raises."""
+    work: Path | None = None
     try:
         # beside the installed CLIs in jigs' data dir (clis/pi/..), which no sandbox shows
         final = installed_dir("pi").parent.parent / "caches" / "node-compile" / f"pi-{_key(pi)}"
@@ -68,5 +69,7 @@ async def compile_cache(pi: PiExecutable, env: Mapping[str, str], log: Any) -> P
         log.info("pi.compile_cache.made", path=str(final))
         return final if final.is_dir() else None
     except Exception as exc:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
         log.warning("pi.compile_cache.failed", error=type(exc).__name__)
         return None
