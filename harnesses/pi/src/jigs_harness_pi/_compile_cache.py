@@ -14,9 +14,7 @@ made is logged and the step runs without it (slower, the same).
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,13 +31,13 @@ _BUILD_TIMEOUT = 60.0
 
 
 def _key(pi: PiExecutable) -> str:
-    """The cache's name: the Node and the script it compiles, with their sizes and times."""
+    """The cache's name: the sizes and modification times of the Node and the script it
+    compiles (a new build of either gets a cache of its own; Node still checks every entry)."""
     parts = []
     for part in pi.argv:
         stat = os.stat(part) if os.path.exists(part) else None
-        size, mtime = (stat.st_size, stat.st_mtime_ns) if stat else (0, 0)
-        parts.append(f"{os.path.realpath(part)}:{size}:{mtime}")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
+        parts.append(f"{stat.st_size:x}-{stat.st_mtime_ns:x}" if stat else "0")
+    return "-".join(parts)
 
 
 async def compile_cache(pi: PiExecutable, env: Mapping[str, str], log: Any) -> Path | None:
@@ -51,6 +49,9 @@ async def compile_cache(pi: PiExecutable, env: Mapping[str, str], log: Any) -> P
         final = installed_dir("pi").parent.parent / "caches" / "node-compile" / f"pi-{_key(pi)}"
         if final.is_dir():
             return final
+        # only on the path that builds: the step's launch does not wait for these imports
+        import shutil
+
         final.parent.mkdir(parents=True, exist_ok=True)
         work = Path(os.fspath(final) + f".building-{os.getpid()}")
         shutil.rmtree(work, ignore_errors=True)
@@ -70,6 +71,8 @@ async def compile_cache(pi: PiExecutable, env: Mapping[str, str], log: Any) -> P
         return final if final.is_dir() else None
     except Exception as exc:
         if work is not None:
+            import shutil
+
             shutil.rmtree(work, ignore_errors=True)
         log.warning("pi.compile_cache.failed", error=type(exc).__name__)
         return None
