@@ -31,6 +31,7 @@ from jigs.descriptors import HarnessDescriptor
 from jigs.plugin import ModelEndpoint
 from jigs.processes import observe_launches, value_digest
 from jigs_testing import ModelServer, text, tool_call
+from proxied_kinds import proxied
 from structlog.testing import capture_logs
 
 pytestmark = pytest.mark.anyio
@@ -58,31 +59,9 @@ class Kind:
     agents_env: tuple[str, ...] = ()
 
 
-def _claude(server: ModelServer) -> HarnessDescriptor:
-    from jigs_harness_claude import ClaudeDescriptor
-
-    return ClaudeDescriptor(base_url=server.anthropic_base_url, api_key_env=KEY_ENV)
-
-
-def _codex(server: ModelServer) -> HarnessDescriptor:
-    from jigs_harness_codex import CodexDescriptor
-
-    return CodexDescriptor(
-        model="isolation-model",
-        base_url=server.openai_base_url,
-        api_key_env=KEY_ENV,
-        max_retries=0,
-    )
-
-
-def _pi(server: ModelServer) -> HarnessDescriptor:
-    from jigs_harness_pi import OpenAICompatible, PiDescriptor
-
-    return PiDescriptor(
-        model=OpenAICompatible(
-            name="isolation", base_url=server.openai_base_url, model="m", api_key_env=KEY_ENV
-        )
-    )
+_claude = proxied("claude", KEY_ENV, "isolation")
+_codex = proxied("codex", KEY_ENV, "isolation")
+_pi = proxied("pi", KEY_ENV, "isolation")
 
 
 KINDS = {

@@ -26,6 +26,7 @@ import pytest
 from jigs import RunMetadata
 from jigs.descriptors import HarnessDescriptor
 from jigs_testing import ModelServer, error, text, tool_call
+from proxied_kinds import proxied
 from structlog.testing import capture_logs
 
 pytestmark = pytest.mark.anyio
@@ -91,31 +92,9 @@ class Kind:
     agents_env: tuple[str, ...] = ()
 
 
-def _claude(server: ModelServer) -> HarnessDescriptor:
-    from jigs_harness_claude import ClaudeDescriptor
-
-    return ClaudeDescriptor(base_url=server.anthropic_base_url, api_key_env=KEY_ENV)
-
-
-def _codex(server: ModelServer) -> HarnessDescriptor:
-    from jigs_harness_codex import CodexDescriptor
-
-    return CodexDescriptor(
-        model="attack-model",
-        base_url=server.openai_base_url,
-        api_key_env=KEY_ENV,
-        max_retries=0,
-    )
-
-
-def _pi(server: ModelServer) -> HarnessDescriptor:
-    from jigs_harness_pi import OpenAICompatible, PiDescriptor
-
-    return PiDescriptor(
-        model=OpenAICompatible(
-            name="attack", base_url=server.openai_base_url, model="m", api_key_env=KEY_ENV
-        )
-    )
+_claude = proxied("claude", KEY_ENV, "attack")
+_codex = proxied("codex", KEY_ENV, "attack")
+_pi = proxied("pi", KEY_ENV, "attack")
 
 
 USER = {"role": "user", "content": "agent own call"}
