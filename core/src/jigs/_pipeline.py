@@ -25,6 +25,7 @@ when the step ends or any stage fails, cancellation included.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -712,8 +713,6 @@ def _serve_in_sandbox(
     allow = descriptor.network_allow()
     if not allow:
         return {}
-    import os
-
     from jigs.sandbox._egress import EgressProxy
 
     token = os.urandom(18).hex()
@@ -724,7 +723,9 @@ def _serve_in_sandbox(
     from jigs._secrets import remember
 
     remember([token])  # redacted by value wherever it could be shown
-    return {n: url for n in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")} | {
+    # every spelling _bypass_proxy_for_loopback knows, and loopback (the credential proxy, the
+    # relays) reached directly
+    return {n: url for n in _HTTP_PROXY_NAMES} | {
         n: "127.0.0.1,localhost" for n in ("NO_PROXY", "no_proxy")
     }
 

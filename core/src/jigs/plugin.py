@@ -213,8 +213,6 @@ class HarnessContext(msgspec.Struct):
             raise RunnerClosedError(self.kind, self.run.workflow_run_id)
         from jigs.processes import launch
 
-        if self.sandbox is not None and argv:
-            self._expose_executable(argv[0], cwd, self.env if env is None else env)
         process = await launch(
             argv,
             cwd=cwd,
@@ -246,23 +244,11 @@ class HarnessContext(msgspec.Struct):
         """Show ``path`` to the step's processes launched from now on: read-only (what the CLI
         runs from, a login it must read), or read-write (its own state). Everything not exposed
         (the rest of HOME, the jigs data dir, other worktrees) is absent from the sandbox. A
-        kind exposes the least its CLI needs; the CLI's executable's own directory is exposed
-        read-only at each launch."""
+        kind exposes the least its CLI needs; what the launched executable runs from (its
+        directory, a script's interpreter, a Python's installation) is exposed read-only by
+        each launch itself (:func:`jigs.processes.launch`)."""
         if self.sandbox is not None:
             self.sandbox.expose(path, writable=writable)
-
-    def _expose_executable(self, executable: str, cwd: Path, env: Mapping[str, str]) -> None:
-        from jigs._files import which
-        from jigs.sandbox._runtime import runtime_paths
-
-        found = (
-            executable
-            if os.sep in executable
-            else which(executable, path=env.get("PATH", os.defpath))
-        )
-        if found:
-            for path in runtime_paths(os.path.join(cwd, found), env):
-                self.expose(path)
 
     def expose_python(self) -> None:
         """Show the running Python to the step's processes, read-only: its installation, its

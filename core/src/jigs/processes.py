@@ -623,8 +623,11 @@ def _command(
         if prefix and os.path.basename(prefix[0]) == "setpriv" and not _on_asyncio():
             prefix = prefix[4:]  # no parent-death signal off asyncio (see _on_asyncio)
         return [*prefix, resolved, *argv[1:]] if prefix else list(argv)
+    from jigs.sandbox._runtime import runtime_paths
     from jigs.sandbox._view import bwrap_args
 
+    for path in runtime_paths(resolved, env):  # what the executable runs from, read-only
+        sandbox.expose(path)
     info_fd, block_fd = listeners.bwrap_fds() if listeners else (None, None)
     options = bwrap_args(
         listeners.shown() if listeners else sandbox,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -33,7 +33,6 @@ __all__ = [
     "NetworkMode",
     "SandboxView",
     "bwrap_args",
-    "process_only_args",
     "system_paths",
 ]
 
@@ -158,32 +157,3 @@ def bwrap_args(
         args += [option, source, dest]
     args += ["--chdir", str(cwd), "--remount-ro", "/"]
     return args
-
-
-def process_only_args(cwd: Path, *, die_with_parent: bool) -> list[str]:
-    """bubblewrap's options for a launch that is only separated from other processes (its own
-    user and PID namespaces and ``/proc``, no capabilities) and sees the host's files and
-    network: what the worker runs for itself (a Codex home seed), never an agent."""
-    args = ["--unshare-user", "--unshare-pid", "--cap-drop", "ALL", "--as-pid-1", "--new-session"]
-    if die_with_parent:
-        args.append("--die-with-parent")
-    return [
-        *args,
-        "--bind",
-        "/",
-        "/",
-        "--dev-bind",
-        "/dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--chdir",
-        str(cwd),
-    ]
-
-
-def sandbox_command(
-    bwrap: str, view: SandboxView, command: Sequence[str], **options: object
-) -> list[str]:
-    """``bwrap <options for view> -- command`` (see :func:`bwrap_args` for ``options``)."""
-    return [bwrap, *bwrap_args(view, **options), "--", *command]  # type: ignore[arg-type]
