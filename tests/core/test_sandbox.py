@@ -254,3 +254,20 @@ def test_the_sandbox_loopback_is_waited_for_while_bwrap_brings_it_up(monkeypatch
     monkeypatch.setattr(_netns, "listening_socket", refused)
     with pytest.raises(OSError, match="in use"):
         _netns._listening_when_up(4242)
+
+
+@pytest.mark.parametrize(
+    ("network", "named"),
+    [
+        ({"allow": ["*"]}, "'*'"),
+        ({"allow": ["pypi.org", "http://x.example"]}, "http://x.example"),
+        ({"allow": []}, "lists no host"),
+    ],
+)
+def test_a_bad_network_allowlist_is_refused_naming_the_entry(network, named):
+    from jigs.errors import DescriptorError
+
+    with pytest.raises(DescriptorError) as raised:
+        harnesses.echo(network=network)
+    assert named in str(raised.value)
+    assert raised.value.kind == "echo"
