@@ -99,6 +99,31 @@ def test_the_view_masks_machine_secrets_and_shows_only_what_it_lists(tmp_path):
     assert not any(line.startswith(("root:", "ssh_host")) for line in done.stdout.splitlines())
 
 
+def test_a_linked_file_in_the_empty_home_serves_the_exposed_copy(tmp_path):
+    # HarnessContext.expose(at=...): a CLI's config file in the empty HOME is a link to the
+    # step's private copy; writes through it land in the copy, the home stays empty otherwise
+    private, home, work = tmp_path / "private", tmp_path / "home", tmp_path / "work"
+    for path in (private, work):
+        path.mkdir()
+    (private / "conf.json").write_text("{}\n")
+    view = SandboxView(home=str(home), network="deny")
+    view.expose(work, writable=True)
+    view.expose(private, writable=True)
+    view.links[home / ".conf.json"] = private / "conf.json"
+    args = bwrap_args(view, cwd=work, info_fd=None, block_fd=None, die_with_parent=False)
+    script = f"cat {home}/.conf.json; echo '[1]' > {home}/.conf.json; ls -A {home}"
+    done = subprocess.run(
+        [_probe.sandbox_isolation().prefix[0], *args, "--", "/bin/sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.stdout.split() == ["{}", ".conf.json"], done.stderr
+    assert (private / "conf.json").read_text() == "[1]\n"
+    assert not home.exists()  # the home was the sandbox's own tmpfs, nothing of the worker's
+
+
 class _Upstream:
     """A plain HTTP server on the worker's loopback that counts its requests."""
 

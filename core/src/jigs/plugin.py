@@ -240,15 +240,29 @@ class HarnessContext(msgspec.Struct):
         self.expose(path, writable=True)
         return path
 
-    def expose(self, path: str | os.PathLike[str], *, writable: bool = False) -> None:
+    def expose(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        writable: bool = False,
+        at: str | os.PathLike[str] | None = None,
+    ) -> None:
         """Show ``path`` to the step's processes launched from now on: read-only (what the CLI
         runs from, a login it must read), or read-write (its own state). Everything not exposed
         (the rest of HOME, the jigs data dir, other worktrees) is absent from the sandbox. A
         kind exposes the least its CLI needs; what the launched executable runs from (its
         directory, a script's interpreter, a Python's installation) is exposed read-only by
-        each launch itself (:func:`jigs.processes.launch`)."""
-        if self.sandbox is not None:
-            self.sandbox.expose(path, writable=writable)
+        each launch itself (:func:`jigs.processes.launch`).
+
+        ``at``: a path inside the sandbox (typically under the empty ``HOME``) made a symlink
+        to ``path``, for a file the CLI looks for in a fixed place: a copy in the step's
+        private dir then serves it, and the CLI's writes to it die with the step. Without a
+        sandbox (``sandbox="off"``) nothing is shown or linked: the CLI sees the machine."""
+        if self.sandbox is None:
+            return
+        self.sandbox.expose(path, writable=writable)
+        if at is not None:
+            self.sandbox.links[Path(os.path.abspath(at))] = Path(os.path.abspath(path))
 
     def expose_python(self) -> None:
         """Show the running Python to the step's processes, read-only: its installation, its

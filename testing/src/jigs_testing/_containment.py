@@ -12,6 +12,10 @@ The agent's command tries, each attempt allowed to fail:
 - to unmount its ``/proc`` (``umount`` needs a capability the sandbox never grants).
 
 It writes what it got into a file in its worktree, which the kit reads.
+
+The ``home_per_step`` check: one step's agent appends a marker to every file it can reach in its
+``HOME`` (through symlinks too: a kind's seeded config file, say) and plants files of its own in
+``HOME`` and ``/tmp``; a later step's agent finds the marker nowhere in its own.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from jigs_testing.conformance import KitContext
 
-__all__ = ["containment"]
+__all__ = ["containment", "home_per_step"]
 
 _OUT = "containment.out"
 
@@ -169,3 +173,51 @@ def _assert_held(kind: str, planted: _Planted, listener: _Listener, said: str) -
         f"connections): {said[:1500]}"
     )
     assert "unmounted" not in said, f"{kind}: the agent unmounted its /proc: {said[:1500]}"
+
+
+def _plant_in_home(tag: str) -> str:
+    """Step one's command: the marker appended to every file (and symlink's target) within three
+    levels of ``HOME``, and planted as new files in ``HOME`` and ``/tmp``."""
+    return (
+        'find "$HOME" -maxdepth 3 \\( -type f -o -type l \\) 2>/dev/null | '
+        f'while read -r f; do (echo {tag} >> "$f") 2>/dev/null; done; '
+        f'echo {tag} > "$HOME/jigs-kit-planted"; echo {tag} > /tmp/jigs-kit-planted; '
+        f"echo planted > {_OUT}"
+    )
+
+
+def _look_in_home(tag: str) -> str:
+    """Step two's command: every file of its ``HOME`` and ``/tmp`` (symlinks followed) that holds
+    the marker, into ``_OUT``."""
+    head, _, tail = tag.rpartition("-")  # the script itself must not hold the marker whole
+    return f'(grep -RIl "{head}-""{tail}" "$HOME" /tmp 2>/dev/null; echo looked) > {_OUT}'
+
+
+async def home_per_step(ctx: KitContext) -> None:
+    """What one sandboxed step's agent writes in its ``HOME`` (its CLI's config and state files
+    included) never reaches a later step of the same kind: each step starts from what the
+    worker gives it. Skipped, by name, on a host that cannot sandbox."""
+    import msgspec
+    from jigs.sandbox import sandbox_problem
+
+    from jigs_testing.conformance import CheckSkipped
+
+    problem = sandbox_problem()
+    if problem is not None:
+        raise CheckSkipped(f"this host cannot sandbox a step: {problem}")
+    descriptor = ctx.descriptor
+    if descriptor.sandbox != "on":
+        descriptor = msgspec.structs.replace(descriptor, sandbox="on")
+    tag = f"jigs-kit-home-{os.urandom(6).hex()}"
+    first, second = ctx.worktree("home-plant"), ctx.worktree("home-look")
+    (first / "plant.sh").write_text(_plant_in_home(tag) + "\n")
+    (second / "look.sh").write_text(_look_in_home(tag) + "\n")
+    await ctx.turn(first, ctx.shell_prompt("sh plant.sh", "home_per_step"), harness=descriptor)
+    ctx.server.script.skip_remaining()
+    assert (first / _OUT).exists(), f"{ctx.kind}: the planting command did not run"
+    await ctx.turn(second, ctx.shell_prompt("sh look.sh", "home_per_step"), harness=descriptor)
+    ctx.server.script.skip_remaining()
+    said = (second / _OUT).read_text(errors="replace") if (second / _OUT).exists() else ""
+    assert said.strip().endswith("looked"), f"{ctx.kind}: the looking command did not run"
+    found = said.strip().removesuffix("looked").strip()
+    assert not found, f"{ctx.kind}: a later step's HOME or /tmp holds what an agent wrote: {found}"

@@ -59,6 +59,8 @@ run takes them (name -> an async function of one :class:`KitContext`):
 - ``containment``: the agent's own shell cannot read canaries in ``~/.ssh``, ``~/.aws``, the jigs
   data dir or another step's private dir, write outside its worktree (the worker's venv
   included), reach a loopback port of the worker, or unmount its ``/proc``;
+- ``home_per_step``: what one sandboxed step's agent writes in its ``HOME`` and ``/tmp`` (its
+  CLI's config files included, through symlinks too) is in no later step's;
 - ``planted_config``: hostile config files planted in the worktree and HOME change nothing;
 - ``stray_mcp_configs``: the MCP configs of every well-known agent (``.mcp.json``,
   ``.cursor/mcp.json``, ``.vscode/mcp.json``, ``.gemini/settings.json``, ``.codex/config.toml``,
@@ -74,10 +76,10 @@ run takes them (name -> an async function of one :class:`KitContext`):
 - ``no_leftovers``: nothing any check launched is left running.
 
 The last two judge every launch of the run so far (run alone, they first run a turn of their own).
-The shell checks (``worker_death``, ``process_view``, ``containment``, ``planted_config`` when
-the kind declares config files) need ``DemoPlan.run_command``; a kind without it fails them,
-unless it is read-only (``DemoPlan(writes=False)``), where they are skipped by design and
-reported by name.
+The shell checks (``worker_death``, ``process_view``, ``containment``, ``home_per_step``,
+``planted_config`` when the kind declares config files) need ``DemoPlan.run_command``; a kind
+without it fails them, unless it is read-only (``DemoPlan(writes=False)``), where they are
+skipped by design and reported by name.
 
 ``make_descriptor(server)`` overrides the descriptor of the kind's ``demo_plan`` (see
 :mod:`jigs_testing.plan`); the plan's host variables and ``agents_env`` still apply.
@@ -98,7 +100,7 @@ from jigs._lock import worktree_locked
 from jigs.descriptors import HarnessDescriptor
 
 from jigs_testing._bad_output import SECRET_ENV, bad_output
-from jigs_testing._containment import containment
+from jigs_testing._containment import containment, home_per_step
 from jigs_testing._environ import patched_environ
 from jigs_testing._stray_mcp import STRAY_MCP_CONFIGS, stray_mcp_configs
 from jigs_testing.plan import demo_plan_of, has_demo_plan, how_to_write_demo_plan
@@ -1255,6 +1257,7 @@ CHECKS: dict[str, Check] = {
     "worker_death": _worker_death,
     "process_view": _process_view,
     "containment": containment,
+    "home_per_step": home_per_step,
     "planted_config": _planted_config,
     "stray_mcp_configs": stray_mcp_configs,
     "event_stream": _event_stream,

@@ -11,7 +11,9 @@ tmpfs root, then made read-only):
   logins, the jigs data dir) unless a path under it is exposed below;
 - read-only: the paths the CLI runs from (:attr:`SandboxView.readable`);
 - read-write: the worktree, the run's state dir for the kind, the step's private dirs
-  (:attr:`SandboxView.writable`).
+  (:attr:`SandboxView.writable`);
+- symlinks a kind asks for (:attr:`SandboxView.links`), e.g. a CLI's config file in the empty
+  ``$HOME`` pointing at a copy in the step's private dir.
 
 Everything else of the machine (other worktrees, other steps' private dirs, the session store,
 the worker's venv unless the CLI runs from it) is not in the sandbox at all. Inside, the agent
@@ -65,6 +67,8 @@ class SandboxView:
     ``writable`` and ``readable`` are absolute paths; a path that does not exist when a process
     launches is skipped (a CLI may not have made its directory yet). ``home`` is the ``HOME`` the
     agent sees (an empty tmpfs; paths under it listed here are shown on top).
+    ``links`` maps a path inside the sandbox to what the symlink made there points at (an
+    exposed path: a link never shows anything by itself).
     ``listen`` maps loopback ports jigs serves inside the step's network namespace (the
     credential proxy, relays) to what takes the listening socket made there for each launch:
     in ``deny`` mode the only addresses the agent can reach.
@@ -74,6 +78,7 @@ class SandboxView:
     readable: list[Path] = field(default_factory=list)
     home: str | None = None
     network: NetworkMode = "deny"
+    links: dict[Path, Path] = field(default_factory=dict)
     listen: dict[int, Callable[[socket.socket], None]] = field(default_factory=dict)
 
     def expose(self, path: str | os.PathLike[str], *, writable: bool = False) -> None:
@@ -155,5 +160,7 @@ def bwrap_args(
     binds = _binds(view.readable, "--ro-bind") + _binds(view.writable, "--bind")
     for option, source, dest in sorted(binds, key=lambda b: (b[2].count("/"), b[2])):
         args += [option, source, dest]
+    for link, target in sorted(view.links.items()):
+        args += ["--symlink", str(target), str(link)]
     args += ["--chdir", str(cwd), "--remount-ro", "/"]
     return args

@@ -48,6 +48,7 @@ from jigs_harness_claude._descriptor import ClaudeDescriptor
 from jigs_harness_claude._executable import FIX, resolve_executable
 from jigs_harness_claude._launch import SETS_ENV, Prepared, launch
 from jigs_harness_claude._mcp import mcp_config
+from jigs_harness_claude._seed import ensure_seed
 from jigs_harness_claude._sessions import config_dir, project_dir_name, verify_transcript
 from jigs_harness_claude._shell import write_shell_prefix
 
@@ -61,6 +62,8 @@ if TYPE_CHECKING:
 __all__ = ["ClaudeHarness"]
 
 _EMPTY_MCP = '{"mcpServers":{}}'
+#: What the seed's one run of the binary takes from the step's env (root needs IS_SANDBOX).
+_SEED_ENV = ("IS_SANDBOX",)
 #: Where Claude Code sends requests without ANTHROPIC_BASE_URL.
 ANTHROPIC_API = "https://api.anthropic.com"
 
@@ -146,6 +149,7 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
         ctx.log.debug("claude.executable", path=str(executable.path), source=executable.source)
         private = ctx.private_dir("jigs-claude-")
         _expose_config(ctx, target.cwd)
+        await _seed_config_file(ctx, executable.path, private)
         config = _EMPTY_MCP
         if descriptor.mcp_servers:
             data = json.dumps(mcp_config(descriptor.mcp_servers, ctx.env)).encode()
@@ -194,6 +198,25 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
             host_env={key: "sk-demo", **({"IS_SANDBOX": "1"} if root else {})},
             agents_env=("IS_SANDBOX",) if root else (),
         )
+
+
+async def _seed_config_file(ctx: HarnessContext, executable: Path, private: Path) -> None:
+    """In a sandbox, give Claude Code a copy of the binary's seed ``.claude.json`` where it
+    reads it (:mod:`._seed`), so its first-start work is not redone on every turn. Not on the
+    login route with ``CLAUDE_CONFIG_DIR`` set: the operator's own file is in the exposed
+    config dir there."""
+    explicit = ctx.env.get("CLAUDE_CONFIG_DIR")
+    if ctx.sandbox is None or (explicit and ctx.model_endpoint is None):
+        return
+    where = explicit or ctx.env.get("HOME")
+    if not where:
+        return
+    seed_env = {name: ctx.env[name] for name in _SEED_ENV if name in ctx.env}
+    seed = await ensure_seed(executable, seed_env, ctx.log)
+    if seed is None:
+        return
+    copy = private_file(private / "claude.json", seed)
+    ctx.expose(copy, writable=True, at=Path(where) / ".claude.json")
 
 
 def _expose_config(ctx: HarnessContext, cwd: Path) -> None:
