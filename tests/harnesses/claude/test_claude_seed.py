@@ -4,6 +4,7 @@ and never a way for one step's writes to reach another (the kit's ``home_per_ste
 tests/harnesses/test_containment_kinds.py, attacks that with the real CLI)."""
 
 import json
+import time
 
 import pytest
 from jigs_harness_claude import _seed, resolve_executable
@@ -65,16 +66,26 @@ async def test_the_seed_is_made_once_and_a_damaged_one_again(require_cli, monkey
     assert json.loads(_seed.seed_path(exe).read_bytes()) == json.loads(again)
 
 
+@pytest.mark.parametrize(
+    "script",
+    [
+        "exit 1",  # writes nothing
+        "echo not json; exec sleep 60",  # not Claude Code: given up at its first line
+        "exec sleep 60",  # says nothing: given up after the first line's bound, not the build's
+    ],
+)
 async def test_a_seed_that_cannot_be_made_is_done_without_and_not_tried_again(
-    tmp_path, monkeypatch, seeds_dir
+    script, tmp_path, seeds_dir
 ):
-    writes_nothing = tmp_path / "claude"
-    writes_nothing.write_text("#!/bin/sh\nexit 1\n")
-    writes_nothing.chmod(0o755)
+    not_claude = tmp_path / "claude"
+    not_claude.write_text(f"#!/bin/sh\n{script}\n")
+    not_claude.chmod(0o755)
     log = _Log()
-    assert await _seed.ensure_seed(writes_nothing, {}, log) is None
+    started = time.monotonic()
+    assert await _seed.ensure_seed(not_claude, {}, log, timeout=60) is None
+    assert time.monotonic() - started < _seed._FIRST_LINE + 5
     assert log.events == ["claude.home_seed.unavailable"]
-    assert await _seed.ensure_seed(writes_nothing, {}, log) is None
+    assert await _seed.ensure_seed(not_claude, {}, log) is None
     assert log.events == ["claude.home_seed.unavailable"]  # not tried (nor logged) again
     assert not seeds_dir.exists() or not list(seeds_dir.iterdir())
 

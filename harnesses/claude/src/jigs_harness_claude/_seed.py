@@ -34,7 +34,7 @@ from typing import Any
 
 import anyio
 from jigs.executables import installed_dir
-from jigs.processes import launch
+from jigs.processes import ManagedProcess, launch
 from jigs.sandbox import SandboxView
 
 __all__ = ["build_seed", "ensure_seed", "seed_path"]
@@ -47,6 +47,8 @@ _MAX_BYTES = 256 * 1024
 _DROPPED = frozenset({"projects", "mcpServers"})
 #: A loopback port nobody listens on inside the seed's own network namespace.
 _NOWHERE = "http://127.0.0.1:9"
+#: Seconds the seed's run may take to print its first event (Claude Code: well under one).
+_FIRST_LINE = 3.0
 #: Binaries whose seed could not be made in this process (not retried: each try costs time).
 _FAILED: set[Path] = set()
 
@@ -72,6 +74,34 @@ def _checked(raw: bytes) -> bytes:
     return json.dumps(kept, indent=2).encode()
 
 
+_OWNER = "claude home seed"
+
+
+def _argv(executable: Path) -> list[str]:
+    argv = [str(executable), "-p", "--output-format", "stream-json", "--verbose"]
+    argv += ["--strict-mcp-config", "--mcp-config", '{"mcpServers":{}}']
+    argv += ["--setting-sources", "project", "--no-session-persistence", "--", "jigs home seed"]
+    return argv
+
+
+async def _first_start(process: ManagedProcess) -> None:
+    """Wait for the seed's run to end (its turn fails at its model request, as it should).
+    Something that is not Claude Code (no stream-json event first, or nothing within
+    :data:`_FIRST_LINE` seconds) is given up on at once, not waited for."""
+    first: bytes | None = None
+    with anyio.move_on_after(_FIRST_LINE):
+        first = await process.read_line()
+    try:
+        event = json.loads(first) if first else None
+    except ValueError:
+        event = None
+    if not isinstance(event, dict) or "type" not in event:
+        raise ValueError("the executable did not start as Claude Code (no stream-json event)")
+    while await process.read_line() is not None:
+        pass
+    await process.wait()
+
+
 async def build_seed(executable: Path, env: Mapping[str, str]) -> bytes:
     """Run ``executable`` once in a scratch home, sandboxed with no network, and return the
     checked ``.claude.json`` it wrote. ``env`` adds to the run's minimal environment (e.g.
@@ -93,12 +123,9 @@ async def build_seed(executable: Path, env: Mapping[str, str]) -> bytes:
             "CLAUDE_CODE_MAX_RETRIES": "0",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         }
-        argv = [str(executable), "-p", "--strict-mcp-config", "--mcp-config"]
-        argv += ['{"mcpServers":{}}', "--setting-sources", "project"]
-        argv += ["--no-session-persistence", "--", "jigs home seed"]
-        process = await launch(argv, cwd=cwd, env=run_env, owner="claude home seed", sandbox=view)
+        process = await launch(_argv(executable), cwd=cwd, env=run_env, owner=_OWNER, sandbox=view)
         async with process:
-            await process.wait()  # the turn fails at its model request, as it should
+            await _first_start(process)
         config = home / ".claude.json"
         if not config.is_file() or config.is_symlink():
             raise ValueError("Claude Code wrote no config file")
@@ -108,7 +135,7 @@ async def build_seed(executable: Path, env: Mapping[str, str]) -> bytes:
 
 
 async def ensure_seed(
-    executable: Path, env: Mapping[str, str], log: Any, *, timeout: float = 10.0
+    executable: Path, env: Mapping[str, str], log: Any, *, timeout: float = 8.0
 ) -> bytes | None:
     """The seed of ``executable`` (checked each time it is read: a damaged file is made again),
     made now (within ``timeout`` seconds) if missing; None when it cannot be had (logged as
