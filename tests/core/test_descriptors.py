@@ -115,7 +115,7 @@ def test_an_mcp_server_error_names_the_server_never_a_value():
     assert "sk-not-shown-value" not in message
     # a type error names the server too
     bad_env = {"github": {"command": "x", "env": 3, "probe": {"tool": "ping"}}}
-    with pytest.raises(DescriptorError, match=r"mcp_servers\['github'\]\.env: Expected"):
+    with pytest.raises(DescriptorError, match=r"mcp_servers\['github'\]\.env: Input should be"):
         harnesses.load({"kind": "claude", "mcp_servers": bad_env})
     # a server name shaped like a secret is not shown
     secret = "sk-ant-api03-" + "a" * 40

@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from jigs import AgentSessionRef, RunMetadata
 from jigs._paths import _safe
@@ -82,7 +81,7 @@ async def test_a_store_save_the_agent_breaks_fails_the_step(
         # the sandbox hides the data dir from the agent (the containment check proves it):
         # only an unsandboxed step's agent can break the store's save, which must then fail it
         plan = dataclasses.replace(
-            plan, descriptor=msgspec.structs.replace(plan.descriptor, sandbox="off")
+            plan, descriptor=plan.descriptor.replace(sandbox="off")
         )
         with patched_environ(dict(plan.host_env)):
             # through run_agent: the step fails, no result (so no ref) comes out

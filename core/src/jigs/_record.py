@@ -1,212 +1,227 @@
 """Frozen, validated records: the data a step builds (descriptors, MCP servers, run metadata,
 session references, events, usage, the model protocol's requests and results).
 
-A record is a :class:`msgspec.Struct` (frozen, keyword-only, unknown keys refused) whose
-construction validates. ``Record(**data)`` and :meth:`Record.from_data` check every field's type
-and constraints (``Annotated[T, msgspec.Meta(...)]``), then run ``__post_init__``, where a record
+A record is a pydantic v2 model (frozen, keyword-only, unknown keys refused) whose construction
+validates. ``Record(**data)``, :meth:`~pydantic.BaseModel.model_validate`,
+:meth:`~pydantic.BaseModel.model_validate_json` and :meth:`Record.from_data` check every field's
+type and constraints (``Annotated[T, Field(...)]``), then run ``__post_init__``, where a record
 checks what a type cannot say and raises ``ValueError`` (or :class:`~jigs._secrets.SecretRuleError`)
-with a message that names the key and never the value.
-
-Why msgspec and not pydantic: a step may run in a fresh process, and what it takes in is built
-before its CLI starts. Importing msgspec and defining every record costs a few milliseconds;
-importing pydantic and building one model costs more than the whole import budget of a step
-(``benchmarks/bench_core.py``). Only a user's ``output=`` model is a pydantic model.
+with a message that names the key and never the value. ``model_dump``, ``model_dump_json`` and
+``model_json_schema`` are pydantic's own.
 
 Failure modes: a bad record raises the class's :meth:`Record._invalid` error
 (:class:`~jigs.errors.DescriptorError` unless the class says otherwise) with one line per problem,
-naming the key, never an input value (a key shaped like a secret is not shown either), raised
-outside the ``except`` block so msgspec's error is not kept as ``__context__``. Positional
-arguments are a ``TypeError``, as for any keyword-only call.
+naming the key and what is wrong, never an input value (pydantic's ``input_value=`` is dropped; a
+key shaped like a secret is not shown either), raised outside the ``except`` block so pydantic's
+:class:`~pydantic.ValidationError` is not kept as ``__context__`` and never escapes. Positional
+arguments are a ``TypeError``; setting an attribute is an ``AttributeError``.
 
-Pydantic interop: a record is a valid field type of a pydantic model, so it travels through
-Temporal's pydantic data converter and appears in users' models (validated with
-:meth:`~Record.from_data`, serialised with :meth:`~Record.to_data`).
+Schemas are built on first use (``defer_build``): defining the records costs an import little.
 """
 
 from __future__ import annotations
 
-import functools
 import re
+import types
+import typing
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Self, cast, dataclass_transform
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-import msgspec
+from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer, model_validator
 
 from jigs._secrets import looks_like_secret
 
 if TYPE_CHECKING:
+    from pydantic import SerializerFunctionWrapHandler
+
     from jigs.errors import JigsError
 
-__all__ = ["Record", "RecordMeta", "record_error_message"]
+__all__ = ["OmitDefaults", "Record", "record_error_message"]
 
-_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<loc>[^`]*)`)?$", re.DOTALL)
-_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<key>.*)`$", re.DOTALL)
 _KEY_CHARS = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
 
 
-def _shown_key(key: str) -> str:
-    return key if _KEY_CHARS.fullmatch(key) and not looks_like_secret(key) else "<key not shown>"
+def _shown_key(key: object) -> str:
+    text = str(key)
+    return text if _KEY_CHARS.fullmatch(text) and not looks_like_secret(text) else "<key not shown>"
 
 
-def record_error_message(
-    exc: msgspec.ValidationError,
-    what: str,
-    record: type | None = None,
-    data: Any = None,
-) -> str:
-    """One line for msgspec's error: where (``mcp_servers['gh'].probe.tool``) and what is wrong,
-    never the refused value. ``what`` names the record for an unknown key ("a claude
-    descriptor"). With the ``record`` type and the ``data`` it refused, a ``[...]`` (msgspec
-    hides mapping keys) names the entry that failed, and an unknown key is answered with the
-    valid keys there (the nearest first, as "did you mean")."""
-    match = _AT.match(str(exc))
-    msg, loc = (match["msg"], (match["loc"] or "").lstrip(".")) if match else (str(exc), "")
-    where: Any = None
-    if record is not None:
-        try:
-            loc, where = _locate(loc, record, data)
-        except Exception:  # a better message is optional: never hide the real one
-            where = None
-    unknown = _UNKNOWN.match(msg)
-    if unknown is not None:
-        key = _shown_key(unknown["key"])
-        line = f"{loc + '.' if loc else ''}{key}: unknown key for {what}"
-        return line + _valid_keys(unknown["key"], where)
-    if msg.startswith("Invalid enum value"):
-        msg = "not one of the allowed values (the value is not shown)"
-    return f"{loc}: {msg}" if loc else msg
+def record_error_message(exc: ValidationError, what: str, record: Any = None) -> str:
+    """One line per problem of pydantic's error: where (``mcp_servers['gh'].probe.tool``) and
+    what is wrong, never the refused value. ``what`` names the record for an unknown key ("a
+    claude descriptor"); with the ``record`` type, an unknown key is answered with the valid keys
+    there (the nearest first, as "did you mean")."""
+    lines: list[str] = []
+    for error in exc.errors(include_url=False, include_input=False):
+        loc, where = _locate(error["loc"], record)
+        if error["type"] == "extra_forbidden":
+            lines.append(f"{loc}: unknown key for {what}{_valid_keys(error['loc'][-1], where)}")
+            continue
+        message = _message(error)
+        line = f"{loc}: {message}" if loc else message
+        if line not in lines:
+            lines.append(line)
+    return "; ".join(lines)
 
 
-_STEP = re.compile(r"([^.\[]+)|\[(\.\.\.|\d+)\]")
+def _message(error: Any) -> str:
+    """pydantic's message without anything taken from the input."""
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind in ("value_error", "assertion_error") and isinstance(ctx.get("error"), Exception):
+        return str(ctx["error"])
+    if kind == "union_tag_invalid":  # pydantic's message repeats the refused tag
+        return f"'{ctx.get('discriminator', 'type')}' is not one of {ctx.get('expected_tags')}"
+    return str(error["msg"])
 
 
-def _locate(loc: str, record: type, data: Any) -> tuple[str, Any]:
-    """``loc`` with each ``[...]`` replaced by the key of the entry that fails to convert, and
-    the struct type the location's last step is in (None if not a struct)."""
-    from msgspec import inspect
-
-    info: Any = inspect.type_info(record)
-    out = ""
-    for step in _STEP.finditer(loc):
-        name, index = step.group(1), step.group(2)
-        info = _struct_of(info, data)
-        if name is not None:
-            field = next(f for f in info.fields if f.encode_name == name)
-            info, data = field.type, data.get(name) if isinstance(data, Mapping) else None
-            out += ("." if out else "") + name
-        elif index == "...":
-            info = info.value_type
-            key, data = _failing_entry(data, info)
-            shown = _shown_key(key) if key is not None else "..."
-            out += f"[{shown!r}]" if shown == key else f"[{shown}]"
+def _unwrap(tp: Any) -> Any:
+    """The type behind ``Annotated`` and ``Optional``."""
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+        elif origin in (typing.Union, types.UnionType):
+            members = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(members) != 1:
+                return tp
+            tp = members[0]
         else:
-            info = info.item_type
-            data = data[int(index)] if isinstance(data, list) else None
-            out += f"[{index}]"
-    return out, _struct_of(info, data)
+            return tp
 
 
-def _struct_of(info: Any, data: Any) -> Any:
-    """The struct behind a type: the one struct of an optional, or the member of a tagged union
-    that ``data``'s tag picks; else the type itself."""
-    from msgspec import inspect
-
-    if isinstance(info, inspect.UnionType):
-        structs = [t for t in info.types if isinstance(t, inspect.StructType)]
-        if len(structs) == 1:
-            return structs[0]
-        tagged = [
-            t
-            for t in structs
-            if isinstance(data, Mapping) and t.tag_field and data.get(t.tag_field) == t.tag
-        ]
-        return tagged[0] if len(tagged) == 1 else info
-    return info
+def _member(union: Any, label: str) -> Any:
+    """The member of ``union`` that pydantic's location step ``label`` names (a tag, a class
+    name, or a schema label like ``function-after[check(), NetworkAllow]``), else None."""
+    for arg in typing.get_args(union):
+        member = _unwrap(arg)
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            tag = member.model_fields.get("type")
+            if label == member.__name__ or re.search(rf"\b{member.__name__}\]$", label):
+                return member
+            if tag is not None and tag.default == label:
+                return member
+    return None
 
 
-def _failing_entry(data: Any, info: Any) -> tuple[str | None, Any]:
-    """The first key of mapping ``data`` whose value does not convert to ``info``'s type."""
-    from msgspec import inspect
+def _locate(loc: tuple[int | str, ...], record: Any) -> tuple[str, Any]:
+    """``loc`` as ``mcp_servers['gh'].probe.tool`` (union members skipped, keys shaped like a
+    secret hidden), and the model the last step is in (None when not known)."""
+    out, tp = "", _unwrap(record)
+    for step in loc:
+        origin = typing.get_origin(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            field = tp.model_fields.get(str(step))
+            tp = _unwrap(field.annotation) if field is not None else None
+        elif origin in (typing.Union, types.UnionType):
+            tp = _unwrap(_member(tp, str(step)))
+            continue
+        elif origin in (dict, Mapping) or (origin is not None and _is_mapping(origin)):
+            shown = _shown_key(step)
+            out += f"[{shown!r}]" if shown == str(step) else f"[{shown}]"
+            tp = _unwrap(typing.get_args(tp)[1])
+            continue
+        elif isinstance(step, int):
+            args = typing.get_args(tp)
+            tp = _unwrap(args[0]) if args else None
+            out += f"[{step}]"
+            continue
+        else:
+            tp = None
+        if isinstance(step, int):
+            out += f"[{step}]"
+        else:
+            out += ("." if out else "") + _shown_key(step)
+    return out, _container(loc, record)
 
-    if not isinstance(data, Mapping):
-        return None, None
-    members: tuple[Any, ...] = info.types if isinstance(info, inspect.UnionType) else (info,)
-    target: Any = functools.reduce(lambda a, b: a | b, [m.cls for m in members])
-    for key, value in data.items():
-        try:
-            msgspec.convert(value, target)
-        except msgspec.ValidationError:
-            return str(key), value
-    return None, None
+
+def _is_mapping(origin: Any) -> bool:
+    return isinstance(origin, type) and issubclass(origin, Mapping)
 
 
-def _valid_keys(refused: str, where: Any) -> str:
-    """ " (did you mean 'model'? valid keys: ...)" for an unknown key in a struct, else ""."""
+def _container(loc: tuple[int | str, ...], record: Any) -> Any:
+    """The model that holds ``loc``'s last step (for "valid keys"), else None."""
+    tp = _unwrap(record)
+    for step in loc[:-1]:
+        origin = typing.get_origin(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            field = tp.model_fields.get(str(step))
+            tp = _unwrap(field.annotation) if field is not None else None
+        elif origin in (typing.Union, types.UnionType):
+            tp = _unwrap(_member(tp, str(step)))
+        elif origin is not None and (origin is dict or _is_mapping(origin)):
+            tp = _unwrap(typing.get_args(tp)[1])
+        elif isinstance(step, int) and typing.get_args(tp):
+            tp = _unwrap(typing.get_args(tp)[0])
+        else:
+            return None
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+
+
+def _valid_keys(refused: object, where: Any) -> str:
+    """ " (did you mean 'model'? valid keys: ...)" for an unknown key in a model, else ""."""
     import difflib
 
-    from msgspec import inspect
-
-    if not isinstance(where, inspect.StructType):
+    if where is None:
         return ""
-    keys = sorted(f.encode_name for f in where.fields)
-    near = difflib.get_close_matches(refused, keys, n=1)
+    keys = sorted(where.model_fields)
+    near = difflib.get_close_matches(str(refused), keys, n=1)
     hint = f"did you mean {near[0]!r}? " if near else ""
     return f" ({hint}valid keys: {', '.join(keys)})"
 
 
-class _PydanticSerializer:
-    """``Record.__pydantic_serializer__``: what ``pydantic_core.to_json(record)`` (Temporal's
-    pydantic converter) serialises a record with, built on first use (pydantic stays unimported
-    until then): the record's :meth:`Record.to_data`."""
+def _cause(exc: ValidationError) -> JigsError | None:
+    """A jigs error a validator raised (a policy key's refusal), kept as it is."""
+    from jigs.errors import JigsError
 
-    def __get__(self, instance: object, owner: type | None = None) -> Any:
-        return _serializer()
-
-
-def _to_data(record: Record) -> dict[str, Any]:
-    return record.to_data()
+    for error in exc.errors(include_url=False, include_input=False):
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, JigsError):
+            return cause
+    return None
 
 
-@functools.cache
-def _serializer() -> Any:
-    from pydantic_core import SchemaSerializer, core_schema
+class Record(BaseModel):
+    """Base of jigs' public records (see the module docstring for the contract)."""
 
-    return SchemaSerializer(
-        core_schema.any_schema(
-            serialization=core_schema.plain_serializer_function_ser_schema(_to_data)
-        )
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        defer_build=True,
+        hide_input_in_errors=True,
+        protected_namespaces=(),
     )
 
-
-@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(msgspec.field,))
-class RecordMeta(msgspec.StructMeta):
-    """Makes ``Record(**data)`` validate, as :meth:`Record.from_data` does, and every record
-    class keyword-only (msgspec applies ``kw_only`` per class body, so a subclass would
-    otherwise have to repeat it)."""
-
-    def __new__(
-        mcls, name: str, bases: tuple[type, ...], namespace: dict[str, Any], **options: Any
-    ) -> RecordMeta:
-        options.setdefault("kw_only", True)
-        return super().__new__(mcls, name, bases, namespace, **options)
-
-    def __call__(cls, /, *args: Any, **data: Any) -> Any:
+    def __init__(self, /, *args: Any, **data: Any) -> None:
         if args:
-            raise TypeError(f"{cls.__name__} takes keyword arguments only")
-        return cast("type[Record]", cls).from_data(data)
+            raise TypeError(f"{type(self).__name__} takes keyword arguments only")
+        try:
+            self.__pydantic_validator__.validate_python(data, self_instance=self)
+            return
+        except ValidationError as exc:
+            error = type(self)._from_validation(exc)
+        raise error
 
+    # pydantic calls this __init__ as its own (no second validation pass through it)
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
-class Record(
-    msgspec.Struct,
-    frozen=True,
-    kw_only=True,
-    forbid_unknown_fields=True,
-    metaclass=RecordMeta,
-):
-    """Base of jigs' input records (see the module docstring for the contract)."""
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable (use .replace(...))")
 
-    # unannotated: a class attribute, not a field (msgspec reads annotations only)
-    __pydantic_serializer__ = _PydanticSerializer()
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _prepare_data(cls, data: Any) -> Any:
+        return cls._prepare(dict(data)) if isinstance(data, Mapping) else data
+
+    @model_validator(mode="after")
+    def _post_init(self) -> Self:
+        self.__post_init__()
+        return self
+
+    def __post_init__(self) -> None:
+        """Check what the field types cannot say; raise ``ValueError`` naming the key."""
 
     @classmethod
     def _invalid(cls, message: str) -> JigsError:
@@ -226,33 +241,59 @@ class Record(
         return data
 
     @classmethod
+    def _from_validation(cls, exc: ValidationError) -> JigsError:
+        return _cause(exc) or cls._invalid(record_error_message(exc, cls._what(), cls))
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        """pydantic's, with a bad input as the class's jigs error (never the value)."""
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            error = cls._from_validation(exc)
+        raise error
+
+    @classmethod
+    def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Self:
+        """pydantic's, with a bad input as the class's jigs error (never the value)."""
+        try:
+            return super().model_validate_json(json_data, *args, **kwargs)
+        except ValidationError as exc:
+            error = cls._from_validation(exc)
+        raise error
+
+    @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Self:
         """Validate plain data (as :meth:`to_data` or JSON gives it) into this record."""
         if not isinstance(data, Mapping):
             raise cls._invalid(f"expected a mapping of keys to values, got {type(data).__name__}")
-        prepared = cls._prepare(dict(data))
-        message = None
-        try:
-            return msgspec.convert(prepared, cls)
-        except msgspec.ValidationError as exc:
-            message = record_error_message(exc, cls._what(), cls, prepared)
-        raise cls._invalid(message)
+        return cls.model_validate(dict(data))
 
     def to_data(self) -> dict[str, Any]:
         """Plain JSON-ready data (``from_data`` rebuilds the record from it)."""
-        return cast("dict[str, Any]", msgspec.to_builtins(self))
+        return self.model_dump(mode="json")
 
     def replace(self, **changes: Any) -> Self:
         """A copy with ``changes`` applied, validated like a new record."""
-        return type(self).from_data(msgspec.to_builtins(self) | changes)
+        return type(self).model_validate(self.model_dump() | changes)
 
-    @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
-        from pydantic_core import core_schema
 
-        def validate(value: Any) -> Any:
-            return value if isinstance(value, cls) else cls.from_data(value)
+class OmitDefaults(Record):
+    """A record whose dump leaves out fields at their defaults (its canonical form), except
+    the fields named in ``_always`` (a tag such as ``kind`` or ``type``)."""
 
-        return core_schema.no_info_plain_validator_function(
-            validate, serialization=core_schema.plain_serializer_function_ser_schema(_to_data)
-        )
+    _always: ClassVar[frozenset[str]] = frozenset({"kind", "type"})
+
+    @model_serializer(mode="wrap")
+    def _omit_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        fields = type(self).model_fields
+        for name in list(data):
+            field = fields.get(name)
+            if field is None or name in self._always or field.is_required():
+                continue
+            if getattr(self, name) == field.get_default(call_default_factory=True):
+                del data[name]
+        return data

@@ -6,12 +6,9 @@ from bad data raises :class:`~jigs.errors.InvalidInputError` naming the field, n
 value.
 """
 
-# no `from __future__ import annotations`: msgspec reads these classes' annotations as objects,
-# never by looking the module up in sys.modules (a Temporal workflow sandbox does not have it)
-
 from typing import TYPE_CHECKING, Annotated
 
-from msgspec import Meta
+from pydantic import Field
 
 from jigs._record import Record
 
@@ -40,13 +37,13 @@ class RunMetadata(_Data):
     """
 
     #: The durable engine's id of the workflow run (a Temporal workflow id, a DBOS workflow id).
-    workflow_run_id: Annotated[str, Meta(min_length=1, max_length=4096)]
+    workflow_run_id: Annotated[str, Field(min_length=1, max_length=4096)]
     #: The workflow's name (informational: jigs records it, nothing depends on it).
     workflow_name: str | None = None
     #: The step's name (the `jigs.step_name` attribute of the step's trace span).
     step_name: str | None = None
     #: The engine's attempt number of the step (1 for the first try), when it has one.
-    attempt: Annotated[int, Meta(ge=1)] | None = None
+    attempt: Annotated[int, Field(ge=1)] | None = None
 
 
 class AgentSessionRef(_Data):
@@ -59,10 +56,10 @@ class AgentSessionRef(_Data):
     """
 
     harness: str
-    id: Annotated[str, Meta(min_length=1)]
+    id: Annotated[str, Field(min_length=1)]
     descriptor: str
     #: The session store key of the session's manifest (None: the session lives only on the
     #: machine that ran it, as refs recorded before session stores did).
-    store_key: Annotated[str, Meta(min_length=1, max_length=1024)] | None = None
+    store_key: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
     #: ``sha256:<hex>`` of that manifest: a resume refuses a store copy that does not match.
-    digest: Annotated[str, Meta(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
+    digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None

@@ -4,9 +4,6 @@ A :class:`~jigs._record.Record` (no pydantic), because the turn engine builds it
 fresh process is still starting; :mod:`jigs.models` re-exports it.
 """
 
-# no `from __future__ import annotations`: msgspec reads these classes' annotations as objects,
-# never by looking the module up in sys.modules (a Temporal workflow sandbox does not have it)
-
 from jigs._record import Record
 
 __all__ = ["Usage"]

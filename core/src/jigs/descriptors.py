@@ -5,18 +5,14 @@ that jigs owns as policy are refused with a message that names the key and why; 
 refused too. :meth:`HarnessDescriptor.describe` is the canonical string session reuse compares.
 """
 
-# no `from __future__ import annotations`: msgspec reads these classes' annotations as objects,
-# never by looking the module up in sys.modules (a Temporal workflow sandbox does not have it)
-
 import functools
 import json
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
-import msgspec
-from msgspec import Meta, field
+from pydantic import Field, field_validator
 
-from jigs._record import Record
+from jigs._record import OmitDefaults
 from jigs._secrets import check_env_name, check_url
 from jigs.errors import DescriptorError, JigsError
 from jigs.mcp import McpServer, normalise_servers
@@ -67,7 +63,7 @@ COMMON_POLICY_KEYS: Mapping[str, str] = {
 }
 
 
-class NetworkAllow(Record, omit_defaults=True):
+class NetworkAllow(OmitDefaults):
     """``network={"allow": [...]}``: besides what ``"deny"`` gives, the hosts the agent may
     reach through the step's egress proxy (no TLS interception): ``pypi.org``, ``*.github.com``
     (subdomains only), ``10.0.0.5`` or ``[2001:db8::1]``, each optionally with ``:port`` (80 and
@@ -84,12 +80,14 @@ class NetworkAllow(Record, omit_defaults=True):
         parse_allow(self.allow)  # ValueError naming the bad entry
 
 
-class HarnessDescriptor(Record, omit_defaults=True):
-    """Base of every kind's descriptor: a :class:`~jigs._record.Record` (frozen, keyword-only,
-    validated when built). Subclasses set ``kind`` as a ``Literal`` field with its default, add
-    their keys (constraints as ``Annotated[T, msgspec.Meta(...)]``) and check the rest in
-    ``__post_init__`` (call ``super().__post_init__()``), raising ``ValueError`` with a message
-    that names the key and never echoes the value. Every failure is a :class:`DescriptorError`.
+class HarnessDescriptor(OmitDefaults):
+    """Base of every kind's descriptor: a pydantic model (a :class:`~jigs._record.Record`:
+    frozen, keyword-only, validated when built, ``model_dump``/``model_validate``/
+    ``model_json_schema`` as in any pydantic model). Subclasses set ``kind`` as a ``Literal``
+    field with its default, add their keys (constraints as ``Annotated[T, Field(...)]``) and
+    check the rest in ``__post_init__`` (call ``super().__post_init__()``), raising
+    ``ValueError`` with a message that names the key and never echoes the value. Every failure
+    is a :class:`DescriptorError`; pydantic's ``ValidationError`` never escapes.
     """
 
     #: Extra policy keys of the kind, on top of :data:`COMMON_POLICY_KEYS`.
@@ -101,15 +99,15 @@ class HarnessDescriptor(Record, omit_defaults=True):
     unsupported_limit_reason: ClassVar[str] = "the CLI does not report what the limit counts"
 
     kind: str
-    mcp_servers: dict[str, McpServer] = field(default_factory=dict)
+    mcp_servers: dict[str, McpServer] = Field(default_factory=dict)
     #: Seconds a whole turn may take (wall clock); jigs stops it then (AgentTimeoutError).
-    turn_timeout: Annotated[float, Meta(gt=0, le=7 * 86400)] = DEFAULT_TURN_TIMEOUT
+    turn_timeout: Annotated[float, Field(gt=0, le=7 * 86400)] = DEFAULT_TURN_TIMEOUT
     #: Seconds a turn may go without any event from the CLI (a hung endpoint or CLI).
-    idle_timeout: Annotated[float, Meta(gt=0, le=86400)] = DEFAULT_IDLE_TIMEOUT
+    idle_timeout: Annotated[float, Field(gt=0, le=86400)] = DEFAULT_IDLE_TIMEOUT
     #: Model requests one turn may make (AgentLimitError past it); None: no limit.
-    max_turns: Annotated[int, Meta(ge=1, le=10_000)] | None = None
+    max_turns: Annotated[int, Field(ge=1, le=10_000)] | None = None
     #: Cost one turn may reach (AgentLimitError past it); None: no limit.
-    max_budget_usd: Annotated[float, Meta(gt=0)] | None = None
+    max_budget_usd: Annotated[float, Field(gt=0)] | None = None
     #: ``"on"`` (the default): every process of the step runs in a bubblewrap sandbox of its
     #: own (see :mod:`jigs.sandbox`), and the step refuses to start where the host cannot build
     #: one (:class:`~jigs.errors.SandboxUnavailableError`); ``"off"``: an explicit opt-out to
@@ -120,6 +118,12 @@ class HarnessDescriptor(Record, omit_defaults=True):
     #: servers can be reached) or ``"host"`` (the worker's whole network: an explicit, logged
     #: opt-out).
     network: Literal["deny", "host"] | NetworkAllow = "deny"
+
+    @field_validator("mcp_servers", mode="before")
+    @classmethod
+    def _typed_servers(cls, servers: Any) -> Any:
+        # a server's ``type`` may be omitted (also when the descriptor is a field of a model)
+        return normalise_servers(servers) if isinstance(servers, Mapping) else servers
 
     def __post_init__(self) -> None:
         # the shared rules for a kind's endpoint fields, whatever the kind: the key is a
@@ -146,9 +150,6 @@ class HarnessDescriptor(Record, omit_defaults=True):
                 raise DescriptorError(
                     f"a {kind} descriptor may not set {key!r}: {why}", kind=kind, key=key
                 )
-        servers = data.get("mcp_servers")
-        if isinstance(servers, Mapping):
-            data["mcp_servers"] = normalise_servers(servers)
         return data
 
     @classmethod
@@ -164,15 +165,10 @@ class HarnessDescriptor(Record, omit_defaults=True):
     @functools.cache
     def _kind_default(cls) -> str:
         """The default of the class's ``kind`` field (its kind's name), else the class's name
-        (cached per class: msgspec resolves the annotations to answer)."""
-        for info in msgspec.structs.fields(cls):
-            if info.name == "kind" and isinstance(info.default, str) and info.default:
-                return info.default
-        return cls.__name__
-
-    def to_data(self) -> dict[str, Any]:
-        """Plain JSON-ready data, without keys left at their defaults."""
-        return super().to_data() | {"kind": self.kind}
+        (cached per class)."""
+        field = cls.model_fields.get("kind")
+        default = field.default if field is not None else None
+        return default if isinstance(default, str) and default else cls.__name__
 
     def describe(self) -> str:
         """The canonical string that identifies these settings (sorted keys, defaults omitted)."""

@@ -18,14 +18,11 @@ Events a decoder emits:
   output) or :class:`TurnFailed` (why the turn failed, in jigs' categories) ends the turn.
 """
 
-# no `from __future__ import annotations`: msgspec reads these classes' annotations as objects,
-# never by looking the module up in sys.modules (a Temporal workflow sandbox does not have it)
-
+import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, Literal
 
-import msgspec
-from msgspec import field
+from pydantic import Field, TypeAdapter, ValidationError
 
 from jigs._record import Record, record_error_message
 from jigs._usage import Usage
@@ -46,75 +43,82 @@ __all__ = [
 ]
 
 
-class _Event(Record, tag_field="type"):
-    @property
-    def type(self) -> str:
-        """The event's tag (``"text-delta"``, ``"turn-completed"``...), the ``type`` key of its
-        data."""
-        return str(self.__struct_config__.tag)
+class _Event(Record):
+    #: The event's tag (``"text-delta"``, ``"turn-completed"``...), the ``type`` key of its data.
+    type: str
 
 
-class SessionStarted(_Event, tag="session"):
+class SessionStarted(_Event):
     """The session the turn runs in (a later step resumes it)."""
 
+    type: Literal["session"] = "session"
     session_id: str
 
 
-class ModelCallStarted(_Event, tag="model-call"):
+class ModelCallStarted(_Event):
     """One model request of the turn began."""
 
+    type: Literal["model-call"] = "model-call"
 
-class TextDelta(_Event, tag="text-delta"):
+
+class TextDelta(_Event):
     """A piece of the agent's answer text."""
 
+    type: Literal["text-delta"] = "text-delta"
     text: str
 
 
-class ReasoningDelta(_Event, tag="reasoning-delta"):
+class ReasoningDelta(_Event):
     """A piece of the model's reasoning summary, where the CLI reports one."""
 
+    type: Literal["reasoning-delta"] = "reasoning-delta"
     text: str
 
 
-class ToolCallStarted(_Event, tag="tool-call-started"):
+class ToolCallStarted(_Event):
     """The agent called a tool (the CLI runs it)."""
 
+    type: Literal["tool-call-started"] = "tool-call-started"
     id: str
     name: str
     arguments: Any = None
 
 
-class ToolCallFinished(_Event, tag="tool-call-finished"):
+class ToolCallFinished(_Event):
     """A tool call returned."""
 
+    type: Literal["tool-call-finished"] = "tool-call-finished"
     id: str
     name: str
     output: Any = None
     is_error: bool = False
 
 
-class UsageUpdated(_Event, tag="usage"):
+class UsageUpdated(_Event):
     """The turn's usage so far (replaces any earlier figure of the same turn)."""
 
+    type: Literal["usage"] = "usage"
     usage: Usage
 
 
-class Notice(_Event, tag="notice"):
+class Notice(_Event):
     """Something the CLI warned about; the turn goes on."""
 
+    type: Literal["notice"] = "notice"
     message: str
 
 
-class TurnCompleted(_Event, tag="turn-completed"):
+class TurnCompleted(_Event):
     """The turn ended with an answer. ``output`` is the native structured output, if any."""
 
+    type: Literal["turn-completed"] = "turn-completed"
     text: str
     stop_reason: str | None = None
     output: Any = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class TurnFailed(_Event, tag="turn-failed"):
+class TurnFailed(_Event):
     """The turn ended without an answer.
 
     ``reason`` is jigs' category: ``api_error`` (the model endpoint failed; retryable),
@@ -122,14 +126,15 @@ class TurnFailed(_Event, tag="turn-failed"):
     ``structured_output`` or ``other``. ``message`` is what the CLI said.
     """
 
+    type: Literal["turn-failed"] = "turn-failed"
     reason: str
     message: str
     stop_reason: str | None = None
     retryable: bool = False
 
 
-#: Any event of the stream; the data's ``type`` key picks the class.
-AgentEvent = (
+#: Any event of the stream: a union discriminated by the ``type`` key.
+AgentEvent = Annotated[
     SessionStarted
     | ModelCallStarted
     | TextDelta
@@ -139,8 +144,14 @@ AgentEvent = (
     | UsageUpdated
     | Notice
     | TurnCompleted
-    | TurnFailed
-)
+    | TurnFailed,
+    Field(discriminator="type"),
+]
+
+
+@functools.cache
+def _events() -> TypeAdapter[AgentEvent]:
+    return TypeAdapter(AgentEvent)
 
 
 def event_from_data(data: Mapping[str, Any]) -> AgentEvent:
@@ -148,10 +159,9 @@ def event_from_data(data: Mapping[str, Any]) -> AgentEvent:
     with :class:`~jigs.errors.InvalidInputError` naming the key, never the value."""
     message = None
     try:
-        event: AgentEvent = msgspec.convert(dict(data), AgentEvent)
-        return event
-    except msgspec.ValidationError as exc:
-        message = record_error_message(exc, "an event")
+        return _events().validate_python(dict(data))
+    except ValidationError as exc:
+        message = record_error_message(exc, "an event", AgentEvent)
     from jigs.errors import InvalidInputError
 
     raise InvalidInputError(f"invalid event: {message}", argument="event")

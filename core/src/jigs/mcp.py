@@ -5,16 +5,13 @@ at launch. A literal that looks like a secret is refused without being echoed. T
 the agent's whole MCP universe: nothing from user config, the worktree or the harness's discovery.
 """
 
-# no `from __future__ import annotations`: msgspec reads these classes' annotations as objects,
-# never by looking the module up in sys.modules (a Temporal workflow sandbox does not have it)
-
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from msgspec import Meta, field
+from pydantic import Field
 
-from jigs._record import Record
+from jigs._record import OmitDefaults, Record
 from jigs._secrets import check_env_name, check_url, looks_like_secret, shown
 
 __all__ = [
@@ -34,11 +31,11 @@ SERVER_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 class McpProbe(Record):
     """A harmless tool call that proves the server is up and answering."""
 
-    tool: Annotated[str, Meta(min_length=1)]
-    arguments: dict[str, Any] = field(default_factory=dict)
+    tool: Annotated[str, Field(min_length=1)]
+    arguments: dict[str, Any] = Field(default_factory=dict)
 
 
-class _McpBase(Record, omit_defaults=True, tag_field="type"):
+class _McpBase(OmitDefaults):
     probe: McpProbe
     disabled_tools: tuple[str, ...] = ()
 
@@ -46,17 +43,14 @@ class _McpBase(Record, omit_defaults=True, tag_field="type"):
         raise NotImplementedError
 
 
-class McpStdioServer(_McpBase, tag="stdio", kw_only=True):
+class McpStdioServer(_McpBase):
     """A server jigs starts: ``env`` maps a child variable to the *name* of a step-side one."""
 
-    command: Annotated[str, Meta(min_length=1)]
+    #: The server's transport (the union's tag).
+    type: Literal["stdio"] = "stdio"
+    command: Annotated[str, Field(min_length=1)]
     args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def type(self) -> Literal["stdio"]:
-        """The server's transport (``"stdio"``; the ``type`` key of its data)."""
-        return "stdio"
+    env: dict[str, str] = Field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for child, source in self.env.items():
@@ -67,17 +61,14 @@ class McpStdioServer(_McpBase, tag="stdio", kw_only=True):
         return frozenset(self.env.values())
 
 
-class McpHttpServer(_McpBase, tag="http", kw_only=True):
+class McpHttpServer(_McpBase):
     """A server jigs connects to: header values and the bearer token are variable *names*."""
 
+    #: The server's transport (the union's tag).
+    type: Literal["http"] = "http"
     url: str
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict)
     bearer_token_env: str | None = None
-
-    @property
-    def type(self) -> Literal["http"]:
-        """The server's transport (``"http"``; the ``type`` key of its data)."""
-        return "http"
 
     def __post_init__(self) -> None:
         for header, source in self.headers.items():
@@ -93,8 +84,9 @@ class McpHttpServer(_McpBase, tag="http", kw_only=True):
         return frozenset(names)
 
 
-#: One declared server; ``type`` may be omitted (``url`` means HTTP, otherwise stdio).
-McpServer = McpStdioServer | McpHttpServer
+#: One declared server, picked by its ``type`` (in a descriptor ``type`` may be omitted: ``url``
+#: means HTTP, otherwise stdio).
+McpServer = Annotated[McpStdioServer | McpHttpServer, Field(discriminator="type")]
 
 
 def normalise_servers(servers: Mapping[str, Any]) -> dict[str, Any]:

@@ -133,7 +133,6 @@ async def containment(ctx: KitContext) -> None:
     ``sandbox="on"``: no canary is read, nothing outside the worktree is written, the worker's
     loopback listener sees no connection and ``/proc`` stays mounted. Skipped, by name, on a
     host that cannot sandbox (the reason is reported)."""
-    import msgspec
     from jigs.sandbox import sandbox_problem
 
     from jigs_testing.conformance import CheckSkipped
@@ -143,7 +142,7 @@ async def containment(ctx: KitContext) -> None:
         raise CheckSkipped(f"this host cannot sandbox a step: {problem}")
     descriptor = ctx.descriptor
     if descriptor.sandbox != "on":
-        descriptor = msgspec.structs.replace(descriptor, sandbox="on")
+        descriptor = descriptor.replace(sandbox="on")
     tree = ctx.worktree("containment")
     planted, listener = _Planted(ctx.tmp_path), _Listener()
     try:

@@ -9,7 +9,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from jigs import harnesses
 from jigs.descriptors import HarnessDescriptor
@@ -207,7 +206,7 @@ def test_every_descriptor_key_reaches_the_command_line(
 
 
 def _fields(cls: type[HarnessDescriptor]) -> set[str]:
-    return {field.name for field in msgspec.structs.fields(cls)}
+    return set(cls.model_fields)
 
 
 def test_every_descriptor_key_is_covered() -> None:

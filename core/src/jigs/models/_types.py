@@ -1,11 +1,8 @@
 """The model protocol's data: requests, results, stream parts, usage and warnings."""
 
-# no `from __future__ import annotations`: msgspec reads these classes' annotations as objects
-# (see jigs.descriptors)
-
 from typing import TYPE_CHECKING, Any, Literal
 
-from msgspec import field
+from pydantic import Field
 
 from jigs._record import Record
 from jigs._usage import Usage
@@ -42,7 +39,7 @@ class _Data(Record):
         return InvalidInputError(f"invalid {cls.__name__}: {message}", argument=cls.__name__)
 
 
-class CallWarning(_Data, kw_only=True):
+class CallWarning(_Data):
     """A setting the harness could not honour (the call still ran without it)."""
 
     type: Literal["unsupported-setting", "other"] = "unsupported-setting"
@@ -83,7 +80,7 @@ class ModelRequest(_Data):
     stop_sequences: tuple[str, ...] | None = None
     seed: int | None = None
     output_schema: dict[str, Any] | None = None
-    provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    provider_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     def options_for(self, provider: str) -> dict[str, Any]:
         """This provider's options (empty when none were given)."""
@@ -103,31 +100,31 @@ class GenerateResult(_Data):
 
     text: str
     finish_reason: FinishReason = "stop"
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = Field(default_factory=Usage)
     warnings: tuple[CallWarning, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()
     tool_results: tuple[ToolResult, ...] = ()
     output: Any = None
-    provider_metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
+    provider_metadata: dict[str, dict[str, Any]] = Field(default_factory=dict)
     model_id: str | None = None
 
 
-class TextDeltaPart(_Data, kw_only=True):
+class TextDeltaPart(_Data):
     type: Literal["text-delta"] = "text-delta"
     text: str
 
 
-class ToolCallPart(_Data, kw_only=True):
+class ToolCallPart(_Data):
     type: Literal["tool-call"] = "tool-call"
     call: ToolCall
 
 
-class ToolResultPart(_Data, kw_only=True):
+class ToolResultPart(_Data):
     type: Literal["tool-result"] = "tool-result"
     result: ToolResult
 
 
-class FinishPart(_Data, kw_only=True):
+class FinishPart(_Data):
     """Always the last part of a successful stream; carries the whole result."""
 
     type: Literal["finish"] = "finish"

@@ -9,15 +9,12 @@ Every key maps to one ``claude`` flag or variable (see :mod:`._launch`). ``max_t
 ``--max-budget-usd``); ``turn_timeout`` / ``idle_timeout`` by the core.
 """
 
-# no `from __future__ import annotations`: msgspec then reads these classes' annotations as
-# objects (evaluating them as strings cost the first descriptor ~2 ms)
-
 import math
 from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal
 
 from jigs.descriptors import HarnessDescriptor
-from msgspec import Meta
+from pydantic import Field
 
 __all__ = ["ClaudeDescriptor", "Effort"]
 
@@ -70,7 +67,7 @@ class ClaudeDescriptor(HarnessDescriptor):
     #: ``--effort``.
     effort: Effort | None = None
     #: Anthropic-compatible endpoint (``https://gateway.example/anthropic``); needs ``api_key_env``.
-    base_url: Annotated[str, Meta(pattern=r"^https?://[^\s@]+$")] | None = None
+    base_url: Annotated[str, Field(pattern=r"^https?://[^\s@]+$")] | None = None
     #: The *name* of the step-side variable that holds the key for the endpoint (or for the
     #: Anthropic API itself when ``base_url`` is not set).
     api_key_env: str | None = None
@@ -78,7 +75,7 @@ class ClaudeDescriptor(HarnessDescriptor):
     #: (``ANTHROPIC_AUTH_TOKEN``, what most gateways expect).
     api_key_header: Literal["x-api-key", "bearer"] = "x-api-key"
     #: Retries of a failed model request (Claude Code's own default would retry for minutes).
-    max_retries: Annotated[int, Meta(ge=0, le=10)] = 2
+    max_retries: Annotated[int, Field(ge=0, le=10)] = 2
     #: ``--allowedTools`` / ``--disallowedTools`` rules (``"Bash(git *)"``).
     allowed_tools: tuple[str, ...] = ()
     disallowed_tools: tuple[str, ...] = ()

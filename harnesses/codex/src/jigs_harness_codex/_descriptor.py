@@ -6,14 +6,11 @@ the executable) is refused with a message naming the key. A model endpoint is na
 travels in the agent's environment.
 """
 
-# no `from __future__ import annotations`: msgspec then reads these classes' annotations as
-# objects (evaluating them as strings cost the first descriptor ~2 ms)
-
 from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal
 
 from jigs.descriptors import HarnessDescriptor
-from msgspec import Meta
+from pydantic import Field
 
 __all__ = ["DEFAULT_OPENAI_BASE_URL", "CodexDescriptor"]
 
@@ -61,7 +58,7 @@ class CodexDescriptor(HarnessDescriptor):
     )
 
     kind: Literal["codex"] = "codex"
-    model: Annotated[str, Meta(min_length=1)] | None = None
+    model: Annotated[str, Field(min_length=1)] | None = None
     effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
     reasoning_summary: Literal["auto", "concise", "detailed", "none"] | None = None
     developer_instructions: str | None = None
@@ -69,14 +66,14 @@ class CodexDescriptor(HarnessDescriptor):
     base_instructions: str | None = None
     #: Deprecated by Codex (no longer selects a style), passed on as given.
     personality: Literal["none", "friendly", "pragmatic"] | None = None
-    service_tier: Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")] | None = None
+    service_tier: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")] | None = None
     model_verbosity: Literal["low", "medium", "high"] | None = None
     #: The Responses API's hosted ``web_search`` tool: off, cached results, or live.
     web_search: Literal["disabled", "cached", "live"] | None = None
-    base_url: Annotated[str, Meta(pattern=r"^https?://[^\s@]+$")] | None = None
+    base_url: Annotated[str, Field(pattern=r"^https?://[^\s@]+$")] | None = None
     api_key_env: str | None = None
-    max_retries: Annotated[int, Meta(ge=0, le=10)] = 2
-    startup_timeout: Annotated[float, Meta(gt=0, le=600)] = 60.0
+    max_retries: Annotated[int, Field(ge=0, le=10)] = 2
+    startup_timeout: Annotated[float, Field(gt=0, le=600)] = 60.0
 
     def __post_init__(self) -> None:
         super().__post_init__()  # api_key_env and base_url: the core's shared rules

@@ -13,17 +13,14 @@ the turn's events (model requests, and the cost Pi computes from the model's pri
 support; they are the agent's whole MCP universe (see :mod:`jigs_harness_pi._mcp`).
 """
 
-# no `from __future__ import annotations`: msgspec then reads these classes' annotations as
-# objects (evaluating them as strings cost the first descriptor ~2 ms)
-
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
-from jigs._record import Record
+from jigs._record import OmitDefaults
 from jigs._secrets import check_env_name, check_url, shown
 from jigs.descriptors import HarnessDescriptor
-from msgspec import Meta, field
+from pydantic import Field
 
 __all__ = [
     "AnthropicCompatible",
@@ -55,11 +52,11 @@ def _no_nul(values: Any, where: str) -> None:
 
 #: Text that goes to Pi's command line or into a file Pi reads (no NUL byte: checked by the
 #: descriptor).
-Text = Annotated[str, Meta(min_length=1, max_length=1_000_000)]
+Text = Annotated[str, Field(min_length=1, max_length=1_000_000)]
 #: A short name (the session's display name).
-Name = Annotated[str, Meta(min_length=1, max_length=200)]
+Name = Annotated[str, Field(min_length=1, max_length=200)]
 #: A path (skill, prompt template) Pi loads; relative paths are read from the worktree.
-PathText = Annotated[str, Meta(min_length=1, max_length=4096)]
+PathText = Annotated[str, Field(min_length=1, max_length=4096)]
 
 
 def _env_name(value: str, where: str) -> str:
@@ -67,23 +64,23 @@ def _env_name(value: str, where: str) -> str:
     return check_env_name(value, where)
 
 
-class ModelPrice(Record, omit_defaults=True):
+class ModelPrice(OmitDefaults):
     """The model's price in USD per million tokens (Pi's ``models.json`` ``cost``), so Pi
     reports each turn's cost and ``max_budget_usd`` can stop a turn. Unset: cost 0."""
 
-    input: Annotated[float, Meta(ge=0)] = 0.0
-    output: Annotated[float, Meta(ge=0)] = 0.0
-    cache_read: Annotated[float, Meta(ge=0)] = 0.0
-    cache_write: Annotated[float, Meta(ge=0)] = 0.0
+    input: Annotated[float, Field(ge=0)] = 0.0
+    output: Annotated[float, Field(ge=0)] = 0.0
+    cache_read: Annotated[float, Field(ge=0)] = 0.0
+    cache_write: Annotated[float, Field(ge=0)] = 0.0
 
 
-class _Source(Record, omit_defaults=True, tag_field="type"):
+class _Source(OmitDefaults):
     """Built directly (``OpenAICompatible(...)``) or inside a descriptor, a refused value is
     never echoed: failures are :class:`~jigs.errors.DescriptorError` (see
     :class:`~jigs._record.Record`). The data's ``type`` key picks the class."""
 
     #: The model id sent to the API.
-    model: Annotated[str, Meta(min_length=1, max_length=200)]
+    model: Annotated[str, Field(min_length=1, max_length=200)]
     #: Prices for Pi's cost figures; None: 0 (no cost reported, max_budget_usd never trips).
     price: ModelPrice | None = None
 
@@ -91,11 +88,11 @@ class _Source(Record, omit_defaults=True, tag_field="type"):
         raise NotImplementedError
 
 
-class _Endpoint(_Source, kw_only=True):
+class _Endpoint(_Source):
     #: Pi's provider id for this endpoint (``--model <name>/<model>``).
     name: str = "jigs"
     #: The API base URL (``http(s)://...``), without credentials.
-    base_url: Annotated[str, Meta(pattern=r"^https?://")]
+    base_url: Annotated[str, Field(pattern=r"^https?://")]
     #: The step-side variable holding the API key; None for endpoints without auth.
     api_key_env: str | None = None
 
@@ -117,46 +114,40 @@ class _Endpoint(_Source, kw_only=True):
         return self.api_key_env
 
 
-class OpenAICompatible(_Endpoint, tag="openai-compatible", kw_only=True):
+class OpenAICompatible(_Endpoint):
     """An OpenAI-compatible endpoint (Chat Completions or Responses)."""
 
-    @property
-    def type(self) -> Literal["openai-compatible"]:
-        """The source's ``type`` key."""
-        return "openai-compatible"
+    #: The source's ``type`` key (the union's tag).
+    type: Literal["openai-compatible"] = "openai-compatible"
 
     #: Which OpenAI wire format the endpoint speaks.
     api: Literal["chat-completions", "responses"] = "chat-completions"
     #: Pi ``compat`` hints (see Pi's models.json reference), e.g. ``{"supportsStore": False}``.
-    compat: dict[str, CompatValue] = field(default_factory=dict)
-    context_window: Annotated[int, Meta(gt=0)] | None = None
-    max_tokens: Annotated[int, Meta(gt=0)] | None = None
+    compat: dict[str, CompatValue] = Field(default_factory=dict)
+    context_window: Annotated[int, Field(gt=0)] | None = None
+    max_tokens: Annotated[int, Field(gt=0)] | None = None
     reasoning: bool = False
 
 
-class AnthropicCompatible(_Endpoint, tag="anthropic-compatible", kw_only=True):
+class AnthropicCompatible(_Endpoint):
     """An endpoint speaking the Anthropic Messages API."""
 
-    @property
-    def type(self) -> Literal["anthropic-compatible"]:
-        """The source's ``type`` key."""
-        return "anthropic-compatible"
+    #: The source's ``type`` key (the union's tag).
+    type: Literal["anthropic-compatible"] = "anthropic-compatible"
 
-    compat: dict[str, CompatValue] = field(default_factory=dict)
-    context_window: Annotated[int, Meta(gt=0)] | None = None
-    max_tokens: Annotated[int, Meta(gt=0)] | None = None
+    compat: dict[str, CompatValue] = Field(default_factory=dict)
+    context_window: Annotated[int, Field(gt=0)] | None = None
+    max_tokens: Annotated[int, Field(gt=0)] | None = None
     reasoning: bool = False
 
 
-class OpenRouter(_Source, tag="openrouter"):
+class OpenRouter(_Source):
     """OpenRouter through Pi's built-in ``openrouter`` provider."""
 
     api_key_env: str = "OPENROUTER_API_KEY"
 
-    @property
-    def type(self) -> Literal["openrouter"]:
-        """The source's ``type`` key."""
-        return "openrouter"
+    #: The source's ``type`` key (the union's tag).
+    type: Literal["openrouter"] = "openrouter"
 
     def __post_init__(self) -> None:
         _env_name(self.api_key_env, "api_key_env")
@@ -166,10 +157,12 @@ class OpenRouter(_Source, tag="openrouter"):
 
 
 #: Where a Pi step's model runs; the data's ``type`` key picks the class.
-ModelSource = OpenAICompatible | AnthropicCompatible | OpenRouter
+ModelSource = Annotated[
+    OpenAICompatible | AnthropicCompatible | OpenRouter, Field(discriminator="type")
+]
 
 
-class PiDescriptor(HarnessDescriptor, kw_only=True):
+class PiDescriptor(HarnessDescriptor):
     """Settings of the ``pi`` kind (Pi coding agent 1.x, run as ``pi --mode json``)."""
 
     supported_limits: ClassVar[frozenset[str]] = frozenset({"max_turns", "max_budget_usd"})
@@ -205,7 +198,7 @@ class PiDescriptor(HarnessDescriptor, kw_only=True):
     #: The session's display name (``--name``).
     session_name: Name | None = None
     #: Agent-level retries of transient provider failures (0: off, so failures are fast).
-    retries: Annotated[int, Meta(ge=0, le=10)] = 0
+    retries: Annotated[int, Field(ge=0, le=10)] = 0
     #: Load AGENTS.md / CLAUDE.md context files from the worktree (off by default).
     context_files: bool = False
     #: Skill files or directories to load (``--skill``); discovery stays off.
@@ -218,7 +211,7 @@ class PiDescriptor(HarnessDescriptor, kw_only=True):
     def _prepare(cls, data: dict[str, Any]) -> dict[str, Any]:
         data = super()._prepare(data)
         model = data.get("model")
-        # msgspec alone says "missing required field `type`" or "expected object": say what
+        # pydantic alone says "unable to extract tag using discriminator": say what
         # a Pi model is, since a bare model name (as claude and codex take) is the usual slip
         if isinstance(model, str) or (isinstance(model, Mapping) and "type" not in model):
             raise cls._invalid(

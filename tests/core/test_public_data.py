@@ -1,6 +1,7 @@
-"""Records (``jigs._record.Record``): what a step takes in and the events it emits are validated
-when built, frozen, JSON-ready, and never echo a refused value; pydantic models and pickle carry
-them unchanged."""
+"""Public data: what a step takes in and gives back (descriptors, run metadata, session
+references, results, events) are pydantic models, validated when built, frozen, JSON-ready, and
+never echo a refused value (no pydantic ``ValidationError`` escapes); pydantic models, JSON and
+pickle carry them unchanged."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import json
 import pickle
 from typing import Any
 
-import msgspec
 import pytest
 from jigs import AgentSessionRef, RunMetadata, harnesses
 from jigs.errors import DescriptorError, InvalidInputError, JigsError
@@ -73,7 +73,7 @@ def test_bad_event_data_is_an_input_error_without_the_value(data: dict[str, Any]
 
 
 def test_events_are_validated_when_built_and_frozen() -> None:
-    with pytest.raises(DescriptorError, match=r"text: Expected `str`, got `int`"):
+    with pytest.raises(DescriptorError, match=r"text: Input should be a valid string"):
         TextDelta(text=3)  # type: ignore[arg-type]
     with pytest.raises(DescriptorError, match="unknown key"):
         TextDelta(text="a", extra=1)  # type: ignore[call-arg]
@@ -107,10 +107,10 @@ def test_run_metadata_and_session_refs_refuse_bad_data_as_input_errors() -> None
 @pytest.mark.parametrize(
     ("settings", "where"),
     [
-        ({"effort": SECRET}, "effort: not one of the allowed values"),
-        ({"max_retries": SECRET}, "max_retries: Expected `int`, got `str`"),
+        ({"effort": SECRET}, "effort: Input should be 'low'"),
+        ({"max_retries": SECRET}, "max_retries: Input should be a valid integer"),
         ({"base_url": SECRET}, "base_url"),
-        ({"allowed_tools": SECRET}, "allowed_tools: Expected `array`"),
+        ({"allowed_tools": SECRET}, "allowed_tools: Input should be a valid tuple"),
         ({SECRET: 1}, "<key not shown>: unknown key for a claude descriptor"),
         ({"mcp_servers": {"s": {"command": SECRET, "probe": {"tool": 1}}}}, "probe.tool"),
         ({"api_key_env": SECRET}, "api_key_env"),
@@ -176,12 +176,32 @@ def test_records_are_fields_of_pydantic_models() -> None:
     assert Payload.model_validate_json(payload.model_dump_json()) == payload
 
 
-def test_msgspec_json_and_records_agree() -> None:
+def test_bad_data_through_pydantic_entry_points_is_a_jigs_error() -> None:
     ref = AgentSessionRef(harness="echo", id="i", descriptor="{}", digest="sha256:" + "0" * 64)
-    assert msgspec.json.decode(msgspec.json.encode(ref), type=AgentSessionRef) == ref
     assert AgentSessionRef.from_data(ref.to_data()) == ref
     with pytest.raises(JigsError):
         AgentSessionRef.from_data([1, 2])  # type: ignore[arg-type]
+    for call in (
+        lambda: AgentSessionRef.model_validate(
+            {"harness": "h", "id": "i", "descriptor": SECRET, "digest": SECRET}
+        ),
+        lambda: AgentSessionRef.model_validate_json(json.dumps({"id": SECRET, "x": SECRET})),
+        lambda: RunMetadata.model_validate_json("{" + SECRET),
+        lambda: harnesses.codex(model="m").replace(effort=SECRET),
+        lambda: event_from_data({"type": SECRET, "text": SECRET}),
+    ):
+        with pytest.raises(JigsError) as caught:
+            call()
+        assert SECRET not in str(caught.value)
+        assert "input_value" not in str(caught.value)
+        assert caught.value.__context__ is None
+
+
+def test_a_field_assignment_is_refused() -> None:
+    ref = AgentSessionRef(harness="echo", id="i", descriptor="{}")
+    with pytest.raises(AttributeError, match="immutable"):
+        ref.id = "other"  # type: ignore[misc]
+    assert ref.id == "i"
 
 
 def test_the_step_token_and_raw_usage_stay_out_of_every_repr() -> None:
@@ -217,3 +237,30 @@ def test_check_outcomes_are_equal_whatever_they_took() -> None:
     assert hash(fast) == hash(slow)
     assert fast != CheckOutcome("a", "A", ok=False, reason="r", repair="f", unanswered=True)
     assert fast != CheckOutcome("a", "A", ok=False, reason="other", repair="f")
+
+
+def test_public_data_round_trips_as_pydantic_models() -> None:
+    """What a user writes in a workflow: ``model_dump``/``model_validate`` and their JSON forms
+    rebuild a descriptor, run metadata, a session reference, a result and every event, and each
+    has a JSON schema."""
+    from jigs.steps import AgentResult
+    from pydantic import BaseModel, TypeAdapter
+
+    session = AgentSessionRef(
+        harness="codex", id="t-1", descriptor="{}", digest="sha256:" + "0" * 64
+    )
+    values: list[BaseModel] = [
+        harnesses.codex(model="gpt-5", effort="low", network={"allow": ["pypi.org"]}),
+        RunMetadata(workflow_run_id="review/PR-12", attempt=2),
+        session,
+        AgentResult(text="done", session=session, output=None, usage=Usage(input_tokens=3)),
+        *EVENTS,
+    ]
+    for value in values:
+        cls = type(value)
+        assert cls.model_validate(value.model_dump()) == value
+        assert cls.model_validate_json(value.model_dump_json()) == value
+        assert cls.model_json_schema()["type"] == "object"
+    assert AgentSessionRef.model_validate(session.model_dump()) == session
+    events = TypeAdapter(list[AgentEvent])
+    assert events.validate_json(events.dump_json(EVENTS)) == EVENTS
