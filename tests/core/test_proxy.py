@@ -828,8 +828,9 @@ def test_usage_tap_merges_anthropic_events_split_anywhere():
             tap.feed(body[i : i + size])
         usage = tap.result()
         assert usage is not None
-        assert (usage.input_tokens, usage.output_tokens) == (10, 42)
-        assert (usage.cache_read_tokens, usage.cache_write_tokens) == (4, 2)
+        # Anthropic's input_tokens (10) excludes the cache; jigs' usage counts it in
+        assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (16, 42, 58)
+        assert (usage.cached_input_tokens, usage.cache_write_tokens) == (4, 2)
         assert tap.model == "m1"
 
 
@@ -853,7 +854,7 @@ def test_usage_tap_reads_gzip_json_and_ignores_what_it_cannot_read():
     tap.feed(packed[5:])
     usage = tap.result()
     assert usage is not None
-    assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens) == (7, 3, 5)
+    assert (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens) == (7, 3, 5)
     for content_type, encoding, data in [
         ("text/plain", None, plain),
         ("application/json", "br", plain),

@@ -216,11 +216,11 @@ async def test_once_the_turns_budget_is_spent_the_proxy_refuses_the_next_call() 
 
 def test_the_ledger_counts_anthropic_cached_tokens_as_input_like_jigs_usage() -> None:
     from jigs._proxy import ProxiedRequest
-    from jigs._usage_tap import TokenUsage
+    from jigs._usage_tap import usage_from_wire
 
     def record(raw: dict[str, int]) -> ProxiedRequest:
         return ProxiedRequest(
-            "POST", "/v1/messages", 200, TokenUsage.from_raw(raw), None, 0, 0, 0.0, None, "ok"
+            "POST", "/v1/messages", 200, usage_from_wire(raw), None, 0, 0, 0.0, None, "ok"
         )
 
     ledger = ModelLedger()

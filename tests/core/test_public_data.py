@@ -204,12 +204,10 @@ def test_a_field_assignment_is_refused() -> None:
     assert ref.id == "i"
 
 
-def test_the_step_token_and_raw_usage_stay_out_of_every_repr() -> None:
+def test_the_step_token_stays_out_of_every_repr() -> None:
     """``ModelEndpoint`` holds the step's token in its URL: neither ``repr`` nor rich (which
-    renders tracebacks' locals, e.g. structlog's console renderer) shows it; ``TokenUsage``
-    leaves its bulky ``raw`` out of both."""
+    renders tracebacks' locals, e.g. structlog's console renderer) shows it."""
     import rich.pretty
-    from jigs._usage_tap import TokenUsage
     from jigs.plugin import ModelEndpoint, ModelRoute
 
     token = "Zq3tokenOfTheStep9x"
@@ -222,10 +220,6 @@ def test_the_step_token_and_raw_usage_stay_out_of_every_repr() -> None:
         assert token not in shown, shown
         assert "jigs-placeholder" not in shown, shown
         assert "api.anthropic.com" in shown, shown
-    usage = TokenUsage.from_raw({"input_tokens": 3, "output_tokens": 4, "secret_blob": "x" * 50})
-    for shown in (repr(usage), rich.pretty.pretty_repr(usage)):
-        assert "secret_blob" not in shown, shown
-        assert "input_tokens=3" in shown.replace(" ", ""), shown
 
 
 def test_check_outcomes_are_equal_whatever_they_took() -> None:

@@ -80,9 +80,7 @@ async def test_a_store_save_the_agent_breaks_fails_the_step(
         assert plan.run_command is not None
         # the sandbox hides the data dir from the agent (the containment check proves it):
         # only an unsandboxed step's agent can break the store's save, which must then fail it
-        plan = dataclasses.replace(
-            plan, descriptor=plan.descriptor.replace(sandbox="off")
-        )
+        plan = dataclasses.replace(plan, descriptor=plan.descriptor.replace(sandbox="off"))
         with patched_environ(dict(plan.host_env)):
             # through run_agent: the step fails, no result (so no ref) comes out
             with pytest.raises(SessionSaveError) as info:

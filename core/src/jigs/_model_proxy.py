@@ -133,10 +133,8 @@ class ModelLedger:
             self._in_flight = max(0, self._in_flight - 1)
             if usage is None:
                 return
-            cached = usage.cache_read_tokens or 0
+            cached = usage.cached_input_tokens or 0
             inputs = usage.input_tokens or 0
-            if "cache_read_input_tokens" in usage.raw or "cache_creation_input_tokens" in usage.raw:
-                inputs += cached + (usage.cache_write_tokens or 0)  # Anthropic's excludes them
             c = self._count
             self._count = LedgerCount(
                 c.calls + 1,

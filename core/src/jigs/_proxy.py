@@ -66,7 +66,8 @@ import msgspec
 from jigs._hosts import INVALID_HOST, host_bytes, valid_host
 from jigs._logging import logger
 from jigs._redact import StreamRedactor, redact_bytes
-from jigs._usage_tap import TokenUsage, UsageTap
+from jigs._usage import Usage
+from jigs._usage_tap import UsageTap
 from jigs.errors import CredentialProxyError
 
 if TYPE_CHECKING:
@@ -78,7 +79,6 @@ __all__ = [
     "CredentialProxy",
     "Outcome",
     "ProxiedRequest",
-    "TokenUsage",
     "loopback_socket",
     "parse_model_calls",
 ]
@@ -142,7 +142,7 @@ class ProxiedRequest(msgspec.Struct, frozen=True):
     method: str
     path: str
     status: int
-    usage: TokenUsage | None
+    usage: Usage | None
     model: str | None
     request_bytes: int
     response_bytes: int

@@ -1,7 +1,8 @@
 """:class:`Usage`: token counts and cost, shared by the event stream and the model protocol.
 
-A :class:`~jigs._record.Record` (no pydantic), because the turn engine builds it while a step in a
-fresh process is still starting; :mod:`jigs.models` re-exports it.
+A frozen pydantic model (:class:`~jigs._record.Record`), the one usage type: the turn engine, the
+credential proxy's accounting and the model protocol all count with it; :mod:`jigs.models`
+re-exports it.
 """
 
 from jigs._record import Record
@@ -15,5 +16,8 @@ class Usage(Record):
     input_tokens: int | None = None
     output_tokens: int | None = None
     total_tokens: int | None = None
+    #: Input tokens read from the provider's prompt cache (included in ``input_tokens``).
     cached_input_tokens: int | None = None
+    #: Input tokens written to the provider's prompt cache (Anthropic's cache creation).
+    cache_write_tokens: int | None = None
     cost_usd: float | None = None

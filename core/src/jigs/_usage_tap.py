@@ -2,7 +2,7 @@
 
 The credential proxy feeds every response chunk to a :class:`UsageTap`; when the response ends
 the tap reports the ``usage`` the upstream sent, merged over the whole stream, as a
-:class:`TokenUsage`. It understands the three wire formats the CLIs speak:
+:class:`~jigs.models.Usage`. It understands the three wire formats the CLIs speak:
 
 - Anthropic Messages: ``message_start`` (``message.usage``) then ``message_delta`` (``usage``);
 - OpenAI Responses: ``response.completed`` / ``response.incomplete`` (``response.usage``);
@@ -19,9 +19,9 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
-import msgspec
+from jigs._usage import Usage
 
-__all__ = ["TokenUsage", "UsageTap"]
+__all__ = ["UsageTap", "usage_from_wire"]
 
 _MAX_EVENT = 1024 * 1024
 """An SSE event longer than this (bytes, without a boundary) is skipped, not buffered."""
@@ -36,59 +36,34 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-class TokenUsage(msgspec.Struct, frozen=True):
-    """Token counts of one model response, as the upstream reported them.
+def usage_from_wire(raw: Mapping[str, Any]) -> Usage:
+    """The :class:`~jigs.models.Usage` of a ``usage`` object of any of the three wires.
 
     ``input_tokens`` / ``output_tokens`` come from ``input_tokens`` / ``output_tokens``
-    (Anthropic, Responses) or ``prompt_tokens`` / ``completion_tokens`` (Chat).
-    ``cache_read_tokens`` is Anthropic ``cache_read_input_tokens`` or OpenAI
-    ``*_tokens_details.cached_tokens``; ``cache_write_tokens`` is Anthropic
-    ``cache_creation_input_tokens``. Each is ``None`` when the wire did not say. Note the wires
-    differ: Anthropic's ``input_tokens`` excludes cached tokens, OpenAI's includes them.
-    ``raw`` is the merged ``usage`` object itself.
-    """
-
-    input_tokens: int | None
-    output_tokens: int | None
-    cache_read_tokens: int | None
-    cache_write_tokens: int | None
-    raw: Mapping[str, Any]
-
-    def __repr__(self) -> str:  # without ``raw``
-        return (
-            f"TokenUsage(input_tokens={self.input_tokens!r}, output_tokens={self.output_tokens!r}, "
-            f"cache_read_tokens={self.cache_read_tokens!r}, "
-            f"cache_write_tokens={self.cache_write_tokens!r})"
-        )
-
-    def __rich_repr__(self) -> list[tuple[str, Any]]:  # rich, also without ``raw``
-        return [
-            ("input_tokens", self.input_tokens),
-            ("output_tokens", self.output_tokens),
-            ("cache_read_tokens", self.cache_read_tokens),
-            ("cache_write_tokens", self.cache_write_tokens),
-        ]
-
-    @classmethod
-    def from_raw(cls, raw: Mapping[str, Any]) -> TokenUsage:
-        """Normalise a ``usage`` object of any of the three wires."""
-        details = raw.get("input_tokens_details") or raw.get("prompt_tokens_details")
-        cached = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else None
-        input_tokens = _int(raw.get("input_tokens"))
-        output_tokens = _int(raw.get("output_tokens"))
-        return cls(
-            input_tokens=input_tokens
-            if input_tokens is not None
-            else _int(raw.get("prompt_tokens")),
-            output_tokens=(
-                output_tokens if output_tokens is not None else _int(raw.get("completion_tokens"))
-            ),
-            cache_read_tokens=_int(raw.get("cache_read_input_tokens"))
-            if "cache_read_input_tokens" in raw
-            else cached,
-            cache_write_tokens=_int(raw.get("cache_creation_input_tokens")),
-            raw=dict(raw),
-        )
+    (Anthropic, Responses) or ``prompt_tokens`` / ``completion_tokens`` (Chat), and count cached
+    input as jigs' usage does: Anthropic's ``input_tokens`` excludes ``cache_read_input_tokens``
+    and ``cache_creation_input_tokens``, so they are added; OpenAI's includes its
+    ``*_tokens_details.cached_tokens``. ``cached_input_tokens`` is the cache read,
+    ``cache_write_tokens`` Anthropic's cache creation. Each is ``None`` when the wire did not
+    say."""
+    details = raw.get("input_tokens_details") or raw.get("prompt_tokens_details")
+    cached = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else None
+    inputs = _int(raw.get("input_tokens"))
+    inputs = inputs if inputs is not None else _int(raw.get("prompt_tokens"))
+    outputs = _int(raw.get("output_tokens"))
+    outputs = outputs if outputs is not None else _int(raw.get("completion_tokens"))
+    written = _int(raw.get("cache_creation_input_tokens"))
+    if "cache_read_input_tokens" in raw or "cache_creation_input_tokens" in raw:
+        cached = _int(raw.get("cache_read_input_tokens"))
+        if inputs is not None:  # Anthropic's input_tokens excludes the cache
+            inputs += (cached or 0) + (written or 0)
+    return Usage(
+        input_tokens=inputs,
+        output_tokens=outputs,
+        total_tokens=inputs + outputs if inputs is not None and outputs is not None else None,
+        cached_input_tokens=cached,
+        cache_write_tokens=written,
+    )
 
 
 class UsageTap:
@@ -166,9 +141,9 @@ class UsageTap:
             if isinstance(model, str) and model:
                 self.model = model
 
-    def result(self) -> TokenUsage | None:
+    def result(self) -> Usage | None:
         """The usage seen so far (call at the end of the body); ``None`` if there was none."""
         if self._mode == "json" and self._buffer:
             self._read_object(bytes(self._buffer))
             self._buffer.clear()
-        return TokenUsage.from_raw(self._usage) if self._usage else None
+        return usage_from_wire(self._usage) if self._usage else None

@@ -520,13 +520,7 @@ def _add_usage(a: Usage, b: Usage) -> Usage:
     def add(x: Any, y: Any) -> Any:
         return None if x is None and y is None else (x or 0) + (y or 0)
 
-    return Usage(
-        input_tokens=add(a.input_tokens, b.input_tokens),
-        output_tokens=add(a.output_tokens, b.output_tokens),
-        total_tokens=add(a.total_tokens, b.total_tokens),
-        cached_input_tokens=add(a.cached_input_tokens, b.cached_input_tokens),
-        cost_usd=add(a.cost_usd, b.cost_usd),
-    )
+    return Usage(**{name: add(getattr(a, name), getattr(b, name)) for name in Usage.model_fields})
 
 
 @overload
