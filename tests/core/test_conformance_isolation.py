@@ -90,7 +90,7 @@ async def test_the_worker_death_check_catches_a_worker_without_isolation(
 
 
 WEAK_NAMESPACE = """
-import msgspec
+import dataclasses
 import jigs._isolation as i
 
 _probed = i.isolation
@@ -102,7 +102,7 @@ def weak():
     prefix = list(found.prefix)
     if prefix and prefix[0].endswith("setpriv"):
         prefix = prefix[4:]
-    return msgspec.structs.replace(found, prefix=tuple(a for a in prefix if a != "--kill-child"))
+    return dataclasses.replace(found, prefix=tuple(a for a in prefix if a != "--kill-child"))
 
 
 i.isolation = weak

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import msgspec
 import pytest
 from jigs._registry import default_registry
 from jigs.plugin import ConfigFile, Planted, TurnLaunch
@@ -56,7 +55,7 @@ async def _check(
         data = json.loads(config.read_text())
         argv = ["/bin/sh", "-c", f'{data.get("hook", ":")}; exec "$@"', "sh", *launch.argv]
         env = {**launch.env, **data.get("env", {})}
-        return msgspec.structs.replace(launch, argv=argv, env=env)
+        return dataclasses.replace(launch, argv=argv, env=env)
 
     monkeypatch.setattr(harness, "launch_turn", obeying)
     monkeypatch.setattr(harness, "config_files", lambda: files)

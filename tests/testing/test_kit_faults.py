@@ -5,10 +5,10 @@ they found it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
-import msgspec
 import pytest
 from jigs_testing.conformance import STRAY_MCP_CONFIGS, check_harness
 
@@ -47,7 +47,7 @@ async def test_bad_output_fails_a_kind_that_ignores_resolve_executable(tmp_path,
 
     def fixed(self, turn, ctx, state):
         spec = launch_turn(self, turn, ctx, state)
-        return msgspec.structs.replace(spec, argv=[sys.executable, *spec.argv[1:]])
+        return dataclasses.replace(spec, argv=[sys.executable, *spec.argv[1:]])
 
     monkeypatch.setattr(EchoHarness, "launch_turn", fixed)
     with pytest.raises(AssertionError, match=r"round 'crash': the step succeeded"):
@@ -75,7 +75,7 @@ async def test_stray_mcp_configs_fails_a_cli_that_starts_a_server_it_found(tmp_p
 
     def starting(self, turn, ctx, state):  # the CLI starts what .cursor/mcp.json names
         spec = launch_turn(self, turn, ctx, state)
-        return msgspec.structs.replace(spec, argv=[str(starter), *spec.argv])
+        return dataclasses.replace(spec, argv=[str(starter), *spec.argv])
 
     monkeypatch.setattr(EchoHarness, "launch_turn", starting)
     home = tmp_path / "home"

@@ -32,11 +32,11 @@ import json
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-import msgspec
 
 from jigs import _otel, _structured
 from jigs._redact import secret_values
@@ -123,7 +123,8 @@ def decode_line(
     return message
 
 
-class TurnRequest(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class TurnRequest:
     """What a step asks of one turn (before the engine shapes it for the kind)."""
 
     prompt: str
@@ -131,11 +132,12 @@ class TurnRequest(msgspec.Struct, frozen=True):
     system: str | None = None
     max_output_tokens: int | None = None
     partial: bool = False
-    options: Mapping[str, Any] = msgspec.field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
     on_event: EventCallback | None = None
 
 
-class TurnRecord(msgspec.Struct):
+@dataclass
+class TurnRecord:
     """What one turn produced so far (kept on failure too)."""
 
     session_id: str | None = None
@@ -144,14 +146,14 @@ class TurnRecord(msgspec.Struct):
     stop_reason: str | None = None
     output: Any = None
     output_problem: str | None = None
-    usage: Usage = msgspec.field(default_factory=Usage)
+    usage: Usage = field(default_factory=Usage)
     #: the usage as the CLI reported it (``usage`` is the proxy's count on a proxied step)
-    reported_usage: Usage = msgspec.field(default_factory=Usage)
+    reported_usage: Usage = field(default_factory=Usage)
     model_calls: int = 0
-    tool_calls: list[ToolCallStarted] = msgspec.field(default_factory=list)
-    tool_results: list[ToolCallFinished] = msgspec.field(default_factory=list)
-    notices: list[str] = msgspec.field(default_factory=list)
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    tool_calls: list[ToolCallStarted] = field(default_factory=list)
+    tool_results: list[ToolCallFinished] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
     completed: TurnCompleted | None = None
     failed: TurnFailed | None = None
 

@@ -20,8 +20,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-
-import msgspec
+from dataclasses import dataclass
 
 __all__ = ["SHOW_TEST_KINDS", "TEST_GROUP", "FoundEntryPoint", "entry_points", "hidden_test_kinds"]
 
@@ -31,7 +30,8 @@ TEST_GROUP = "jigs.test_kinds"
 SHOW_TEST_KINDS = "JIGS_SHOW_TEST_KINDS"
 
 
-class FoundEntryPoint(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class FoundEntryPoint:
     """One entry point: ``name = value`` in ``group``, from the distribution whose metadata
     folder is ``folder`` (None when importlib.metadata found it: ``dist`` is then filled)."""
 

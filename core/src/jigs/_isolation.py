@@ -42,9 +42,8 @@ import contextlib
 import os
 import subprocess
 import threading
+from dataclasses import dataclass
 from typing import Literal
-
-import msgspec
 
 from jigs._files import which
 
@@ -69,7 +68,8 @@ _FIX = (
 )
 
 
-class Isolation(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class Isolation:
     """The isolation in force for this process's launches.
 
     ``mode`` is ``namespace`` or ``tree`` (``none``, a plain process group, is never probed: only

@@ -40,10 +40,10 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import msgspec
 
 from jigs.errors import DescriptorError
 from jigs.plugin import ModelEndpoint, ModelRoute
@@ -78,7 +78,8 @@ def model_calls_of(route: ModelRoute) -> tuple[str, ...]:
     return DEFAULT_MODEL_CALLS.get(route.scheme, ())
 
 
-class LedgerCount(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class LedgerCount:
     """Model calls and tokens (input with cached, the jigs :class:`~jigs.models.Usage` way)."""
 
     calls: int = 0

@@ -29,6 +29,7 @@ import os
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -764,6 +765,7 @@ def _bypass_proxy_for_loopback(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
+@dataclass
 class _StepContext(HarnessContext):
     """The context the pipeline hands a kind: the step's first launch starts its proxy serving
     (its thread then starts while the CLI does, not before the CLI's launch); for a kind that

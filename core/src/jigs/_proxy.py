@@ -53,6 +53,7 @@ import socket
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Self, TypeAlias, cast
 from urllib.parse import urlsplit
@@ -61,7 +62,6 @@ import anyio
 import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
-import msgspec
 
 from jigs._hosts import INVALID_HOST, host_bytes, valid_host
 from jigs._logging import logger
@@ -125,7 +125,8 @@ class _EncodedBody(Exception):
     the key, so it is not relayed)."""
 
 
-class ProxiedRequest(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class ProxiedRequest:
     """One request the proxy forwarded (refused requests are only counted and logged).
 
     ``path`` is the path after the step token, without the query (e.g. ``/v1/messages``).

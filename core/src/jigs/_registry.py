@@ -20,9 +20,9 @@ import os
 import re
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import pluggy
 
 from jigs._contract import check_contract
@@ -47,7 +47,8 @@ GROUP = "jigs.harnesses"
 KIND_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 
 
-class PluginInfo(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class PluginInfo:
     """What ``jigs harnesses`` shows for one kind."""
 
     kind: str

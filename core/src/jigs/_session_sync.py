@@ -37,12 +37,12 @@ import re
 import stat
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
-import msgspec
 
 from jigs._files import write_atomic
 from jigs._paths import _safe, data_dir
@@ -84,7 +84,8 @@ RUN_FILE = "run.json"
 T = TypeVar("T")
 
 
-class Snapshot(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class Snapshot:
     """A session's artifacts at one moment: the manifest, its key and digest, and the bytes."""
 
     key: str

@@ -9,10 +9,10 @@ that check, never as an exception out of the engine. Every known secret value
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
-
-import msgspec
+from dataclasses import dataclass
 
 __all__ = [
     "CHECK_TIMEOUT",
@@ -28,13 +28,15 @@ __all__ = [
 CHECK_TIMEOUT = 15.0
 
 
-class CheckOk(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class CheckOk:
     """The check passed; ``detail`` is shown by ``jigs doctor``."""
 
     detail: str = ""
 
 
-class CheckFailure(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class CheckFailure:
     """The check failed: ``reason`` says what is wrong, ``repair`` how to fix it."""
 
     reason: str
@@ -44,7 +46,8 @@ class CheckFailure(msgspec.Struct, frozen=True):
 CheckResult = CheckOk | CheckFailure
 
 
-class Check(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class Check:
     """One named check. ``run`` must be safe to run concurrently with other checks."""
 
     id: str
@@ -53,7 +56,8 @@ class Check(msgspec.Struct, frozen=True):
     timeout: float | None = None
 
 
-class CheckOutcome(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class CheckOutcome:
     """What one check concluded, with how long it took."""
 
     id: str
@@ -86,7 +90,7 @@ FailedCheck = CheckOutcome
 def _redacted(outcome: CheckOutcome) -> CheckOutcome:
     from jigs._secrets import redact_known
 
-    return msgspec.structs.replace(
+    return dataclasses.replace(
         outcome,
         detail=redact_known(outcome.detail),
         reason=redact_known(outcome.reason),

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-
-import msgspec
 
 from jigs._secrets import SecretRuleError, check_env_name, remember_env
 from jigs.errors import EnvPolicyError
@@ -92,7 +91,8 @@ RESERVED_AGENT_ENV: Mapping[str, str] = {
 }
 
 
-class AgentsConfig(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class AgentsConfig:
     """The factory's ``agents`` settings and where they were read from."""
 
     env: tuple[str, ...] = ()

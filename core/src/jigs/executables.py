@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-
-import msgspec
 
 from jigs._files import which
 from jigs._paths import data_dir
@@ -76,14 +75,16 @@ def _has_dist_info(site: str, distribution: str) -> bool:
     return found
 
 
-class Resolved(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class Resolved:
     """An executable and which candidate found it (shown by ``jigs doctor``)."""
 
     path: Path
     source: str
 
 
-class Candidate(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class Candidate:
     """One place to look: a description and a function that returns a path or None."""
 
     where: str

@@ -55,10 +55,10 @@ import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
-import msgspec
 import pluggy
 
 from jigs.errors import AgentSessionError, RunnerClosedError
@@ -113,7 +113,8 @@ hookimpl = pluggy.HookimplMarker("jigs")
 D = TypeVar("D", bound="HarnessDescriptor")
 
 
-class HarnessTarget(msgspec.Struct, Generic[D], frozen=True):
+@dataclass(frozen=True)
+class HarnessTarget(Generic[D]):
     """What a step asks for: a descriptor, the worktree, and optionally a session to resume."""
 
     descriptor: D
@@ -121,7 +122,8 @@ class HarnessTarget(msgspec.Struct, Generic[D], frozen=True):
     resume: AgentSessionRef | None = None
 
 
-class ModelRoute(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class ModelRoute:
     """Where a kind's CLI sends a model key the descriptor names (see :meth:`Harness.model_route`).
 
     ``upstream`` is the real API base URL the CLI would use without jigs (the descriptor's
@@ -147,7 +149,8 @@ class ModelRoute(msgspec.Struct, frozen=True):
     model_calls: tuple[str, ...] | None = None
 
 
-class ModelEndpoint(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class ModelEndpoint:
     """What the CLI gets instead of the real endpoint and key (``ctx.model_endpoint``).
 
     ``base_url`` is the step's proxy URL (``http://127.0.0.1:<port>/<step token>``): give it to
@@ -168,7 +171,8 @@ class ModelEndpoint(msgspec.Struct, frozen=True):
         return [("base_url", "<hidden>"), ("key", "<hidden>"), ("route", self.route)]
 
 
-class HarnessContext(msgspec.Struct):
+@dataclass
+class HarnessContext:
     """Everything the core hands a kind while it opens or runs.
 
     ``env`` is the exact environment the agent gets (built from empty); ``state_dir`` is durable
@@ -294,7 +298,8 @@ class HarnessContext(msgspec.Struct):
         self.stack.push_async_callback(fn, *args)
 
 
-class TurnSpec(msgspec.Struct, Generic[D], frozen=True):
+@dataclass(frozen=True)
+class TurnSpec(Generic[D]):
     """One turn the core asks a kind to run.
 
     ``prompt`` is final (for a prompted kind it already asks for the JSON answer);
@@ -317,7 +322,7 @@ class TurnSpec(msgspec.Struct, Generic[D], frozen=True):
     system: str | None = None
     max_output_tokens: int | None = None
     partial: bool = False
-    options: Mapping[str, Any] = msgspec.field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 class TurnDriver(Protocol):
@@ -333,7 +338,8 @@ class TurnDriver(Protocol):
         """The turn ended (or failed): close stdin. Must not raise."""
 
 
-class TurnLaunch(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class TurnLaunch:
     """How to start one turn's process: ``argv``, ``env`` added to the step's environment,
     ``stdin`` bytes written then closed (None: stdin closed), or a ``driver`` that speaks on
     stdin. ``exit_grace`` is how long the CLI may take to exit after its last event.
@@ -341,7 +347,7 @@ class TurnLaunch(msgspec.Struct, frozen=True):
     check (a session id it chose); None: :meth:`Harness.decoder`."""
 
     argv: Sequence[str]
-    env: Mapping[str, str] = msgspec.field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
     stdin: bytes | None = None
     driver: TurnDriver | None = None
     exit_grace: float = 3.0
@@ -394,7 +400,8 @@ class SessionTransport(ABC):
         """Start one turn and return its stream."""
 
 
-class Planted(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class Planted:
     """What the conformance kit hands a :class:`ConfigFile` writer to make a hostile file.
 
     ``markers`` is a directory: a hostile hook, helper, notifier, MCP server or extension should
@@ -422,7 +429,8 @@ class Planted(msgspec.Struct, frozen=True):
         return ["/bin/sh", "-c", self.command(name)]
 
 
-class ConfigFile(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class ConfigFile:
     """One config file a kind's CLI reads by itself, outside what jigs writes for it.
 
     ``path`` is relative (POSIX) to ``root``: the step's worktree or the HOME the agent runs

@@ -37,13 +37,13 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Literal, Self
 
 import anyio
 import anyio.abc
-import msgspec
 
 from jigs import _proctree
 from jigs._files import anonymous_file, which
@@ -81,7 +81,8 @@ _STDERR_TAIL = 4000
 _TAIL_MARGIN = 1024
 
 
-class Launch(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class Launch:
     """What jigs launched: the CLI's argv (without the isolation prefix), the environment's names
     and value digests (never values), cwd, pgid and the isolation mode."""
 

@@ -13,9 +13,8 @@ methods, registered under the entry point group ``jigs.session_stores``::
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
-
-import msgspec
 
 __all__ = ["ArtifactInfo", "SessionStore", "check_key", "sha256_hex"]
 
@@ -25,7 +24,8 @@ _SEGMENT = re.compile(r"^[A-Za-z0-9._=+-]{1,200}$")
 MAX_KEY = 1024
 
 
-class ArtifactInfo(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class ArtifactInfo:
     """One stored artifact: its key, its size in bytes (as given to ``put``), its sha256 (hex;
     None when the store does not keep it and :meth:`SessionStore.list` would have to read the
     bytes) and when it was written (seconds since the epoch)."""

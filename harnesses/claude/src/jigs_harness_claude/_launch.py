@@ -29,9 +29,9 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-import msgspec
 from jigs.errors import DescriptorError, InvalidInputError
 from jigs.plugin import ModelEndpoint, TurnLaunch, TurnSpec, private_file
 
@@ -66,7 +66,8 @@ SETS_ENV = frozenset(
 )
 
 
-class Prepared(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class Prepared:
     """What :meth:`ClaudeHarness.prepare` made once per step: the CLI, the MCP config (a JSON
     string or a 0600 file), the shell prefix (with a descriptor key), the private dir (0700,
     removed when the step closes) for texts too long for the command line, and the step's

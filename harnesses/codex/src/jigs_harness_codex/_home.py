@@ -34,9 +34,9 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import msgspec
 from jigs._files import remove_tree
 from jigs.mcp import McpHttpServer, McpStdioServer
 
@@ -67,11 +67,12 @@ _THREAD_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z-]{7,80}$")
 _FIRST_LINE_LIMIT = 64 * 1024
 
 
-class CodexHome(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class CodexHome:
     """A built home: its path and what the app server's environment must add."""
 
     path: Path
-    extra_env: Mapping[str, str] = msgspec.field(default_factory=dict)
+    extra_env: Mapping[str, str] = field(default_factory=dict)
 
     def remove(self) -> None:
         """Delete the home (never follows the symlinks into the login or the session store)."""

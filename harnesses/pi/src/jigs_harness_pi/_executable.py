@@ -19,9 +19,9 @@ import importlib.util
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-import msgspec
 from jigs.errors import CliNotFoundError
 from jigs.executables import installed_dir, parse_version
 
@@ -52,7 +52,8 @@ INSTALL_FIX = (
 )
 
 
-class PiExecutable(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class PiExecutable:
     """A resolved Pi: the file, where it was found, how to launch it and its package version."""
 
     path: Path

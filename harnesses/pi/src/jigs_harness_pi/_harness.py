@@ -33,10 +33,10 @@ import os
 import re
 import uuid
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import msgspec
 from jigs._files import write_atomic
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.descriptors import HarnessDescriptor
@@ -122,7 +122,8 @@ def _missing(session_id: str, sessions: Path) -> AgentSessionError:
     )
 
 
-class _Prepared(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class _Prepared:
     """What every turn of a step shares."""
 
     pi: PiExecutable

@@ -20,9 +20,9 @@ A stream that settles without its session header or an assistant message is
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
 from jigs.errors import AgentOutputError, AgentSessionError
 from jigs.events import (
     AgentEvent,
@@ -56,7 +56,8 @@ def _text_of(content: Any) -> str:
     )
 
 
-class _Totals(msgspec.Struct):
+@dataclass
+class _Totals:
     input: int = 0
     output: int = 0
     total: int = 0
@@ -80,7 +81,8 @@ class _Totals(msgspec.Struct):
         )
 
 
-class PiDecoder(msgspec.Struct):
+@dataclass
+class PiDecoder:
     """One turn of ``pi --mode json``. ``expected`` is the session id jigs asked for."""
 
     expected: str | None
@@ -88,7 +90,7 @@ class PiDecoder(msgspec.Struct):
     session_id: str | None = None
     final: dict[str, Any] | None = None
     tool_calls: int = 0
-    _totals: _Totals = msgspec.field(default_factory=_Totals)
+    _totals: _Totals = field(default_factory=_Totals)
 
     def decode(self, message: dict[str, Any]) -> list[AgentEvent]:
         kind = message.get("type")

@@ -22,8 +22,9 @@ class JigsSerializer(Serializer):
     """DBOS ``Serializer`` (``DBOSConfig(serializer=JigsSerializer())``) for jigs workflows.
 
     Pydantic models (descriptors, :class:`~jigs.AgentSessionRef`, :class:`~jigs.RunMetadata`,
-    typed outputs, usage) and dataclasses (:class:`~jigs.steps.AgentResult`) are stored as JSON
-    with their class path and come back as the same class; JSON values stay JSON. Anything else
+    :class:`~jigs.steps.AgentResult`, events, usage, typed outputs) and dataclasses are stored
+    as JSON with their class path and come back as the same class (jigs' own models field by
+    field, so a typed output inside a result keeps its class); JSON values stay JSON. Anything else
     (exceptions, datetimes, sets) is stored as pickle inside the JSON, as DBOS' default
     serializer would. Only classes importable by module and qualified name round-trip as JSON.
     The system database must be trusted, as with DBOS' default pickle serializer.
@@ -62,7 +63,9 @@ def _encode(value: Any) -> Any:
     if type(value) is dict and _TAG not in value and all(isinstance(k, str) for k in value):
         return {k: _encode(v) for k, v in value.items()}
     if isinstance(value, Record) and (path := _path(type(value))) is not None:
-        return {_TAG: "record", "type": path, "data": value.to_data()}
+        # field by field, so a typed value inside (an AgentResult's output model) keeps its class
+        fields = {name: _encode(getattr(value, name)) for name in type(value).model_fields}
+        return {_TAG: "record", "type": path, "fields": fields}
     if isinstance(value, BaseModel) and (path := _path(type(value))) is not None:
         return {_TAG: "model", "type": path, "data": value.model_dump(mode="json")}
     if (
@@ -99,7 +102,9 @@ def _decode(value: Any) -> Any:
         return pickle.loads(base64.b64decode(value["data"]))
     cls = _load_type(value["type"])
     if tag == "record" and issubclass(cls, Record):
-        return cls.from_data(value["data"])
+        if "data" in value:  # stored by an earlier jigs (a record's plain data)
+            return cls.from_data(value["data"])
+        return cls.model_validate({k: _decode(v) for k, v in value["fields"].items()})
     if tag == "model" and issubclass(cls, BaseModel):
         return cls.model_validate(value["data"])
     elif tag == "dataclass" and dataclasses.is_dataclass(cls):

@@ -31,8 +31,9 @@ def _load(value: Any) -> HarnessDescriptor:
 
         kind = value.get("kind") if isinstance(value, Mapping) else None
         if isinstance(kind, str):
-            # msgspec resolves a record's annotations in sys.modules[its module]; the sandbox's
-            # sys.modules has only what the workflow imported, so pass the class's modules in
+            # pydantic builds a descriptor's schema on first use and resolves its annotations in
+            # sys.modules[its module]; the sandbox's sys.modules has only what the workflow
+            # imported, so pass the class's modules in
             descriptor_type = harnesses._registry().get(kind).descriptor_type
             for base in descriptor_type.__mro__:
                 importlib.import_module(base.__module__)
