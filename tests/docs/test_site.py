@@ -70,8 +70,8 @@ def test_the_site_builds_strictly_with_the_whole_contract(tmp_path: Path) -> Non
         assert name in reference, name
     # the docstring text is there, not only the names
     assert "The CLI this kind runs" in reference
-    # the contract's data classes are msgspec Structs: their constructors are still shown
-    # (docs/_griffe_msgspec.py), fields in order, defaults included
+    # the contract's data classes are dataclasses: their constructors are shown, fields in
+    # order, defaults included
     signature = re.search(r"TurnLaunch\s*\((.{0,400})", reference, re.S)
     assert signature is not None
     fields = re.findall(r"(\w+)\s*:\s", signature.group(1))
