@@ -1,9 +1,9 @@
 """Plain data that crosses the workflow/step boundary: run metadata and session references.
 
-Both are frozen :class:`~jigs._record.Record` s that round-trip through JSON (``to_data()`` /
-``from_data()``), pickle, and pydantic models (Temporal's pydantic data converter). Building one
-from bad data raises :class:`~jigs.errors.InvalidInputError` naming the field, never echoing the
-value.
+Both are frozen pydantic models (:class:`~jigs._record.Record`) that round-trip through JSON
+(``model_dump()`` / ``model_validate()``, ``model_dump_json()`` / ``model_validate_json()``),
+pickle, and Temporal's pydantic data converter. Building one from bad data raises
+:class:`~jigs.errors.InvalidInputError` naming the field, never echoing the value.
 """
 
 from typing import TYPE_CHECKING, Annotated

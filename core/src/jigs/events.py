@@ -2,9 +2,10 @@
 
 A kind's decoder turns each message its CLI prints into these events; the core's turn engine
 (:mod:`jigs._engine`) reads them to apply deadlines and limits, to build results and errors, and
-hands them to ``on_event`` callbacks. They are frozen records (:class:`~jigs._record.Record`) in
-a tagged union (:data:`AgentEvent`, keyed on ``type``): ``event.to_data()`` gives JSON-ready data
-and :func:`event_from_data` rebuilds the event (pydantic models accept them as fields too).
+hands them to ``on_event`` callbacks. They are frozen pydantic models
+(:class:`~jigs._record.Record`) in a union discriminated on ``type`` (:data:`AgentEvent`, a
+valid field type of any pydantic model): ``event.model_dump(mode="json")`` gives JSON-ready data and
+:func:`event_from_data` rebuilds the event.
 
 Events a decoder emits:
 

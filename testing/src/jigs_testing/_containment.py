@@ -196,7 +196,6 @@ async def home_per_step(ctx: KitContext) -> None:
     """What one sandboxed step's agent writes in its ``HOME`` (its CLI's config and state files
     included) never reaches a later step of the same kind: each step starts from what the
     worker gives it. Skipped, by name, on a host that cannot sandbox."""
-    import msgspec
     from jigs.sandbox import sandbox_problem
 
     from jigs_testing.conformance import CheckSkipped
@@ -206,7 +205,7 @@ async def home_per_step(ctx: KitContext) -> None:
         raise CheckSkipped(f"this host cannot sandbox a step: {problem}")
     descriptor = ctx.descriptor
     if descriptor.sandbox != "on":
-        descriptor = msgspec.structs.replace(descriptor, sandbox="on")
+        descriptor = descriptor.replace(sandbox="on")
     tag = f"jigs-kit-home-{os.urandom(6).hex()}"
     first, second = ctx.worktree("home-plant"), ctx.worktree("home-look")
     (first / "plant.sh").write_text(_plant_in_home(tag) + "\n")
