@@ -114,8 +114,10 @@ def test_run_metadata_and_session_refs_refuse_bad_data_as_input_errors() -> None
         ({SECRET: 1}, "<key not shown>: unknown key for a claude descriptor"),
         ({"mcp_servers": {"s": {"command": SECRET, "probe": {"tool": 1}}}}, "probe.tool"),
         ({"api_key_env": SECRET}, "api_key_env"),
+        ({"mcp_servers": {"s": {"type": SECRET, "probe": {"tool": "t"}}}}, "'type' is not one"),
+        ({"network": {"allow": "x", SECRET: 1}}, "network.<key not shown>: unknown key"),
     ],
-    ids=["literal", "int", "pattern", "tuple", "key", "nested", "rule"],
+    ids=["literal", "int", "pattern", "tuple", "key", "nested", "rule", "tag", "union-key"],
 )
 def test_a_descriptor_names_the_bad_key_and_never_the_secret(
     settings: dict[str, Any], where: str

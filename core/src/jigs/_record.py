@@ -70,7 +70,7 @@ def _message(error: Any) -> str:
     if kind in ("value_error", "assertion_error") and isinstance(ctx.get("error"), Exception):
         return str(ctx["error"])
     if kind == "union_tag_invalid":  # pydantic's message repeats the refused tag
-        return f"'{ctx.get('discriminator', 'type')}' is not one of {ctx.get('expected_tags')}"
+        return f"{ctx.get('discriminator')} is not one of {ctx.get('expected_tags')}"
     return str(error["msg"])
 
 

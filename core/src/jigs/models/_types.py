@@ -1,6 +1,6 @@
 """The model protocol's data: requests, results, stream parts, usage and warnings."""
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -29,8 +29,8 @@ FinishReason = Literal["stop", "length", "tool-calls", "content-filter", "error"
 
 
 class _Data(Record):
-    """Frozen records (no pydantic: a step in a fresh process builds them); bad data is an
-    :class:`~jigs.errors.InvalidInputError` naming the key, never the value."""
+    """Frozen pydantic models; bad data is an :class:`~jigs.errors.InvalidInputError` naming the
+    key, never the value."""
 
     @classmethod
     def _invalid(cls, message: str) -> "JigsError":
@@ -131,4 +131,7 @@ class FinishPart(_Data):
     result: GenerateResult
 
 
-StreamPart = TextDeltaPart | ToolCallPart | ToolResultPart | FinishPart
+#: One part of a stream: a union discriminated on ``type``.
+StreamPart = Annotated[
+    TextDeltaPart | ToolCallPart | ToolResultPart | FinishPart, Field(discriminator="type")
+]
