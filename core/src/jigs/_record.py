@@ -105,56 +105,33 @@ def _member(union: Any, label: str) -> Any:
 
 def _locate(loc: tuple[int | str, ...], record: Any) -> tuple[str, Any]:
     """``loc`` as ``mcp_servers['gh'].probe.tool`` (union members skipped, keys shaped like a
-    secret hidden), and the model the last step is in (None when not known)."""
-    out, tp = "", _unwrap(record)
+    secret hidden), and the model its last step is in (None when not known)."""
+    out, tp, container = "", _unwrap(record), None
     for step in loc:
-        origin = typing.get_origin(tp)
-        if isinstance(tp, type) and issubclass(tp, BaseModel):
-            field = tp.model_fields.get(str(step))
-            tp = _unwrap(field.annotation) if field is not None else None
-        elif origin in (typing.Union, types.UnionType):
-            tp = _unwrap(_member(tp, str(step)))
-            continue
-        elif origin in (dict, Mapping) or (origin is not None and _is_mapping(origin)):
-            shown = _shown_key(step)
-            out += f"[{shown!r}]" if shown == str(step) else f"[{shown}]"
-            tp = _unwrap(typing.get_args(tp)[1])
-            continue
-        elif isinstance(step, int):
-            args = typing.get_args(tp)
-            tp = _unwrap(args[0]) if args else None
-            out += f"[{step}]"
-            continue
-        else:
-            tp = None
-        if isinstance(step, int):
-            out += f"[{step}]"
-        else:
-            out += ("." if out else "") + _shown_key(step)
-    return out, _container(loc, record)
+        container = tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+        tp, shown = _step(tp, step)
+        out += "." + shown if shown and shown[0] != "[" and out else shown
+    return out, container
 
 
-def _is_mapping(origin: Any) -> bool:
-    return isinstance(origin, type) and issubclass(origin, Mapping)
-
-
-def _container(loc: tuple[int | str, ...], record: Any) -> Any:
-    """The model that holds ``loc``'s last step (for "valid keys"), else None."""
-    tp = _unwrap(record)
-    for step in loc[:-1]:
-        origin = typing.get_origin(tp)
-        if isinstance(tp, type) and issubclass(tp, BaseModel):
-            field = tp.model_fields.get(str(step))
-            tp = _unwrap(field.annotation) if field is not None else None
-        elif origin in (typing.Union, types.UnionType):
-            tp = _unwrap(_member(tp, str(step)))
-        elif origin is not None and (origin is dict or _is_mapping(origin)):
-            tp = _unwrap(typing.get_args(tp)[1])
-        elif isinstance(step, int) and typing.get_args(tp):
-            tp = _unwrap(typing.get_args(tp)[0])
-        else:
-            return None
-    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+def _step(tp: Any, step: int | str) -> tuple[Any, str]:
+    """The type one location step leads to from ``tp`` (None when not known), and the step as
+    shown (``name``, ``['key']``, ``[0]``, or "" for the member of a union)."""
+    origin = typing.get_origin(tp)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        field = tp.model_fields.get(str(step))
+        return (_unwrap(field.annotation) if field is not None else None), _shown_key(step)
+    if origin in (typing.Union, types.UnionType):
+        return _unwrap(_member(tp, str(step))), ""
+    if isinstance(origin, type) and issubclass(origin, Mapping):
+        shown = _shown_key(step)
+        return _unwrap(typing.get_args(tp)[1]), f"[{shown!r}]" if shown == str(
+            step
+        ) else f"[{shown}]"
+    args = typing.get_args(tp)
+    if isinstance(step, int):
+        return (_unwrap(args[0]) if args else None), f"[{step}]"
+    return None, _shown_key(step)
 
 
 def _valid_keys(refused: object, where: Any) -> str:
