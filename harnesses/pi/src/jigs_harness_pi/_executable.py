@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import msgspec
@@ -32,6 +32,7 @@ __all__ = [
     "PI_PACKAGE",
     "PI_VERSION",
     "PiExecutable",
+    "install_paths",
     "install_pi",
     "launchable",
     "npm_argv",
@@ -252,3 +253,17 @@ async def install_pi(env: Mapping[str, str], *, version: str = PI_VERSION) -> st
             kind="pi",
         )
     return f"installed {PI_PACKAGE}@{printed} into {target} (runs on {pi.argv[0]})"
+
+
+def install_paths(argv: Sequence[str]) -> list[str]:
+    """What a sandbox must show for ``argv`` to run: for each absolute path in it, the Node
+    package it belongs to (the whole installation, up to its top ``node_modules``), else its
+    directory."""
+    found: list[str] = []
+    for part in argv:
+        if not os.path.isabs(part) or not os.path.exists(part):
+            continue
+        real = os.path.realpath(part)
+        root = real.split(f"{os.sep}node_modules{os.sep}", 1)[0] if "node_modules" in real else ""
+        found.append(root or os.path.dirname(real))
+    return found

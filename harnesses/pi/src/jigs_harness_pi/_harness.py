@@ -65,6 +65,7 @@ from jigs_harness_pi._executable import (
     INSTALL_FIX,
     MIN_VERSION,
     PiExecutable,
+    install_paths,
     install_pi,
     launchable,
     resolve_pi,
@@ -419,12 +420,8 @@ def _expose(
     from (the whole installation, up to its top ``node_modules``) and the skills and prompt
     templates the descriptor names outside the worktree (read-only)."""
     ctx.expose(agent_dir, writable=True)
-    for part in argv:
-        if not os.path.isabs(part) or not os.path.exists(part):
-            continue
-        real = os.path.realpath(part)
-        root = real.split(f"{os.sep}node_modules{os.sep}", 1)[0] if "node_modules" in real else ""
-        ctx.expose(root or os.path.dirname(real))
+    for path in install_paths(argv):
+        ctx.expose(path)
     for named in (*descriptor.skills, *descriptor.prompt_templates):
         if os.path.isabs(named):
             ctx.expose(named)
