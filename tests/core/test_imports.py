@@ -46,11 +46,10 @@ def test_importing_steps_and_models_loads_no_heavy_library() -> None:
 
 #: Modules resolving a kind and building its descriptor must not load: the engine, the events,
 #: processes, pydantic (descriptors are msgspec records) and the libraries a step only needs once
-#: it runs; nothing asks importlib.metadata either (see below).
+#: it runs.
 NOT_ON_RESOLVE = (
     "pydantic",
     "pydantic_core",
-    "importlib.metadata",
     "anyio",
     "httpx",
     "mcp",
@@ -82,20 +81,7 @@ def test_resolving_a_kind_and_building_its_descriptor_stays_light(kind: str) -> 
     descriptor is real (validated: a bad setting is still refused) and its harness is usable."""
     done = _fresh(
         f"""
-        import json, sys, traceback
-
-        class Who:
-            \"\"\"Records which file imports importlib.metadata (finds nothing itself).\"\"\"
-            importers = []
-
-            def find_spec(self, name, path=None, target=None):
-                if name == "importlib.metadata":
-                    frames = [f.filename for f in traceback.extract_stack()[:-1]]
-                    outside = [f for f in frames if "importlib" not in f and "<frozen" not in f]
-                    self.importers.append(outside[-1])
-                return None
-
-        sys.meta_path.insert(0, Who())
+        import json, sys
         import jigs.steps, jigs.models
         from jigs import harnesses
         from jigs.errors import DescriptorError
@@ -110,15 +96,12 @@ def test_resolving_a_kind_and_building_its_descriptor_stays_light(kind: str) -> 
             pass
         else:
             raise AssertionError("an unknown setting was accepted")
-        print(json.dumps(Who.importers))
         print(json.dumps(sorted(m for m in {NOT_ON_RESOLVE!r} if m in sys.modules)))
         """
     )
     assert done.returncode == 0, done.stderr
-    *_, importers, loaded = (json.loads(line) for line in done.stdout.strip().splitlines())
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
     assert loaded == [], f"resolving {kind} imported {loaded}"
-    # nobody asks importlib.metadata (jigs reads entry_points.txt; pydantic is not loaded)
-    assert importers == [], importers
 
 
 _STEP = """
@@ -393,115 +376,6 @@ def test_the_redacting_logger_class_is_still_exported() -> None:
     assert issubclass(_logging.RedactingLogger, structlog.stdlib.BoundLogger)
     with pytest.raises(AttributeError):
         _ = _logging.NoSuchName  # type: ignore[attr-defined]
-
-
-# ------------------------------------------------------------------ entry points
-
-
-def _standard(group: str) -> list[tuple[str, str, str | None, str | None]]:
-    from importlib.metadata import entry_points
-
-    rows = []
-    for ep in entry_points(group=group):
-        dist = ep.dist
-        about = (dist.metadata["Name"], dist.version) if dist is not None else (None, None)
-        rows.append((ep.name, ep.value, *about))
-    return sorted(rows)
-
-
-def _ours(group: str) -> list[tuple[str, str, str | None, str | None]]:
-    from jigs._entry_points import entry_points
-
-    return sorted((ep.name, ep.value, *ep.distribution()) for ep in entry_points(group))
-
-
-@pytest.mark.parametrize(
-    "group", ["jigs.harnesses", "console_scripts", "pytest11", "jigs.session_stores", "none.such"]
-)
-def test_entry_points_match_importlib_metadata(group: str) -> None:
-    assert _ours(group) == _standard(group)
-
-
-def _dist(site: Path, folder: str, name: str, text: str) -> None:
-    info = site / folder
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n\nbody\n")
-    (info / "entry_points.txt").write_text(text)
-
-
-def test_entry_points_follow_importlib_rules_and_see_a_new_install(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    first, second = tmp_path / "a", tmp_path / "b"
-    first.mkdir()
-    second.mkdir()
-    monkeypatch.setattr(sys, "path", [str(first), str(second), *sys.path])
-    group = "jigs.test-group"
-    _dist(
-        first,
-        "My.Pkg-1.0.dist-info",
-        "My.Pkg",
-        f"# a comment\n[other]\nx = nope\n[{group}]\n  one = mod.one:attr [extra]  \n"
-        "two=mod.two\nbroken line without equals\n",
-    )
-    # the same distribution further down sys.path is shadowed, as importlib.metadata does
-    _dist(second, "my_pkg-0.9.dist-info", "my-pkg", f"[{group}]\nshadowed = mod.old\n")
-    assert _ours(group) == [
-        ("one", "mod.one:attr [extra]", "My.Pkg", "1.0"),
-        ("two", "mod.two", "My.Pkg", "1.0"),
-    ]
-    # installed after the first look: found on the next one (nothing is cached)
-    _dist(second, "late_kind-2.0.dist-info", "late-kind", f"[{group}]\nlate = late.plugin\n")
-    assert ("late", "late.plugin", "late-kind", "1.0") in _ours(group)
-
-
-def test_entry_points_ask_importlib_for_a_zip_on_sys_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import zipfile
-
-    archive = tmp_path / "bundle.zip"
-    with zipfile.ZipFile(archive, "w") as zipped:
-        zipped.writestr("zipped_kind-1.0.dist-info/METADATA", "Name: zipped-kind\nVersion: 1.0\n")
-        zipped.writestr(
-            "zipped_kind-1.0.dist-info/entry_points.txt", "[jigs.harnesses]\nzipped = z.plugin\n"
-        )
-    monkeypatch.setattr(sys, "path", [str(archive), *sys.path])
-    ours = _ours("jigs.harnesses")
-    assert ("zipped", "z.plugin", "zipped-kind", "1.0") in ours
-    assert ours == _standard("jigs.harnesses")
-
-
-def test_resolving_a_kind_does_not_import_importlib_metadata_for_jigs() -> None:
-    loaded = _loaded(
-        """
-        import sys
-        from jigs._registry import Registry
-        Registry().kinds()
-        assert "importlib.metadata" not in sys.modules
-        """
-    )
-    assert "jigs" in loaded
-
-
-def test_entry_points_ask_importlib_where_file_access_is_forbidden(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Temporal's workflow sandbox forbids os and open() to non-stdlib modules (importlib.metadata
-    is passed through): the reader must still give the standard answer there."""
-    from jigs import _entry_points
-
-    class Forbidden(RuntimeError):
-        pass
-
-    def forbidden(*args: object, **kwargs: object) -> None:
-        raise Forbidden("Cannot access __builtins__.open from inside a workflow")
-
-    expected = _standard("jigs.harnesses")
-    assert expected  # the workspace installs kinds
-    # open() as the sandbox has it, for this module only (importlib.metadata keeps the real one)
-    monkeypatch.setattr(_entry_points, "open", forbidden, raising=False)
-    assert _ours("jigs.harnesses") == expected
 
 
 _PROXIED = """

@@ -67,9 +67,9 @@ def versions() -> list[tuple[str, str, str]]:
     ``JIGS_DISABLE_PLUGINS`` is listed with ``(disabled)`` after its version; a test kind only
     with ``JIGS_SHOW_TEST_KINDS=1``."""
     import os
-    from importlib.metadata import PackageNotFoundError, entry_points, version
+    from importlib.metadata import PackageNotFoundError, version
 
-    from jigs._entry_points import hidden_test_kinds
+    from jigs._registry import distribution_of, entry_points, hidden_test_kinds
 
     try:
         core = version("jigs-core")
@@ -79,12 +79,10 @@ def versions() -> list[tuple[str, str, str]]:
     disabled = {k.strip() for k in os.environ.get("JIGS_DISABLE_PLUGINS", "").split(",")}
     hidden = hidden_test_kinds()
     seen = set()
-    for ep in sorted(entry_points(group="jigs.harnesses"), key=lambda e: e.name):
+    for ep in sorted(entry_points("jigs.harnesses"), key=lambda e: e.name):
         if ep.name in hidden:
             continue
-        dist = ep.dist
-        name = dist.metadata["Name"] if dist is not None else "-"
-        number = dist.version if dist is not None else "-"
+        name, number = (about or "-" for about in distribution_of(ep))
         if (ep.name, name) in seen:
             continue
         seen.add((ep.name, name))
@@ -289,11 +287,11 @@ def cmd_new_kind(args: argparse.Namespace) -> int:
         print(f"jigs new-kind: {exc}", file=sys.stderr)
         return 2
     print(f"created {target} (the {args.name!r} harness kind)")
-    from importlib.metadata import entry_points
+    from jigs._registry import distribution_of, entry_points
 
-    taken = [ep for ep in entry_points(group="jigs.harnesses") if ep.name == args.name]
+    taken = [ep for ep in entry_points("jigs.harnesses") if ep.name == args.name]
     if taken:
-        dist = taken[0].dist.metadata["Name"] if taken[0].dist is not None else "?"
+        dist = distribution_of(taken[0])[0] or "?"
         print(
             f"jigs new-kind: warning: {dist} already provides the kind {args.name!r} here; two "
             f"distributions of one kind are both refused (rename it, or uninstall {dist})",

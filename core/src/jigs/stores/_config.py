@@ -125,9 +125,9 @@ def _store_from_table(table: Mapping[str, Any], where: str) -> SessionStore:
         if not isinstance(options, Mapping):
             raise _error(f"{where}: options must be a table")
         return ObjectStore(text("url"), options=options)
-    from importlib.metadata import entry_points
+    from jigs._registry import entry_points
 
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in entry_points(ENTRY_POINT_GROUP):
         if ep.name == kind:
             try:
                 factory = ep.load()
