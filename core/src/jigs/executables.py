@@ -12,10 +12,10 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from shutil import which
 
 import msgspec
 
-from jigs._files import which
 from jigs._paths import data_dir
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.errors import CliNotFoundError

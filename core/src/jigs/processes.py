@@ -38,6 +38,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from shutil import which
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Literal, Self
 
@@ -46,7 +47,7 @@ import anyio.abc
 import msgspec
 
 from jigs import _proctree
-from jigs._files import anonymous_file, which
+from jigs._files import anonymous_file
 from jigs._isolation import Isolation, isolation
 from jigs._redact import redact_known, secret_values
 from jigs._tracker import Watch
