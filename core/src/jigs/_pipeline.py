@@ -15,8 +15,7 @@
 8. open the turn engine (the kind's transport, or its private files).
 
 When the step closes, after everything is released, the session's artifacts go to the session
-store (:mod:`jigs._session_sync`), and their key and digest into the ref. The first step of a
-process arms a quicker interpreter exit (:mod:`jigs._exit`).
+store (:mod:`jigs._session_sync`), and their key and digest into the ref.
 
 Each stage logs a structlog event with the run id, the kind and its duration. Whatever was
 acquired is released, in reverse order, by :meth:`Step.aclose` (idempotent, shielded, bounded),
@@ -385,10 +384,8 @@ class Step:
         agents_env: object,
         need_model: bool,
     ) -> TurnEngine:
-        from jigs import _exit
         from jigs._isolation import probe_soon
 
-        _exit.arm()  # a process that ran a step exits without collecting its modules' cycles
         probe_soon()  # a fresh process's probe runs while the step resolves and locks
         registry = self.registry or default_registry()
         run_meta = _validate_run(run)
