@@ -427,13 +427,11 @@ async def test_a_proxied_request_loads_neither_httpx_nor_urllib_request() -> Non
 
 #: What a step must not have imported when it launches its CLI: each is loaded later, while the
 #: CLI starts up (or never), so a cold step's CLI starts sooner. hashlib/hmac: the session store's digests and
-#: the proxy's token check; the buffered reader: the first read; jigs._result: what run_agent
-#: returns; h11/httpcore: the proxy's thread.
+#: the proxy's token check; the buffered reader: the first read; h11/httpcore: the proxy's thread.
 NOT_BEFORE_LAUNCH = (
     "hashlib",
     "hmac",
     "anyio.streams.buffered",
-    "jigs._result",
     "h11",
     "httpcore",
     "pydantic",

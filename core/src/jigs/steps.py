@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from jigs._logging import logger
+from jigs._types import AgentSessionRef
 from jigs.errors import AgentSessionError, JitCheckError, RunnerClosedError
+from jigs.models._types import Usage
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -30,16 +33,11 @@ if TYPE_CHECKING:
     from jigs._engine import EventCallback, TurnRecord
     from jigs._pipeline import Step
     from jigs._registry import Registry
-    from jigs._result import AgentResult
-    from jigs._types import AgentSessionRef, RunMetadata
+    from jigs._types import RunMetadata
     from jigs.descriptors import HarnessDescriptor
     from jigs.models._protocol import LanguageModel
-    from jigs.models._types import GenerateResult, Usage
+    from jigs.models._types import GenerateResult
     from jigs.stores import SessionStore
-
-# Importing this module stays cheap (no pydantic, no engine): a step may run in a fresh process,
-# so what a function needs is imported when it is first called, and AgentResult (whose fields
-# are pydantic types) is defined by jigs._result on first access (see __getattr__ below).
 
 # the two errors are re-exported beside create_agent_runner: the guide jigs implements imports
 # them from here (they are documented in jigs.errors)
@@ -59,6 +57,18 @@ __all__ = [
 T = TypeVar("T", bound="BaseModel")
 #: The structured output of a turn: a pydantic model, or None when none was asked for.
 OutputT = TypeVar("OutputT", bound="BaseModel | None")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentResult(Generic[OutputT]):
+    """A whole turn: the text, the session to resume, and the structured output (typed as the
+    model asked for with ``output=``; None when none was)."""
+
+    text: str
+    session: AgentSessionRef | None
+    output: OutputT
+    usage: Usage = field(default_factory=Usage)
+    provider_metadata: dict[str, dict[str, Any]] | None = None
 
 
 class AgentRunner:
@@ -89,8 +99,6 @@ class AgentRunner:
     def session_from(self, result: GenerateResult) -> AgentSessionRef | None:
         """The session a later step can resume, or None. Always read it from the latest
         result: a resumed run can report a new id."""
-        from jigs._types import AgentSessionRef
-
         session_id = self._harness.session_id(result)
         if session_id is None:
             return None
@@ -329,7 +337,6 @@ async def run_agent(
     probe_soon()  # a fresh process's probe runs while the step's modules import
     from jigs._engine import TurnRecord, TurnRequest
     from jigs._pipeline import Step
-    from jigs._types import AgentSessionRef
 
     _check_arguments(prompt, output)
     schema = output.model_json_schema() if output is not None else None
@@ -393,8 +400,6 @@ async def run_agent(
         if record.session_id
         else None
     )
-    from jigs._result import AgentResult
-
     return AgentResult(
         text=record.text,
         session=session,
@@ -500,14 +505,6 @@ def stream_agent(
     )
 
 
-def __getattr__(name: str) -> Any:
-    if name == "AgentResult":
-        from jigs._result import AgentResult
-
-        return AgentResult
-    raise AttributeError(f"module 'jigs.steps' has no attribute {name!r}")
-
-
 def _is_model_class(value: object) -> bool:
     from pydantic import BaseModel
 
@@ -515,7 +512,6 @@ def _is_model_class(value: object) -> bool:
 
 
 def _add_usage(a: Usage, b: Usage) -> Usage:
-    from jigs.models._types import Usage
 
     def add(x: Any, y: Any) -> Any:
         return None if x is None and y is None else (x or 0) + (y or 0)
