@@ -10,10 +10,9 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from shutil import which
 from typing import IO
 
-__all__ = ["anonymous_file", "make_dir", "remove_tree", "which", "write_atomic"]
+__all__ = ["anonymous_file", "make_dir", "remove_tree", "write_atomic"]
 
 
 def write_atomic(

@@ -1,7 +1,7 @@
 """Finding harness kinds: pluggy plus entry points (``jigs.harnesses``), read through
 :func:`importlib.metadata.entry_points` (:func:`entry_points`, the one reader of every jigs group).
 
-Entry points are listed cheaply and loaded lazily, one kind at a time, each in its own try/except:
+Entry points are listed first and loaded lazily, one kind at a time, each in its own try/except:
 a broken plugin records an error naming its distribution, entry point and exception, and every
 other kind keeps working. The same kind from two distributions is refused. ``JIGS_DISABLE_PLUGINS``
 (comma-separated kinds) blocks named ones. A kind a distribution also declares in the group

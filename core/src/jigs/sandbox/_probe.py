@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from shutil import which
 from typing import TYPE_CHECKING
 
-from jigs._files import which
 
 if TYPE_CHECKING:
     from jigs._isolation import Isolation

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-
-# not shutil.which: a step launches its CLI before it needs shutil (tests/core/test_imports.py)
-from jigs._files import which
+from shutil import which
 
 __all__ = ["runtime_paths", "stdio_server_paths"]
 
