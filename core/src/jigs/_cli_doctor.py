@@ -57,7 +57,6 @@ class DoctorRow:
 
 async def collect(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -> list[DoctorRow]:
     """Run the checks of ``kinds`` and return one row per check (see the module docstring)."""
-
     registry = default_registry()
     rows: list[DoctorRow] = []
     worktree = Path(cwd).resolve() if cwd is not None else None
@@ -125,7 +124,6 @@ async def collect(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -
 def _sandbox_row(kind: str, descriptor: Any) -> DoctorRow:
     """What the descriptor's agent sees and reaches: its sandbox and network, and whether this
     host can give them (a descriptor that asks for the sandbox fails here when it cannot)."""
-
     if descriptor.sandbox != "on":
         detail = (
             "off (the descriptor opts out): a process namespace only; the agent sees the "
@@ -199,7 +197,6 @@ def isolation_line() -> str:
     """What ``jigs doctor`` prints about process isolation and the sandbox: the mode in force,
     what it means, and (for the fallback, or a host without the sandbox) the fix.
     Informational: neither fails the doctor (a descriptor asking for the sandbox does)."""
-
     found = isolation()
     line = f"isolation: {found.mode} - {found.detail}"
     lines = [line, f"fix: {found.fix}"] if found.fix else [line]
@@ -218,7 +215,6 @@ def _sandbox_document() -> dict[str, Any]:
 
 def doctor(kinds: list[str], cwd: str | None, settings: dict[str, Any], *, as_json: bool) -> int:
     """Print the outcome of :func:`collect` and return the exit code."""
-
     found = isolation()
     rows = anyio.run(collect, kinds, cwd, settings)
     # every line doctor prints goes through redaction by value (a stderr tail, an env value)

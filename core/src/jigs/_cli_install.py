@@ -54,7 +54,6 @@ async def _install_one(kind: str) -> bool:
 
 def install(kinds: list[str]) -> int:
     """Install ``kinds`` (default: every enabled kind); the exit code (see the module doc)."""
-
     chosen = kinds or default_registry().enabled_kinds()
     if not chosen:
         print(

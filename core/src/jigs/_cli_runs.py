@@ -99,7 +99,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _show_events(name: str, *, as_json: bool) -> int:
     """Every step's events of a run (the step logs, secret values already redacted)."""
-
     logs = step_logs(data_dir() / "runs" / name)
     if as_json:
         steps = [

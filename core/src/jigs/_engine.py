@@ -787,7 +787,6 @@ def _step_secrets(
 ) -> list[str]:
     """The secret values the step handles, for the step log's redaction: secret-named values of
     the agent's env and the host values of every variable the descriptor names."""
-
     named = set(harness.env_allowlist(target.descriptor)) | set(target.descriptor.env_names())
     key = getattr(target.descriptor, "api_key_env", None)
     if isinstance(key, str):

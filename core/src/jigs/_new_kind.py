@@ -391,7 +391,6 @@ _GITIGNORE = "__pycache__/\n*.egg-info/\ndist/\n.venv/\n"
 def render(name: str) -> dict[str, str]:
     """The files of the distribution for kind ``name``, as relative path -> text. Raises
     :class:`~jigs.errors.InvalidInputError` for a name that is not a kind name."""
-
     if not KIND_NAME.fullmatch(name):
         shown = name if re.fullmatch(r"[ -~]{0,60}", name) else "<not printable>"
         raise InvalidInputError(

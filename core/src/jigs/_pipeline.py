@@ -84,8 +84,8 @@ from jigs.plugin import Harness, HarnessContext, HarnessTarget
 from jigs.sandbox import SandboxView
 from jigs.sandbox._egress import EgressProxy
 from jigs.sandbox._probe import FIX, sandbox_problem
-from jigs.sandbox._runtime import stdio_server_paths
 from jigs.sandbox._relays import EGRESS_PORT, StepServers, loopback_ports
+from jigs.sandbox._runtime import stdio_server_paths
 from jigs.stores import resolve_store
 
 if TYPE_CHECKING:
@@ -667,7 +667,6 @@ def _sandbox_view(
     """The step's sandbox: its worktree and the run's state dir for the kind writable, an
     empty HOME, the descriptor's network, what its declared stdio MCP servers run from
     read-only (the CLI starts them inside it); the kind exposes what its CLI needs on top."""
-
     view = SandboxView(
         home=env.get("HOME"), network="host" if descriptor.network == "host" else "deny"
     )
@@ -692,7 +691,6 @@ def _serve_in_sandbox(
     """Serve the step's declared loopback MCP servers (relays) and, with ``network={"allow":
     [...]}``, its egress proxy inside the sandbox (see :mod:`jigs.sandbox._relays`), stopped
     when the step closes. Returns the variables that point the agent at the egress proxy."""
-
     if view.network == "host":
         return {}
     servers = StepServers(log)
@@ -787,7 +785,6 @@ def _refuse_leftovers(workdir: Path, log: Any) -> None:
     any process still works in it (:class:`~jigs.errors.WorktreeBusyError` naming one), so two
     agents never share it. In namespace mode the namespace holds the lock until its last process
     is gone, so nothing needs checking."""
-
     if isolation().mode == "namespace":
         return
 

@@ -87,7 +87,6 @@ _STEP = re.compile(r"([^.\[]+)|\[(\.\.\.|\d+)\]")
 def _locate(loc: str, record: type, data: Any) -> tuple[str, Any]:
     """``loc`` with each ``[...]`` replaced by the key of the entry that fails to convert, and
     the struct type the location's last step is in (None if not a struct)."""
-
     info: Any = inspect.type_info(record)
     out = ""
     for step in _STEP.finditer(loc):
@@ -112,7 +111,6 @@ def _locate(loc: str, record: type, data: Any) -> tuple[str, Any]:
 def _struct_of(info: Any, data: Any) -> Any:
     """The struct behind a type: the one struct of an optional, or the member of a tagged union
     that ``data``'s tag picks; else the type itself."""
-
     if isinstance(info, inspect.UnionType):
         structs = [t for t in info.types if isinstance(t, inspect.StructType)]
         if len(structs) == 1:
@@ -128,7 +126,6 @@ def _struct_of(info: Any, data: Any) -> Any:
 
 def _failing_entry(data: Any, info: Any) -> tuple[str | None, Any]:
     """The first key of mapping ``data`` whose value does not convert to ``info``'s type."""
-
     if not isinstance(data, Mapping):
         return None, None
     members: tuple[Any, ...] = info.types if isinstance(info, inspect.UnionType) else (info,)
@@ -143,7 +140,6 @@ def _failing_entry(data: Any, info: Any) -> tuple[str | None, Any]:
 
 def _valid_keys(refused: str, where: Any) -> str:
     """ " (did you mean 'model'? valid keys: ...)" for an unknown key in a struct, else ""."""
-
     if not isinstance(where, inspect.StructType):
         return ""
     keys = sorted(f.encode_name for f in where.fields)
@@ -207,7 +203,6 @@ class Record(
     @classmethod
     def _invalid(cls, message: str) -> JigsError:
         """The error a bad record raises (override for another class or wording)."""
-
         return DescriptorError(f"invalid {cls.__name__}: {message}")
 
     @classmethod

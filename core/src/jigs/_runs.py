@@ -77,7 +77,6 @@ def parse_age(text: str) -> float:
 
 def locked_runs() -> set[str]:
     """Run ids that hold a live worktree lock now."""
-
     locks = data_dir() / "locks"
     found: set[str] = set()
     if not locks.is_dir():

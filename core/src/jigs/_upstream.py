@@ -97,7 +97,6 @@ def _proxy(url: str, trust_env: bool) -> httpcore.Proxy:
 
 def open_pool(upstream: str, *, trust_env: bool) -> httpcore.AsyncConnectionPool:
     """A pool for ``upstream`` (no connection is made yet). See the module for the errors."""
-
     proxy_url = environment_proxy(upstream) if trust_env else None
     return httpcore.AsyncConnectionPool(
         ssl_context=ssl_context(trust_env) if upstream.startswith("https:") else None,
@@ -118,5 +117,4 @@ def timeouts(connect: float, read: float) -> dict[str, Any]:
 def timeout_errors() -> tuple[type[Exception], ...]:
     """What httpcore raises when a phase of a request ran out of time (any other exception
     of the upstream side means it is unreachable or broke off)."""
-
     return (httpcore.TimeoutException,)

@@ -150,7 +150,6 @@ async def run_checks(
     checks: Sequence[Check], *, timeout: float = CHECK_TIMEOUT
 ) -> list[CheckOutcome]:
     """Run every check concurrently and return their outcomes in the order given."""
-
     outcomes: list[CheckOutcome | None] = [None] * len(checks)
 
     async def one(index: int, check: Check) -> None:

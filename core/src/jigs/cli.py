@@ -34,7 +34,7 @@ from jigs._cli_output import is_tty, progress, table
 from jigs._cli_runs import add_parser as add_runs_parser
 from jigs._new_kind import new_kind, next_steps
 from jigs._paths import run_state_dir
-from jigs._registry import default_registry, distribution_of, entry_points
+from jigs._registry import default_registry, distribution_of, entry_points, hidden_test_kinds
 from jigs._session_sync import stored_fields
 from jigs._types import AgentSessionRef, RunMetadata
 from jigs.errors import InvalidInputError, JigsError, MissingDistributionError
@@ -62,7 +62,6 @@ def _configure_logging(verbose: bool) -> None:
 
 def _settings(text: str) -> dict[str, Any]:
     """``--settings`` as a JSON object, or a usage error (exit 2, as for any bad option)."""
-
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -85,7 +84,6 @@ def versions() -> list[tuple[str, str, str]]:
     read from the distributions' metadata without importing any plugin. A kind blocked by
     ``JIGS_DISABLE_PLUGINS`` is listed with ``(disabled)`` after its version; a test kind only
     with ``JIGS_SHOW_TEST_KINDS=1``."""
-
     try:
         core = version("jigs-core")
     except PackageNotFoundError:  # a source tree on sys.path, not an installed distribution
@@ -232,7 +230,6 @@ def _testing(module: str, command: str) -> Any:
     """``jigs_testing.<module>``, imported when the command runs; jigs-testing is a distribution
     of its own, so a missing one is a :class:`~jigs.errors.MissingDistributionError` naming the
     ``pip install``."""
-
     try:
         return import_module(f"jigs_testing.{module}")
     except ModuleNotFoundError as exc:

@@ -144,7 +144,6 @@ class HarnessNotFoundError(JigsError, LookupError):
 def _how_to_install(kind: str) -> str:
     """The fix for a kind no entry point names: install its distribution, or, when the
     distribution of that name is installed already, declare the entry point it lacks."""
-
     package = f"jigs-harness-{kind}"
     try:
         distribution(package)

@@ -45,7 +45,6 @@ def wheel_package_dir(package: str, distribution: str) -> Path | None:
     distribution's ``.dist-info`` folder sits next to it. None for anything else (not installed,
     a namespace package, a zip, another layout): a caller then asks the wheel's file list through
     :mod:`importlib.metadata`, whose import costs tens of ms in a fresh process."""
-
     try:
         spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
@@ -162,7 +161,6 @@ async def cli_version(
 
     Raises :class:`~jigs.errors.CliCommandError` (a ``RuntimeError``) when it exits non-zero,
     with the end of its redacted stderr; ``OSError`` when it cannot be started."""
-
     with anyio.fail_after(timeout):
         result = await anyio.run_process(
             [str(path), *args],

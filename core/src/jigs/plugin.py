@@ -270,7 +270,6 @@ class HarnessContext(msgspec.Struct):
         """Show the running Python to the step's processes, read-only: its installation, its
         environment (``sys.prefix``) and the directories on ``sys.path``. For a kind whose CLI
         is ``sys.executable -m some_package``."""
-
         for entry in {sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}:
             if entry and os.path.isdir(entry):
                 self.expose(entry)
@@ -619,7 +618,6 @@ def artifacts_under(
     for each, after refusing (``ValueError``) a name that is absolute, holds ``..``, a
     backslash or a control character, or does not match ``pattern``: a name read from a store
     can never place a file outside ``root``."""
-
     if names is None:
         if not root.is_dir():
             return {}

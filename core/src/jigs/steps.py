@@ -176,7 +176,6 @@ async def _open_runner(
 
 def _check_arguments(prompt: object, output: object) -> None:
     """:func:`run_agent`'s own refusals (the prompt, ``output``), collecting the probe first."""
-
     try:
         validate_prompt(prompt)
         if output is not None and not _is_model_class(output):
@@ -191,7 +190,6 @@ def _collect_probe() -> None:
     ``probe_soon`` started (else it stays a zombie child until the interpreter exits).
     ``isolation()`` waits for it (milliseconds), reaps it and caches the answer for the next
     step; once a step has launched, it is a cached no-op."""
-
     isolation()
 
 
@@ -227,7 +225,6 @@ async def _close_after(
     (:class:`~jigs.errors.SessionSaveError`), unless the block raised already: its own error
     then goes on (the save failure is logged as ``store.session.save_failed``). A failed
     turn's error learns where its session was stored, so ``error.session`` resumes checked."""
-
     try:
         await close()
     except SessionSaveError:
@@ -338,7 +335,6 @@ async def run_agent(
     errors (:class:`~jigs.errors.AgentTurnError` and its subclasses, which keep the session id,
     usage and cost).
     """
-
     probe_soon()  # the isolation probe runs while the step resolves and locks
 
     _check_arguments(prompt, output)
@@ -572,7 +568,6 @@ async def agent_session(
     why. A turn error that carries a session (a turn stopped by ``max_turns``, say) can be
     continued by passing ``error.session`` as ``session``.
     """
-
     descriptor = load(harness, registry=registry)
     run_id = getattr(run, "workflow_run_id", None)
     log = logger.bind(session_name=name, run_id=run_id, kind=descriptor.kind)

@@ -14,7 +14,6 @@ from pathlib import Path
 from shutil import which
 from typing import TYPE_CHECKING
 
-
 if TYPE_CHECKING:
     from jigs._isolation import Isolation
 

@@ -86,7 +86,6 @@ def check_key(key: str, *, prefix: bool = False) -> str:
     A key is 1..1024 characters of ``/``-separated segments, each of ``A-Za-z0-9._=+-`` and
     neither ``.`` nor ``..``: it can never leave a store's root directory or prefix. With
     ``prefix`` an empty string and a trailing ``/`` are accepted too."""
-
     body = key
     if prefix:
         if key == "":
@@ -110,5 +109,4 @@ def check_key(key: str, *, prefix: bool = False) -> str:
 
 def sha256_hex(data: bytes) -> str:
     """The sha256 of ``data``, in hex."""
-
     return hashlib.sha256(data).hexdigest()
