@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from jigs import _secrets
 from jigs._cli_output import table, wrap
 from jigs._isolation import isolation
 from jigs._pipeline import agent_env_for, jit_stage_checks
 from jigs._registry import default_registry
-from jigs._secrets import redact_known
 from jigs.checks import run_checks
 from jigs.env import agents_config_for_worktree, build_env, find_agents_config
 from jigs.errors import DescriptorError, JigsError
@@ -221,9 +221,9 @@ def doctor(kinds: list[str], cwd: str | None, settings: dict[str, Any], *, as_js
     rows = [
         replace(
             r,
-            detail=redact_known(r.detail),
-            reason=redact_known(r.reason),
-            repair=redact_known(r.repair),
+            detail=_secrets.redact_known(r.detail),
+            reason=_secrets.redact_known(r.reason),
+            repair=_secrets.redact_known(r.repair),
         )
         for r in rows
     ]

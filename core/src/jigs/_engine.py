@@ -39,10 +39,9 @@ import anyio
 import anyio.abc
 import msgspec
 
-from jigs import _otel, _structured
+from jigs import _otel, _secrets, _structured
 from jigs._model_proxy import ledger_for
 from jigs._redact import secret_values
-from jigs._secrets import redact_known
 from jigs._steplog import StepLog
 from jigs._usage import Usage
 from jigs.errors import (
@@ -112,7 +111,7 @@ def decode_line(
         message = None
     if not isinstance(message, dict):
         # redact before cutting, so a secret that straddles the cut is not half shown
-        shown = redact_known(raw[:4096].decode("utf-8", errors="replace"))[:120]
+        shown = _secrets.redact_known(raw[:4096].decode("utf-8", errors="replace"))[:120]
         raise AgentOutputError(
             f"the {kind} CLI printed a line that is not a JSON object (line {number}): "
             f"{shown!r}; is the resolved executable really the {kind} CLI, and does nothing else "
@@ -756,7 +755,8 @@ class TurnEngine:
         else:
             error = AgentTurnError(
                 # an upstream error the CLI quotes may hold a step secret (the token, the key)
-                f"the {name} turn failed ({failed.reason}): {redact_known(failed.message)}",
+                f"the {name} turn failed ({failed.reason}): "
+                f"{_secrets.redact_known(failed.message)}",
                 kind=kind,
                 reason=failed.reason,
                 detail=failed.reason,

@@ -21,15 +21,14 @@ from typing import Any
 import structlog
 import structlog.stdlib
 
-from jigs import _otel
-from jigs._secrets import redact_known
+from jigs import _otel, _secrets
 
 __all__ = ["RedactingLogger", "logger", "redact_processor", "timed"]
 
 
 def _scrub(value: Any, depth: int = 0) -> Any:
     if isinstance(value, str):
-        return redact_known(value)
+        return _secrets.redact_known(value)
     if depth > 4:
         return value
     if isinstance(value, dict):

@@ -36,13 +36,12 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.to_thread
 
-from jigs import _otel
+from jigs import _model_proxy, _otel
 from jigs._engine import TurnEngine
 from jigs._isolation import isolation, probe_soon
 from jigs._lock import WorktreeLock
 from jigs._logging import logger, timed
 from jigs._mcp_probe import mcp_probe_checks
-from jigs._model_proxy import prepare_model_endpoint
 from jigs._paths import data_dir, run_state_dir
 from jigs._proctree import processes_under
 from jigs._registry import KIND_NAME, Registry, default_registry
@@ -470,8 +469,8 @@ class Step:
                 key_env=route.key_env,
                 scheme=route.scheme,
             ):
-                endpoint, begin_proxy, self._stop_proxy, serve_also = prepare_model_endpoint(
-                    route, kind=kind, stack=self.stack, log=log
+                endpoint, begin_proxy, self._stop_proxy, serve_also = (
+                    _model_proxy.prepare_model_endpoint(route, kind=kind, stack=self.stack, log=log)
                 )
             # the key never reaches the agent: the kind gives its CLI the endpoint instead
             env = {name: value for name, value in env.items() if name != route.key_env}

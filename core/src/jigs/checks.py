@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import anyio
 import msgspec
 
-from jigs._secrets import redact_known
+from jigs import _secrets
 
 __all__ = [
     "CHECK_TIMEOUT",
@@ -89,9 +89,9 @@ FailedCheck = CheckOutcome
 def _redacted(outcome: CheckOutcome) -> CheckOutcome:
     return msgspec.structs.replace(
         outcome,
-        detail=redact_known(outcome.detail),
-        reason=redact_known(outcome.reason),
-        repair=redact_known(outcome.repair),
+        detail=_secrets.redact_known(outcome.detail),
+        reason=_secrets.redact_known(outcome.reason),
+        repair=_secrets.redact_known(outcome.repair),
     )
 
 

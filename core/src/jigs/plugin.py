@@ -63,10 +63,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 import msgspec
 import pluggy
 
+from jigs import processes
 from jigs._files import remove_tree
 from jigs._private_dirs import make_owned_dir, sweep_now_and_then
 from jigs.errors import AgentSessionError, RunnerClosedError
-from jigs.processes import launch
 from jigs.sandbox import SandboxView
 
 __all__ = [
@@ -217,7 +217,7 @@ class HarnessContext(msgspec.Struct):
         if self.closed:
             raise RunnerClosedError(self.kind, self.run.workflow_run_id)
 
-        process = await launch(
+        process = await processes.launch(
             argv,
             cwd=cwd,
             env=self.env if env is None else env,

@@ -50,9 +50,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from jigs import processes
 from jigs._files import make_dir, remove_tree
 from jigs.executables import installed_dir
-from jigs.processes import launch
 
 from jigs_harness_codex._rpc import AppServer, NotHandled
 
@@ -141,7 +141,7 @@ async def _run_server(
     async def not_handled(method: str, params: Any) -> Any:
         raise NotHandled(f"the seed's server asked {method}")
 
-    process = await launch(
+    process = await processes.launch(
         [str(executable), "app-server"],
         cwd=cwd,
         env={**env, "CODEX_HOME": str(home)},
