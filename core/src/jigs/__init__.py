@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.metadata
-
 from jigs import harnesses
 from jigs._types import AgentSessionRef, RunMetadata
+from jigs._version import __version__
 from jigs.errors import JigsError
 
 __all__ = ["AgentSessionRef", "JigsError", "RunMetadata", "__version__", "harnesses"]
-
-try:
-    __version__ = importlib.metadata.version("jigs-core")
-except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path
-    __version__ = "unknown"

@@ -17,6 +17,7 @@ from typing import Any
 
 from jigs._cli_output import table
 from jigs._paths import data_dir
+from jigs._private_dirs import sweep
 from jigs._runs import find_run, list_runs, parse_age, prune_runs
 from jigs._steplog import read_events, step_logs
 from jigs.stores._config import configured_store, store_from_url
@@ -149,7 +150,6 @@ def cmd_prune(args: argparse.Namespace) -> int:
         print(f"jigs: --older-than: {exc}", file=sys.stderr)
         return 2
     report = prune_runs(_store(args), run=args.run, older_than=older, dry_run=args.dry_run)
-    from jigs._private_dirs import sweep
 
     swept = [str(path) for path in sweep(dry_run=args.dry_run)]
     missing = args.run is not None and not report.removed and not report.refused

@@ -87,7 +87,7 @@ def stdio_server_paths(
     is a ``#!`` script."""
     paths: list[str] = []
     for command, args in servers:
-        found = command if os.sep in command else which(command, env.get("PATH", os.defpath))
+        found = command if os.sep in command else which(command, path=env.get("PATH", os.defpath))
         if found and os.path.isabs(found):
             paths += runtime_paths(found, env)
         for arg in args:

@@ -15,6 +15,7 @@ made is logged and the step runs without it (slower, the same).
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -49,9 +50,6 @@ async def compile_cache(pi: PiExecutable, env: Mapping[str, str], log: Any) -> P
         final = installed_dir("pi").parent.parent / "caches" / "node-compile" / f"pi-{_key(pi)}"
         if final.is_dir():
             return final
-        # only on the path that builds: the step's launch does not wait for these imports
-        import shutil
-
         final.parent.mkdir(parents=True, exist_ok=True)
         work = Path(os.fspath(final) + f".building-{os.getpid()}")
         shutil.rmtree(work, ignore_errors=True)
@@ -71,8 +69,6 @@ async def compile_cache(pi: PiExecutable, env: Mapping[str, str], log: Any) -> P
         return final if final.is_dir() else None
     except Exception as exc:
         if work is not None:
-            import shutil
-
             shutil.rmtree(work, ignore_errors=True)
         log.warning("pi.compile_cache.failed", error=type(exc).__name__)
         return None

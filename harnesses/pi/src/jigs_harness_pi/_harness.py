@@ -61,6 +61,7 @@ from jigs.plugin import (
     private_file,
 )
 
+from jigs_harness_pi._compile_cache import compile_cache
 from jigs_harness_pi._config_files import CONFIG_FILES
 from jigs_harness_pi._descriptor import AnthropicCompatible, OpenAICompatible, PiDescriptor
 from jigs_harness_pi._executable import (
@@ -315,8 +316,6 @@ class PiHarness(Harness[PiDescriptor]):
         key_env = (key, endpoint.key) if key is not None and endpoint is not None else None
         cache = None
         if ctx.sandbox is not None and len(pi.argv) > 1:  # a Node Pi, in a fresh /tmp
-            from jigs_harness_pi._compile_cache import compile_cache
-
             cache = await compile_cache(pi, ctx.env, ctx.log)
             if cache is not None:
                 ctx.expose(cache)
