@@ -1,16 +1,65 @@
 """What the packages export (every listed name resolves, AgentResult keeps its name and type
-hints) and how jigs' logger reaches the application (structlog over the stdlib ``jigs`` logger).
+hints), what importing them loads (no optional extra, no CLI, no kit), how many imports still sit
+inside functions (pinned), and how jigs' logger reaches the application (structlog over the
+stdlib ``jigs`` logger).
 
 Checks that depend on a fresh interpreter run in one.
 """
 
 from __future__ import annotations
 
+import ast
+import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Where the shipped code lives: the core, the kinds, the kit and the engine integrations.
+SHIPPED = ("core/src", "testing/src", "harnesses/*/src", "integrations/*/src")
+#: Imports inside function bodies in the shipped code, at most (issue 30: <= 80). What stays
+#: there is for optional extras (OpenTelemetry, psycopg, obstore, mcp, dbos, temporalio,
+#: jigs_testing in the kinds' demo plans), import cycles, and the credential proxy's. Lower it
+#: when you move one; never raise it to defer an import that every step needs.
+MAX_FUNCTION_IMPORTS = 70
+#: Top-level packages that neither ``import jigs`` nor resolving a kind may load: the optional
+#: extras, the engines, the kit and its model server.
+NOT_ON_IMPORT = (
+    "mcp",
+    "opentelemetry",
+    "psycopg",
+    "obstore",
+    "dbos",
+    "temporalio",
+    "jigs_testing",
+    "jigs_dbos",
+    "jigs_temporal",
+    "uvicorn",
+    "starlette",
+    "yaml",
+)
+
+
+def shipped_files() -> list[Path]:
+    return sorted(p for pattern in SHIPPED for src in ROOT.glob(pattern) for p in src.rglob("*.py"))
+
+
+def function_imports(path: Path) -> list[str]:
+    """``path:line statement`` for each import inside a function (or lambda) body."""
+    found: list[str] = []
+
+    def walk(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if in_function and isinstance(child, ast.Import | ast.ImportFrom):
+                found.append(f"{path.relative_to(ROOT)}:{child.lineno} {ast.unparse(child)}")
+            nested = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            walk(child, in_function or nested)
+
+    walk(ast.parse(path.read_text(), str(path)), False)
+    return found
 
 
 def _fresh(code: str, *, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -252,3 +301,47 @@ def test_the_seed_import_works_from_steps_and_from_errors() -> None:
     )
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "create_agent_runner"
+
+
+def test_imports_inside_functions_stay_pinned() -> None:
+    """Imports sit at module level as in any library; the few left inside functions are counted
+    (the counter itself is checked on a sample) and may not grow."""
+    sample = ROOT / "core/src/jigs/stores/_postgres.py"
+    assert any("import psycopg" in hit for hit in function_imports(sample))
+    hits = [hit for path in shipped_files() for hit in function_imports(path)]
+    assert len(shipped_files()) > 100
+    assert len(hits) <= MAX_FUNCTION_IMPORTS, "\n".join(hits)
+
+
+def test_no_module_reads_entry_points_txt_itself() -> None:
+    """Every entry-point group is read through importlib.metadata (jigs._registry.entry_points)."""
+    readers = [p for p in shipped_files() if "entry_points.txt" in p.read_text()]
+    assert readers == []
+
+
+def test_the_stand_ins_are_gone() -> None:
+    """The hand-written stand-ins for the stdlib and the card's libraries stay removed."""
+    for gone in ("_entry_points", "_lazy", "_exit", "_result"):
+        assert not (ROOT / "core/src/jigs" / f"{gone}.py").exists(), gone
+    core = [p.read_text() for p in (ROOT / "core/src/jigs").rglob("*.py")]
+    for marker in ("gc.freeze", "JIGS_FAST_EXIT", "_BUILTIN_DEFAULT_PROCESSORS", "LazyLogger"):
+        assert not any(marker in text for text in core), marker
+
+
+@pytest.mark.parametrize("code", ["import jigs", "from jigs import harnesses; harnesses.claude()"])
+def test_importing_jigs_loads_no_optional_extra_nor_the_cli(code: str) -> None:
+    """``import jigs`` and resolving a kind load neither an optional extra, an engine, the kit,
+    its model server, nor jigs' CLI (``opentelemetry`` is only used when the application has
+    imported it)."""
+    done = _fresh(
+        f"""
+        import json, sys
+        {code}
+        print(json.dumps(sorted(sys.modules)))
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout)
+    assert "jigs" in loaded
+    assert [m for m in loaded if m.split(".")[0] in NOT_ON_IMPORT] == []
+    assert [m for m in loaded if m == "jigs.cli" or m.startswith("jigs._cli")] == []
