@@ -36,12 +36,11 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.to_thread
 
-from jigs import _model_proxy, _otel
+from jigs import _mcp_probe, _model_proxy, _otel
 from jigs._engine import TurnEngine
 from jigs._isolation import isolation, probe_soon
 from jigs._lock import WorktreeLock
 from jigs._logging import logger, timed
-from jigs._mcp_probe import mcp_probe_checks
 from jigs._paths import data_dir, run_state_dir
 from jigs._proctree import processes_under
 from jigs._registry import KIND_NAME, Registry, default_registry
@@ -271,7 +270,9 @@ def jit_stage_checks(
     if descriptor.mcp_servers:
         private = frozenset(harness.env_allowlist(descriptor))
         checks.extend(
-            mcp_probe_checks(descriptor.mcp_servers, cwd=target.cwd, env=env, private=private)
+            _mcp_probe.mcp_probe_checks(
+                descriptor.mcp_servers, cwd=target.cwd, env=env, private=private
+            )
         )
     return checks
 

@@ -56,10 +56,10 @@ from jigs._logging import logger
 from jigs._redact import redact_known, secret_values
 from jigs._tracker import Watch
 from jigs.errors import AgentOutputError
+from jigs.sandbox import _view
 from jigs.sandbox._listeners import Listeners
 from jigs.sandbox._probe import sandbox_isolation
 from jigs.sandbox._runtime import runtime_paths
-from jigs.sandbox._view import bwrap_args
 
 if TYPE_CHECKING:
     from jigs.sandbox._view import SandboxView
@@ -625,7 +625,7 @@ def _command(
     for path in runtime_paths(resolved, env):  # what the executable runs from, read-only
         sandbox.expose(path)
     info_fd, block_fd = listeners.bwrap_fds() if listeners else (None, None)
-    options = bwrap_args(
+    options = _view.bwrap_args(
         listeners.shown() if listeners else sandbox,
         cwd=cwd,
         info_fd=info_fd,
