@@ -100,8 +100,8 @@ def seed_path(executable: Path) -> Path:
     """Where the seed of this binary lives."""
     real = executable.resolve()
     stat = real.stat()
-    # a cache key, not a security boundary: zlib's checksums, because importing hashlib (OpenSSL's
-    # start) costs a cold step ~1.8 ms before its app server can start
+    # a cache key, not a security boundary: zlib's checksums (another function would orphan the
+    # seeds already built)
     data = f"{_FORMAT}:{real}:{stat.st_size}:{stat.st_mtime_ns}".encode("utf-8", "surrogateescape")
     key = f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
     return installed_dir("codex") / "home-seeds" / key
