@@ -197,9 +197,6 @@ async def home_per_step(ctx: KitContext) -> None:
     """What one sandboxed step's agent writes in its ``HOME`` (its CLI's config and state files
     included) never reaches a later step of the same kind: each step starts from what the
     worker gives it. Skipped, by name, on a host that cannot sandbox."""
-    import msgspec
-    from jigs.sandbox import sandbox_problem
-
     from jigs_testing.conformance import CheckSkipped
 
     problem = sandbox_problem()
