@@ -30,6 +30,7 @@ import errno
 import inspect
 import json
 import math
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -38,7 +39,8 @@ import anyio
 import anyio.abc
 import msgspec
 
-from jigs import _otel, _structured
+from jigs import _otel, _secrets, _structured
+from jigs._model_proxy import ledger_for
 from jigs._redact import secret_values
 from jigs._steplog import StepLog
 from jigs._usage import Usage
@@ -108,10 +110,8 @@ def decode_line(
     except ValueError:
         message = None
     if not isinstance(message, dict):
-        from jigs._secrets import redact_known
-
         # redact before cutting, so a secret that straddles the cut is not half shown
-        shown = redact_known(raw[:4096].decode("utf-8", errors="replace"))[:120]
+        shown = _secrets.redact_known(raw[:4096].decode("utf-8", errors="replace"))[:120]
         raise AgentOutputError(
             f"the {kind} CLI printed a line that is not a JSON object (line {number}): "
             f"{shown!r}; is the resolved executable really the {kind} CLI, and does nothing else "
@@ -623,8 +623,6 @@ class TurnEngine:
     def _start_count(self) -> None:
         """A proxied step's turn counts from here in the proxy's ledger, under its budget."""
         if self.ctx.model_endpoint is not None:
-            from jigs._model_proxy import ledger_for
-
             self._ledger = ledger_for(self.ctx.model_endpoint)
             if self._ledger is not None:
                 self._ledger.start_turn(self.target.descriptor.max_budget_usd)
@@ -755,11 +753,10 @@ class TurnEngine:
                 value=float(value) if isinstance(value, int | float) else math.nan,
             )
         else:
-            from jigs._secrets import redact_known
-
             error = AgentTurnError(
                 # an upstream error the CLI quotes may hold a step secret (the token, the key)
-                f"the {name} turn failed ({failed.reason}): {redact_known(failed.message)}",
+                f"the {name} turn failed ({failed.reason}): "
+                f"{_secrets.redact_known(failed.message)}",
                 kind=kind,
                 reason=failed.reason,
                 detail=failed.reason,
@@ -790,8 +787,6 @@ def _step_secrets(
 ) -> list[str]:
     """The secret values the step handles, for the step log's redaction: secret-named values of
     the agent's env and the host values of every variable the descriptor names."""
-    import os
-
     named = set(harness.env_allowlist(target.descriptor)) | set(target.descriptor.env_names())
     key = getattr(target.descriptor, "api_key_env", None)
     if isinstance(key, str):

@@ -42,11 +42,10 @@ import contextlib
 import os
 import subprocess
 import threading
+from shutil import which
 from typing import Literal
 
 import msgspec
-
-from jigs._files import which
 
 __all__ = [
     "ENV_VAR",

@@ -44,7 +44,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
+from anyio.from_thread import BlockingPortal
 
+from jigs._secrets import remember
 from jigs.errors import DescriptorError
 from jigs.plugin import ModelEndpoint, ModelRoute
 
@@ -249,8 +251,6 @@ class _Loop:
                     proxy.failed(RuntimeError("the proxy loop ended"))
 
     async def _serve(self) -> None:
-        from anyio.from_thread import BlockingPortal
-
         async with BlockingPortal() as portal, anyio.create_task_group() as group:
             with self._lock:
                 queued, self._queued = self._queued, []
@@ -420,7 +420,6 @@ def prepare_model_endpoint(
             kind=kind,
             key="api_key_env",
         )
-    from jigs._secrets import remember
 
     remember([key])  # redacted by value from every error, log line and stderr tail
     sock = loopback_socket()

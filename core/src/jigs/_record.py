@@ -25,14 +25,18 @@ Temporal's pydantic data converter and appears in users' models (validated with
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self, cast, dataclass_transform
 
 import msgspec
+from msgspec import inspect
+from pydantic_core import SchemaSerializer, core_schema
 
 from jigs._secrets import looks_like_secret
+from jigs.errors import DescriptorError
 
 if TYPE_CHECKING:
     from jigs.errors import JigsError
@@ -83,8 +87,6 @@ _STEP = re.compile(r"([^.\[]+)|\[(\.\.\.|\d+)\]")
 def _locate(loc: str, record: type, data: Any) -> tuple[str, Any]:
     """``loc`` with each ``[...]`` replaced by the key of the entry that fails to convert, and
     the struct type the location's last step is in (None if not a struct)."""
-    from msgspec import inspect
-
     info: Any = inspect.type_info(record)
     out = ""
     for step in _STEP.finditer(loc):
@@ -109,8 +111,6 @@ def _locate(loc: str, record: type, data: Any) -> tuple[str, Any]:
 def _struct_of(info: Any, data: Any) -> Any:
     """The struct behind a type: the one struct of an optional, or the member of a tagged union
     that ``data``'s tag picks; else the type itself."""
-    from msgspec import inspect
-
     if isinstance(info, inspect.UnionType):
         structs = [t for t in info.types if isinstance(t, inspect.StructType)]
         if len(structs) == 1:
@@ -126,8 +126,6 @@ def _struct_of(info: Any, data: Any) -> Any:
 
 def _failing_entry(data: Any, info: Any) -> tuple[str | None, Any]:
     """The first key of mapping ``data`` whose value does not convert to ``info``'s type."""
-    from msgspec import inspect
-
     if not isinstance(data, Mapping):
         return None, None
     members: tuple[Any, ...] = info.types if isinstance(info, inspect.UnionType) else (info,)
@@ -142,10 +140,6 @@ def _failing_entry(data: Any, info: Any) -> tuple[str | None, Any]:
 
 def _valid_keys(refused: str, where: Any) -> str:
     """ " (did you mean 'model'? valid keys: ...)" for an unknown key in a struct, else ""."""
-    import difflib
-
-    from msgspec import inspect
-
     if not isinstance(where, inspect.StructType):
         return ""
     keys = sorted(f.encode_name for f in where.fields)
@@ -169,8 +163,6 @@ def _to_data(record: Record) -> dict[str, Any]:
 
 @functools.cache
 def _serializer() -> Any:
-    from pydantic_core import SchemaSerializer, core_schema
-
     return SchemaSerializer(
         core_schema.any_schema(
             serialization=core_schema.plain_serializer_function_ser_schema(_to_data)
@@ -211,8 +203,6 @@ class Record(
     @classmethod
     def _invalid(cls, message: str) -> JigsError:
         """The error a bad record raises (override for another class or wording)."""
-        from jigs.errors import DescriptorError
-
         return DescriptorError(f"invalid {cls.__name__}: {message}")
 
     @classmethod
@@ -248,8 +238,6 @@ class Record(
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
-        from pydantic_core import core_schema
-
         def validate(value: Any) -> Any:
             return value if isinstance(value, cls) else cls.from_data(value)
 

@@ -1,7 +1,6 @@
 """:class:`Usage`: token counts and cost, shared by the event stream and the model protocol.
 
-A :class:`~jigs._record.Record` (no pydantic), because the turn engine builds it while a step in a
-fresh process is still starting; :mod:`jigs.models` re-exports it.
+A :class:`~jigs._record.Record`; :mod:`jigs.models` re-exports it.
 """
 
 # no `from __future__ import annotations`: msgspec reads these classes' annotations as objects,

@@ -29,6 +29,7 @@ from msgspec import field
 
 from jigs._record import Record, record_error_message
 from jigs._usage import Usage
+from jigs.errors import InvalidInputError
 
 __all__ = [
     "AgentEvent",
@@ -152,6 +153,5 @@ def event_from_data(data: Mapping[str, Any]) -> AgentEvent:
         return event
     except msgspec.ValidationError as exc:
         message = record_error_message(exc, "an event")
-    from jigs.errors import InvalidInputError
 
     raise InvalidInputError(f"invalid event: {message}", argument="event")

@@ -63,6 +63,7 @@ import anyio
 import anyio.abc
 import h11
 
+from jigs._accept import accept_forever
 from jigs._hosts import host_bytes
 from jigs._logging import logger
 from jigs.sandbox._relay import as_listener, splice
@@ -384,8 +385,6 @@ class EgressProxy:
         """Serve ``listener`` until cancelled (or until it is closed by someone else); it is
         closed on return and every open connection cut. Raises ``TypeError`` for a listener
         that is not a socket listener, ``OSError`` if a socket cannot be wrapped."""
-        from jigs._accept import accept_forever
-
         server = await as_listener(listener)
 
         def failed(exc: OSError) -> None:

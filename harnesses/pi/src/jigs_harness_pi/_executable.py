@@ -18,12 +18,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import anyio
 import msgspec
-from jigs.errors import CliNotFoundError
-from jigs.executables import installed_dir, parse_version
+from jigs._redact import redact_known, secret_values
+from jigs.errors import CliCommandError, CliNotFoundError
+from jigs.executables import installed_dir, parse_version, which
 
 __all__ = [
     "ENV_VAR",
@@ -161,8 +164,6 @@ def resolve_pi(env: Mapping[str, str]) -> PiExecutable:
         raise CliNotFoundError("pi", tried, INSTALL_FIX)
     tried.append(f"${ENV_VAR}: not set")
 
-    from jigs.executables import which
-
     found = which("pi", path=env.get("PATH", os.environ.get("PATH", "")))
     if found is None:
         tried.append("pi on PATH: not found")
@@ -195,12 +196,6 @@ async def install_pi(env: Mapping[str, str], *, version: str = PI_VERSION) -> st
     exit code and the end of its redacted output when the install fails (no registry, no disk
     space, ...), and (not retryable) when the installed Pi does not run.
     """
-    import subprocess
-
-    import anyio  # here, not at module level: resolving the kind imports this module
-    from jigs._redact import redact_known, secret_values
-    from jigs.errors import CliCommandError
-
     target = installed_dir("pi")
     target.mkdir(parents=True, exist_ok=True)
     node = npm_argv()

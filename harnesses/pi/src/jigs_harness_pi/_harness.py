@@ -36,6 +36,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+import anyio
 import msgspec
 from jigs._files import write_atomic
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
@@ -60,7 +61,9 @@ from jigs.plugin import (
     private_file,
 )
 
-from jigs_harness_pi._descriptor import AnthropicCompatible, PiDescriptor
+from jigs_harness_pi._compile_cache import compile_cache
+from jigs_harness_pi._config_files import CONFIG_FILES
+from jigs_harness_pi._descriptor import AnthropicCompatible, OpenAICompatible, PiDescriptor
 from jigs_harness_pi._executable import (
     INSTALL_FIX,
     MIN_VERSION,
@@ -72,12 +75,11 @@ from jigs_harness_pi._executable import (
 )
 from jigs_harness_pi._home import PiHome, model_flag, pi_model_call, upstream_url
 from jigs_harness_pi._mcp import allowed_tools, excluded_tools
+from jigs_harness_pi._stream import PiDecoder
 
 if TYPE_CHECKING:
     from jigs_testing import ModelServer
     from jigs_testing.plan import DemoPlan
-
-    from jigs_harness_pi._stream import PiDecoder
 
 __all__ = ["SETTLE_GRACE", "PiHarness"]
 
@@ -172,7 +174,6 @@ class PiHarness(Harness[PiDescriptor]):
                 pi = resolve_pi(env)
             except CliNotFoundError as exc:
                 return CheckFailure(reason=str(exc).split(". ", 1)[0], repair=INSTALL_FIX)
-            import anyio  # here, not at module level: resolving the kind imports this module
 
             try:
                 with anyio.fail_after(20):
@@ -259,16 +260,13 @@ class PiHarness(Harness[PiDescriptor]):
 
     def config_files(self) -> Sequence[ConfigFile]:
         """What Pi would read from the worktree and HOME (see :mod:`._config_files`)."""
-        from jigs_harness_pi._config_files import CONFIG_FILES
-
         return CONFIG_FILES
 
     def demo_plan(self, server: ModelServer) -> DemoPlan | None:
         """Pi against the local server's Chat Completions API; files are written with Pi's
         own ``write`` tool."""
+        # jigs-testing comes with the kit and `jigs demo`, not with the kind
         from jigs_testing.plan import DemoPlan, scripted_command, scripted_write
-
-        from jigs_harness_pi._descriptor import OpenAICompatible
 
         descriptor = PiDescriptor(
             model=OpenAICompatible(
@@ -319,8 +317,6 @@ class PiHarness(Harness[PiDescriptor]):
         key_env = (key, endpoint.key) if key is not None and endpoint is not None else None
         cache = None
         if ctx.sandbox is not None and len(pi.argv) > 1:  # a Node Pi, in a fresh /tmp
-            from jigs_harness_pi._compile_cache import compile_cache
-
             cache = await compile_cache(pi, ctx.env, ctx.log)
             if cache is not None:
                 ctx.expose(cache)
@@ -397,7 +393,6 @@ class PiHarness(Harness[PiDescriptor]):
         if prepared.key_env is not None:
             name, placeholder = prepared.key_env
             env[name] = placeholder
-        from jigs_harness_pi._stream import PiDecoder
 
         return TurnLaunch(
             argv,
@@ -408,8 +403,6 @@ class PiHarness(Harness[PiDescriptor]):
         )
 
     def decoder(self, turn: TurnSpec[PiDescriptor]) -> PiDecoder:
-        from jigs_harness_pi._stream import PiDecoder
-
         return PiDecoder(turn.session_id)
 
 
