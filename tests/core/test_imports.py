@@ -506,7 +506,7 @@ def test_entry_points_ask_importlib_where_file_access_is_forbidden(
 
 _PROXIED = """
 import json, sys, anyio
-from jigs._proxy import CredentialProxy
+from jigs.proxy._credential import CredentialProxy
 
 BODY = json.dumps({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})
 

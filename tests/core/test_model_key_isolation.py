@@ -105,7 +105,7 @@ def auth_seen(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
 @pytest.fixture
 def endpoints(monkeypatch: pytest.MonkeyPatch) -> list[ModelEndpoint]:
     """Every proxied endpoint the pipeline opens."""
-    from jigs import _model_proxy
+    from jigs.proxy import _endpoint as _model_proxy
 
     opened: list[ModelEndpoint] = []
     original = _model_proxy.prepare_model_endpoint

@@ -20,10 +20,10 @@ import anyio
 import httpx
 import pytest
 from h11_upstream import running_upstream
-from jigs import _model_proxy
-from jigs._proxy import CredentialProxy, loopback_socket
 from jigs.errors import CredentialProxyError
 from jigs.plugin import ModelRoute
+from jigs.proxy import _endpoint as _model_proxy
+from jigs.proxy._credential import CredentialProxy, loopback_socket
 from structlog.testing import capture_logs
 
 pytestmark = pytest.mark.anyio
@@ -293,7 +293,7 @@ def test_a_forked_worker_serves_its_steps_proxies_on_a_loop_of_its_own(tmp_path)
         from contextlib import AsyncExitStack
         sys.path.insert(0, {str(Path(__file__).parents[1] / "fixtures")!r})
         from h11_upstream import running_upstream
-        from jigs import _model_proxy
+        from jigs.proxy import _endpoint as _model_proxy
         from jigs._logging import logger
         from jigs.plugin import ModelRoute
 

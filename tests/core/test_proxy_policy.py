@@ -16,11 +16,12 @@ import pytest
 from h11_upstream import Exchange, running_upstream
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jigs._model_proxy import DEFAULT_MODEL_CALLS, ModelLedger, model_calls_of
-from jigs._proxy import CredentialProxy, parse_model_calls
 from jigs._redact import StreamRedactor, redact_bytes
 from jigs.errors import CredentialProxyError
 from jigs.plugin import ModelRoute
+from jigs.proxy._accounting import ModelLedger
+from jigs.proxy._credential import CredentialProxy, parse_model_calls
+from jigs.proxy._endpoint import DEFAULT_MODEL_CALLS, model_calls_of
 from structlog.testing import capture_logs
 
 pytestmark = pytest.mark.anyio
@@ -215,8 +216,8 @@ async def test_once_the_turns_budget_is_spent_the_proxy_refuses_the_next_call() 
 
 
 def test_the_ledger_counts_anthropic_cached_tokens_as_input_like_jigs_usage() -> None:
-    from jigs._proxy import ProxiedRequest
-    from jigs._usage_tap import TokenUsage
+    from jigs.proxy._credential import ProxiedRequest
+    from jigs.proxy._usage import TokenUsage
 
     def record(raw: dict[str, int]) -> ProxiedRequest:
         return ProxiedRequest(

@@ -13,9 +13,9 @@ A kind describes its CLI (:mod:`jigs.plugin`); the engine runs it. For every tur
   decoder, whose events it records (:class:`TurnRecord`) and hands to ``on_event``;
 - enforces ``max_turns`` / ``max_budget_usd`` where the CLI does not (``native_limits``):
   :class:`~jigs.errors.AgentLimitError`; on a proxied step (a kind's model route) the step's
-  :class:`~jigs._model_proxy.ModelLedger` is the one count of model calls and tokens (every call
-  through the proxy, the agent's own included) and the budget counts the calls the CLI did not
-  see too, whatever the CLI enforces itself;
+  :class:`~jigs.proxy._accounting.ModelLedger` is the one count of model calls and tokens
+  (every call through the proxy, the agent's own included) and the budget counts the calls the
+  CLI did not see too, whatever the CLI enforces itself;
 - maps the end: :class:`~jigs.events.TurnFailed` to :class:`~jigs.errors.AgentTurnError` (or the
   limit error), a process that exits before its last event to
   :class:`~jigs.errors.AgentCrashedError`, a stream that just ends to ``AgentOutputError``.
@@ -79,7 +79,7 @@ from jigs.plugin import (
 from jigs.processes import ManagedProcess
 
 if TYPE_CHECKING:
-    from jigs._model_proxy import ModelLedger
+    from jigs.proxy._accounting import ModelLedger
 
 __all__ = [
     "EventCallback",
@@ -623,7 +623,7 @@ class TurnEngine:
     def _start_count(self) -> None:
         """A proxied step's turn counts from here in the proxy's ledger, under its budget."""
         if self.ctx.model_endpoint is not None:
-            from jigs._model_proxy import ledger_for
+            from jigs.proxy._endpoint import ledger_for
 
             self._ledger = ledger_for(self.ctx.model_endpoint)
             if self._ledger is not None:

@@ -8,7 +8,7 @@
 5. the check stage: descriptor checks (:class:`CheckFailedError`), then just-in-time checks and
    MCP probes (:class:`JitCheckError`) -- :func:`check_stage`, shared with ``jigs doctor``;
 6. when the kind declares a :class:`~jigs.plugin.ModelRoute` for the descriptor's key: start the
-   step's credential proxy (:mod:`jigs._model_proxy`), drop the key variable from the agent's
+   step's credential proxy (:mod:`jigs.proxy._endpoint`), drop the key variable from the agent's
    environment and hand the kind the proxied endpoint (``ctx.model_endpoint``);
 7. prove the session to resume exists (:class:`AgentSessionError`), fetching it from the
    session store first when the ref names a stored copy that is not here (digest-checked);
@@ -461,7 +461,7 @@ class Step:
         begin_proxy = None
         route = harness.model_route(descriptor)
         if route is not None:
-            from jigs._model_proxy import prepare_model_endpoint
+            from jigs.proxy._endpoint import prepare_model_endpoint
 
             with timed(
                 "runner.proxy.started",

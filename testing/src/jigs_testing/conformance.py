@@ -1118,21 +1118,21 @@ NOT_MODEL_CALLS = (
 @asynccontextmanager
 async def _step_endpoints() -> AsyncIterator[list[Any]]:
     """Every :class:`~jigs.plugin.ModelEndpoint` the pipeline opens in the block."""
-    from jigs import _model_proxy
+    from jigs.proxy import _endpoint
 
     opened: list[Any] = []
-    original = _model_proxy.prepare_model_endpoint
+    original = _endpoint.prepare_model_endpoint
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         found = original(*args, **kwargs)
         opened.append(found[0])
         return found
 
-    _model_proxy.prepare_model_endpoint = spy
+    _endpoint.prepare_model_endpoint = spy
     try:
         yield opened
     finally:
-        _model_proxy.prepare_model_endpoint = original
+        _endpoint.prepare_model_endpoint = original
 
 
 async def _status_of(base_url: str, method: str, path: str) -> int:
@@ -1170,7 +1170,7 @@ def _needs_proxy(ctx: KitContext) -> Any:
 async def _model_only(ctx: KitContext) -> None:
     """While a step runs, what is not a model call of its route is refused by its proxy (403)
     and never reaches the model server."""
-    from jigs._model_proxy import model_calls_of
+    from jigs.proxy._endpoint import model_calls_of
 
     route = _needs_proxy(ctx)
     kind, server = ctx.kind, ctx.server
