@@ -352,7 +352,7 @@ async def test_a_proxy_whose_failure_report_fails_does_not_take_down_the_loop(mo
         good, begin_good, _, _ = _endpoint.prepare_model_endpoint(
             _route(upstream.url), kind="test", stack=stack, log=_Log()
         )
-        begin_bad.__self__.proxy._sock.close()  # type: ignore[attr-defined]
+        begin_bad.__self__.proxy._sockets._sock.close()  # type: ignore[attr-defined]
         begin_bad()
         begin_good()
         await _answered(good, upstream)

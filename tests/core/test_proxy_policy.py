@@ -67,6 +67,21 @@ def _body(answer: bytes) -> bytes:
 # -- which requests are model calls ----------------------------------------------------------
 
 
+async def test_a_refused_head_is_answered_whole_without_an_internal_error() -> None:
+    """A HEAD answer is its head only (RFC 9110 9.3.2): the refusal's body is left out by the
+    HTTP layer, not cut off half-sent with the proxy reporting an error of its own."""
+    async with (
+        running_upstream() as upstream,
+        CredentialProxy(upstream.url, KEY, model_calls=MESSAGES) as proxy,
+    ):
+        with capture_logs() as logs:
+            answer = await _raw(proxy, "HEAD", "/v1/models", b"")
+    assert _status(answer) == 403
+    assert answer.endswith(b"\r\n\r\n"), answer[-200:]
+    assert [e["event"] for e in logs if e["log_level"] == "error"] == []
+    assert upstream.seen == []
+
+
 @pytest.mark.parametrize(
     ("method", "path", "status"),
     [

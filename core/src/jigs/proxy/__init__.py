@@ -2,8 +2,9 @@
 
 Its modules, each for one job:
 
-- ``_credential``: :class:`~jigs.proxy._credential.CredentialProxy`, serving its sockets and
-  connections;
+- ``_credential``: :class:`~jigs.proxy._credential.CredentialProxy`, its face and lifecycle;
+  ``_sockets``: the listening sockets it serves (``add_socket`` included); ``_serving``: its
+  connections while it serves, each request refused or handed to the relay;
 - ``_routes``: which requests go upstream (the step token, the traversal check, the model-only
   allowlist, the budget gate) and each head rewritten both ways (the key set, the secrets
   masked);

@@ -34,8 +34,10 @@ token ``usage`` the upstream reported) in :attr:`CredentialProxy.requests` and h
 The proxy is three parts with one job each: :mod:`jigs.proxy._routes` decides every request
 and rewrites its head (the token, the traversal check, the model-only allowlist, the key),
 :mod:`jigs.proxy._relay` relays the bodies and streams both ways, and
-:mod:`jigs.proxy._accounting` records and counts them; this module serves the sockets and the
-connections (HTTP/1.1 through :mod:`jigs.proxy._http1`).
+:mod:`jigs.proxy._accounting` records and counts them; :mod:`jigs.proxy._sockets` holds the
+listening sockets and :mod:`jigs.proxy._serving` their connections (HTTP/1.1 through
+:mod:`jigs.proxy._http1`). This module is the proxy's face and lifecycle; it is built, and its
+port bound, before a step launches its CLI, and loads the serving side only when it serves.
 
 The upstream side is an httpcore connection pool (:mod:`jigs.proxy._upstream`), with the host's
 ``HTTPS_PROXY`` / ``NO_PROXY`` and ``SSL_CERT_FILE`` applied as httpx's ``trust_env`` does. The
@@ -47,29 +49,20 @@ every request gets 502 naming the error and ``jigs.proxy.client_failed`` is logg
 
 from __future__ import annotations
 
-import contextlib
 import socket
-import threading
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 import anyio
 import anyio.abc
-import anyio.from_thread
-import anyio.lowlevel
-import h11
 
-from jigs._accept import accept_forever
 from jigs._logging import logger
 from jigs.errors import CredentialProxyError
 from jigs.proxy._accounting import Accounts, Outcome, ProxiedRequest
-from jigs.proxy._http1 import ClientGone, Http1Server, serve_requests
-from jigs.proxy._relay import Relay
-from jigs.proxy._routes import AuthScheme, Refusal, Routes, error_body, parse_model_calls
-from jigs.proxy._upstream import open_pool
+from jigs.proxy._routes import AuthScheme, Routes, parse_model_calls
+from jigs.proxy._sockets import Sockets, loopback_socket
 from jigs.proxy._usage import TokenUsage
-from jigs.sandbox._netns import listening_socket
 
 __all__ = [
     "AuthScheme",
@@ -80,11 +73,6 @@ __all__ = [
     "loopback_socket",
     "parse_model_calls",
 ]
-
-_MAX_HEAD = 256 * 1024
-_LINGER = 1.0
-"""Seconds a refused connection waits for the client to finish sending before it closes."""
-_JSON = [("content-type", "application/json")]
 
 
 class CredentialProxy:
@@ -136,20 +124,13 @@ class CredentialProxy:
         self.placeholder_key = self._routes.placeholder_key
         """The key to give the CLI. The proxy ignores it (it strips every client auth header),
         so it is worthless anywhere, including against this proxy without the token."""
-        self._sock = sock
+        self._sockets = Sockets(sock)
         self._port: int | None = int(sock.getsockname()[1]) if sock is not None else None
-        #: Sockets it also serves (one per sandboxed launch, made inside that launch's network
-        #: namespace), before it serves; then how to start one more on its loop.
-        self._more: list[socket.socket] = []
-        self._more_lock = threading.Lock()
-        self._serve_more: Callable[[socket.socket], None] | None = None
         self._started = False
         self._closed = False
         # made by serve(), on the loop that serves (the proxy may be built on another thread)
         self._close_requested: anyio.Event
         self._stopped: anyio.Event
-        self._relay_ready: anyio.Event
-        self._relay: Relay | None = None
         self._group: anyio.abc.TaskGroup | None = None
 
     # -- addresses and logs ------------------------------------------------------------------
@@ -237,13 +218,8 @@ class CredentialProxy:
         proxy closed, so it never serves. No effect once it has served."""
         if self._started:
             return
-        with self._more_lock:
-            self._closed = True
-            pending, self._more = self._more, []
-        for sock in pending:
-            sock.close()
-        if self._sock is not None:
-            self._sock.close()
+        self._closed = True
+        self._sockets.close(own=True)
 
     async def serve(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -259,7 +235,6 @@ class CredentialProxy:
         self._started = True
         self._close_requested = anyio.Event()
         self._stopped = anyio.Event()
-        self._relay_ready = anyio.Event()
         if self._closed:  # closed before it served: its socket is gone
             self._stopped.set()
             raise CredentialProxyError(
@@ -268,194 +243,46 @@ class CredentialProxy:
                 upstream=self._upstream,
             )
         try:
-            listener = await _loopback_listener(self._sock)
+            listener = await self._sockets.listen()
         except BaseException:
             self._closed = True
+            self._sockets.close(own=False)
             self._stopped.set()
             raise
-        try:
-            await self._serve_until_closed(listener, task_status)
-        finally:
-            await self._stop(listener)
+        from jigs.proxy._serving import Serving  # h11 and httpcore: after the CLI's launch
 
-    async def _serve_until_closed(
-        self, listener: anyio.abc.SocketListener, task_status: anyio.abc.TaskStatus[None]
-    ) -> None:
-        self._port = self._accounts.port = int(listener.extra(anyio.abc.SocketAttribute.local_port))
-        async with anyio.create_task_group() as group:
-            group.start_soon(self._accept_loop, listener, group)
-            self._start_more(group)
-            logger.info("jigs.proxy.started", port=self._port, upstream=self._upstream)
-            task_status.started()
-            # at once: a step's proxy starts serving right after its CLI's launch, so the
-            # upstream pool is built while the CLI starts up
-            group.start_soon(self._build_relay)
-            await self._close_requested.wait()
-            group.cancel_scope.cancel()
-
-    async def _stop(self, listener: anyio.abc.SocketListener) -> None:
-        """Close every socket and the upstream pool; a request still waiting for the pool gets
-        502 (the proxy closed)."""
-        with self._more_lock:
-            self._closed = True
-            pending, self._more = self._more, []
-        for sock in pending:
-            sock.close()
-        if self._relay is None:
-            self._relay = self._new_relay(None, None)
-        self._relay_ready.set()
-        with anyio.CancelScope(shield=True):
-            await listener.aclose()
-            await self._relay.aclose()
-        self._stopped.set()
-        logger.info(
-            "jigs.proxy.stopped",
-            port=self._port,
-            upstream=self._upstream,
-            requests=len(self._accounts.records),
-            refused=self._accounts.refused,
+        serving = Serving(
+            self._routes,
+            self._accounts,
+            closed=lambda: self._closed,
+            timeouts=self._timeouts,
+            trust_env=self._trust_env,
         )
-
-    def _new_relay(self, pool: Any, error: Exception | None) -> Relay:
-        connect, read = self._timeouts
-        return Relay(
-            self._routes, self._accounts, pool, error, connect_timeout=connect, read_timeout=read
-        )
-
-    async def _build_relay(self) -> None:
-        """The upstream pool; on failure the error is kept and every request answered 502 with
-        it. Never raises."""
-        pool, error = None, None
         try:
-            pool = open_pool(self._upstream, trust_env=self._trust_env)
-        except Exception as exc:
-            error = exc
-            logger.error(
-                "jigs.proxy.client_failed",
-                error=type(exc).__name__,
-                upstream=self._upstream,
-                port=self._port,
+            self._port = self._accounts.port = int(
+                listener.extra(anyio.abc.SocketAttribute.local_port)
             )
-        self._relay = self._new_relay(pool, error)
-        self._relay_ready.set()
+            await serving.run(self._sockets, listener, self._close_requested, task_status)
+        finally:
+            self._closed = True
+            self._sockets.close(own=False)
+            with anyio.CancelScope(shield=True):
+                await listener.aclose()
+                await serving.aclose()
+            self._stopped.set()
+            logger.info(
+                "jigs.proxy.stopped",
+                port=self._port,
+                upstream=self._upstream,
+                requests=len(self._accounts.records),
+                refused=self._accounts.refused,
+            )
 
     def add_socket(self, sock: socket.socket) -> None:
         """Serve ``sock`` too (a listening socket, e.g. made inside a sandbox's network
         namespace), from now until the proxy stops; the proxy owns it. Callable from any thread,
         before or while the proxy serves; after it stopped, the socket is closed at once."""
-        with self._more_lock:
-            if self._closed:
-                sock.close()
-                return
-            serve = self._serve_more
-            if serve is None:
-                self._more.append(sock)
-                return
-        serve(sock)
-
-    def _start_more(self, group: anyio.abc.TaskGroup) -> None:
-        """On the serving loop: serve the sockets added so far, and set how later ones start."""
-        token = anyio.lowlevel.current_token()
-
-        def serve_here(sock: socket.socket) -> None:
-            group.start_soon(self._serve_socket, sock, group)
-
-        def serve(sock: socket.socket) -> None:
-            try:
-                same_loop = anyio.lowlevel.current_token() == token
-            except RuntimeError:  # not on any event loop
-                same_loop = False
-            try:
-                if same_loop:
-                    serve_here(sock)
-                else:
-                    anyio.from_thread.run_sync(serve_here, sock, token=token)
-            except RuntimeError:  # the loop ended meanwhile
-                sock.close()
-
-        with self._more_lock:
-            pending, self._more = self._more, []
-            self._serve_more = serve
-        for sock in pending:
-            serve_here(sock)
-
-    async def _serve_socket(self, sock: socket.socket, group: anyio.abc.TaskGroup) -> None:
-        listener = await _loopback_listener(sock)
-        try:
-            await self._accept_loop(listener, group)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await listener.aclose()
-
-    async def _accept_loop(
-        self,
-        listener: anyio.abc.Listener[anyio.abc.SocketStream],
-        group: anyio.abc.TaskGroup,
-    ) -> None:
-        def failed(exc: OSError) -> None:
-            logger.warning("jigs.proxy.accept_failed", port=self._port, error=str(exc))
-
-        await accept_forever(listener, group, self._serve_connection, failed)
-
-    # -- one client connection ---------------------------------------------------------------
-
-    async def _serve_connection(self, stream: anyio.abc.SocketStream) -> None:
-        await serve_requests(
-            Http1Server(stream, max_head=_MAX_HEAD),
-            self._handle,
-            bad_request=_bad_request,
-            failed=self._internal_error,
-        )
-
-    def _internal_error(self, exc: Exception) -> None:
-        logger.error("jigs.proxy.internal_error", error=type(exc).__name__, port=self._port)
-
-    async def _handle(self, conn: Http1Server, request: h11.Request) -> bool:
-        """Answer one request; ``False`` if the connection must close afterwards."""
-        route = self._routes.check(request, closed=self._closed)
-        if isinstance(route, Refusal):
-            await self._refuse(conn, request, route)
-            return False
-        await self._relay_ready.wait()
-        assert self._relay is not None  # set before the event
-        return await self._relay.forward(conn, request, route)
-
-    async def _refuse(self, conn: Http1Server, request: h11.Request, refusal: Refusal) -> None:
-        self._accounts.refused += 1
-        method = request.method.decode("ascii", "replace")
-        logger.warning(
-            "jigs.proxy.refused",
-            reason=refusal.reason,
-            status=refusal.status,
-            method=method,
-            path=refusal.path[:200],  # the client's own path, after the token; never the query
-            port=self._port,
-        )
-        body = self._routes.refusal_body(refusal, method)
-        await conn.respond(refusal.status, _JSON, body)
-        # Let the client finish sending, so it reads the answer rather than a reset.
-        await conn.linger(_LINGER, 16 * 65536)
-
-
-async def _bad_request(conn: Http1Server, exc: h11.RemoteProtocolError) -> None:
-    with contextlib.suppress(ClientGone, h11.LocalProtocolError):
-        body = error_body("invalid_request_error", f"bad HTTP request: {exc}")
-        await conn.respond(exc.error_status_hint, _JSON, body)
-
-
-def loopback_socket() -> socket.socket:
-    """A listening, non-blocking socket on ``127.0.0.1`` and a fresh port, bound here rather
-    than through ``anyio.create_tcp_listener``, whose address lookup starts an executor thread
-    on the proxy's event loop (the first step of a process pays for it). Raises ``OSError``."""
-    return listening_socket(0)
-
-
-async def _loopback_listener(sock: socket.socket | None) -> anyio.abc.SocketListener:
-    """An anyio listener on ``sock``, or on a fresh :func:`loopback_socket`. Raises ``OSError``
-    (the socket is closed then)."""
-    sock = sock if sock is not None else loopback_socket()
-    try:
-        return await anyio.abc.SocketListener.from_socket(sock)
-    except BaseException:
-        sock.close()
-        raise
+        if self._closed:
+            sock.close()
+            return
+        self._sockets.add(sock)

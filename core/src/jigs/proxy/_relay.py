@@ -71,9 +71,12 @@ class Relay:
                 body = _counted(conn, tally)
             elif not isinstance(await conn.next_event(), h11.EndOfMessage):
                 raise ClientGone
+            scheme, host, port = self._routes.origin
             outgoing = httpcore.Request(
                 request.method,
-                self._routes.url(route.target),
+                httpcore.URL(
+                    scheme=scheme, host=host, port=port, target=route.target.encode("latin-1")
+                ),
                 headers=headers,
                 content=body,
                 extensions=self._timeouts,
@@ -122,7 +125,10 @@ class Relay:
                 tally.failed(502, "upstream_unreachable")
                 await self._failed(conn, tally, _EncodedBody())
                 return False
-            await conn.start_response(head)
+            headers, reason = head
+            await conn.start_response(
+                h11.Response(status_code=response.status, headers=headers, reason=reason)
+            )
             tally.tap = UsageTap(
                 header(response.headers, b"content-type"),
                 header(response.headers, b"content-encoding"),

@@ -12,19 +12,19 @@ credentials.
 from __future__ import annotations
 
 import base64
-import hmac
 import json
 import os
 from collections.abc import Callable, Sequence
-from typing import Literal, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias
 from urllib.parse import urlsplit
-
-import h11
-import httpcore
 
 from jigs._hosts import INVALID_HOST, host_bytes, valid_host
 from jigs._redact import redact_bytes
 from jigs.errors import CredentialProxyError
+
+if TYPE_CHECKING:
+    import h11
+    import httpcore
 
 __all__ = [
     "AuthScheme",
@@ -237,11 +237,10 @@ class Routes:
     ) -> None:
         self.upstream = check_upstream(upstream)
         parts = urlsplit(self.upstream)
-        #: the upstream as httpcore takes it: the target is then sent exactly as built (a URL
-        #: string would be re-parsed, and ``;params`` or an empty ``?`` dropped)
-        self._scheme = parts.scheme.encode("ascii")
-        self._host_name = host_bytes(parts.hostname or "")
-        self._port = parts.port
+        #: (scheme, host, port) of the upstream, as httpcore takes them: the target is then
+        #: sent exactly as built (a URL string would be re-parsed, and ``;params`` or an empty
+        #: ``?`` dropped)
+        self.origin = (parts.scheme.encode("ascii"), host_bytes(parts.hostname or ""), parts.port)
         self._base_path = parts.path.rstrip("/")
         self.host = _host_header(parts.netloc)
         """The ``Host`` header the upstream gets."""
@@ -267,6 +266,8 @@ class Routes:
             token, path = "", ""
         if closed:
             return Refusal(401, "closed", path)
+        import hmac  # here, not at the top: its hashlib costs a cold step ~1.8 ms pre-launch
+
         if not hmac.compare_digest(token.encode("latin-1"), self._token_bytes):
             return Refusal(401, "wrong_token", path)
         if unsafe_path(path):
@@ -292,15 +293,6 @@ class Routes:
         }
         kind = _KINDS.get(refusal.status, "invalid_request_error")
         return redact_bytes(error_body(kind, messages[refusal.reason]), self.secrets)
-
-    def url(self, target: str) -> httpcore.URL:
-        """The upstream URL of a :class:`Pass`'s ``target``."""
-        return httpcore.URL(
-            scheme=self._scheme,
-            host=self._host_name,
-            port=self._port,
-            target=target.encode("latin-1"),
-        )
 
     def upstream_headers(self, request: h11.Request) -> tuple[list[tuple[bytes, bytes]], bool]:
         """The headers ``request`` goes upstream with (hop-by-hop and the client's auth dropped,
@@ -333,10 +325,12 @@ class Routes:
             headers.append((b"content-length", b"0"))  # RFC 9110 8.6: some front ends want it
         return headers, has_body
 
-    def response_head(self, response: httpcore.Response) -> h11.Response | None:
-        """The head to send the client for ``response``: hop-by-hop headers dropped, the key and
-        token masked in every value; ``None`` for a compressed body (the key could hide in
-        it)."""
+    def response_head(
+        self, response: httpcore.Response
+    ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+        """The headers and reason phrase to send the client for ``response``: hop-by-hop headers
+        dropped, the key and token masked in every value; ``None`` for a compressed body (the
+        key could hide in it)."""
         encoding = header(response.headers, b"content-encoding")
         if encoding is not None and encoding.strip().lower() not in ("", "identity"):
             return None
@@ -351,8 +345,4 @@ class Routes:
             if name.decode("latin-1").lower() not in dropped
         ]
         reason = response.extensions.get("reason_phrase", b"")
-        return h11.Response(
-            status_code=response.status,
-            headers=headers,
-            reason=redact_bytes(reason, self.secrets) if isinstance(reason, bytes) else b"",
-        )
+        return headers, redact_bytes(reason, self.secrets) if isinstance(reason, bytes) else b""
