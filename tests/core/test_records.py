@@ -189,8 +189,8 @@ def test_the_step_token_and_raw_usage_stay_out_of_every_repr() -> None:
     renders tracebacks' locals, e.g. structlog's console renderer) shows it; ``TokenUsage``
     leaves its bulky ``raw`` out of both."""
     import rich.pretty
-    from jigs._usage_tap import TokenUsage
     from jigs.plugin import ModelEndpoint, ModelRoute
+    from jigs.proxy._usage import TokenUsage
 
     token = "Zq3tokenOfTheStep9x"
     endpoint = ModelEndpoint(

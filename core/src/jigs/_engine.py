@@ -13,9 +13,9 @@ A kind describes its CLI (:mod:`jigs.plugin`); the engine runs it. For every tur
   decoder, whose events it records (:class:`TurnRecord`) and hands to ``on_event``;
 - enforces ``max_turns`` / ``max_budget_usd`` where the CLI does not (``native_limits``):
   :class:`~jigs.errors.AgentLimitError`; on a proxied step (a kind's model route) the step's
-  :class:`~jigs._model_proxy.ModelLedger` is the one count of model calls and tokens (every call
-  through the proxy, the agent's own included) and the budget counts the calls the CLI did not
-  see too, whatever the CLI enforces itself;
+  :class:`~jigs.proxy._accounting.ModelLedger` is the one count of model calls and tokens
+  (every call through the proxy, the agent's own included) and the budget counts the calls the
+  CLI did not see too, whatever the CLI enforces itself;
 - maps the end: :class:`~jigs.events.TurnFailed` to :class:`~jigs.errors.AgentTurnError` (or the
   limit error), a process that exits before its last event to
   :class:`~jigs.errors.AgentCrashedError`, a stream that just ends to ``AgentOutputError``.
@@ -40,7 +40,6 @@ import anyio.abc
 import msgspec
 
 from jigs import _otel, _secrets, _structured
-from jigs._model_proxy import ledger_for
 from jigs._redact import secret_values
 from jigs._steplog import StepLog
 from jigs._usage import Usage
@@ -79,9 +78,10 @@ from jigs.plugin import (
     TurnStream,
 )
 from jigs.processes import ManagedProcess
+from jigs.proxy._endpoint import ledger_for
 
 if TYPE_CHECKING:
-    from jigs._model_proxy import ModelLedger
+    from jigs.proxy._accounting import ModelLedger
 
 __all__ = [
     "EventCallback",

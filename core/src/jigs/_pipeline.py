@@ -8,7 +8,7 @@
 5. the check stage: descriptor checks (:class:`CheckFailedError`), then just-in-time checks and
    MCP probes (:class:`JitCheckError`) -- :func:`check_stage`, shared with ``jigs doctor``;
 6. when the kind declares a :class:`~jigs.plugin.ModelRoute` for the descriptor's key: start the
-   step's credential proxy (:mod:`jigs._model_proxy`), drop the key variable from the agent's
+   step's credential proxy (:mod:`jigs.proxy._endpoint`), drop the key variable from the agent's
    environment and hand the kind the proxied endpoint (``ctx.model_endpoint``);
 7. prove the session to resume exists (:class:`AgentSessionError`), fetching it from the
    session store first when the ref names a stored copy that is not here (digest-checked);
@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.to_thread
 
-from jigs import _mcp_probe, _model_proxy, _otel
+from jigs import _mcp_probe, _otel
 from jigs._engine import TurnEngine
 from jigs._isolation import isolation, probe_soon
 from jigs._lock import WorktreeLock
@@ -79,6 +79,7 @@ from jigs.errors import (
 from jigs.harnesses import load
 from jigs.mcp import McpStdioServer, looks_like_secret
 from jigs.plugin import Harness, HarnessContext, HarnessTarget
+from jigs.proxy import _endpoint
 from jigs.sandbox import SandboxView
 from jigs.sandbox._egress import EgressProxy
 from jigs.sandbox._probe import FIX, sandbox_problem
@@ -471,7 +472,7 @@ class Step:
                 scheme=route.scheme,
             ):
                 endpoint, begin_proxy, self._stop_proxy, serve_also = (
-                    _model_proxy.prepare_model_endpoint(route, kind=kind, stack=self.stack, log=log)
+                    _endpoint.prepare_model_endpoint(route, kind=kind, stack=self.stack, log=log)
                 )
             # the key never reaches the agent: the kind gives its CLI the endpoint instead
             env = {name: value for name, value in env.items() if name != route.key_env}

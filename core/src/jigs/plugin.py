@@ -35,7 +35,7 @@ the same contract, read by the same engine.
 **The model key never reaches the CLI.** A kind declares, with :meth:`Harness.model_route`, where
 its CLI would send a key the descriptor names (the real endpoint, the host variable holding the
 key, how the key is sent). The core then runs a loopback credential proxy for the step
-(:mod:`jigs._proxy`), removes the key variable from the agent's environment and hands the kind
+(:mod:`jigs.proxy`), removes the key variable from the agent's environment and hands the kind
 :attr:`HarnessContext.model_endpoint`: the proxy's step URL and a placeholder key. The kind puts
 those where its CLI reads an endpoint and a key; the real key stays in the worker process. The
 proxy forwards the route's model calls only (``ModelRoute.model_calls``, a safe default per

@@ -104,11 +104,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 import anyio
-from jigs import _model_proxy, harnesses
+from jigs import harnesses
 from jigs._isolation import isolation
 from jigs._lock import worktree_locked
 from jigs._logging import logger
-from jigs._model_proxy import model_calls_of
 from jigs._paths import data_dir, run_state_dir
 from jigs._proctree import kill_procs, live, namespace_members, pid_namespace, processes_under
 from jigs._registry import default_registry
@@ -136,6 +135,8 @@ from jigs.executables import Resolved, installed_dir
 from jigs.models import generate_text
 from jigs.plugin import ConfigFile, Planted
 from jigs.processes import group_alive, live_groups, observe_launches, value_digest
+from jigs.proxy import _endpoint
+from jigs.proxy._endpoint import model_calls_of
 from jigs.steps import agent_session, create_agent_runner, run_agent
 from structlog.testing import capture_logs
 
@@ -1076,18 +1077,18 @@ NOT_MODEL_CALLS = (
 async def _step_endpoints() -> AsyncIterator[list[Any]]:
     """Every :class:`~jigs.plugin.ModelEndpoint` the pipeline opens in the block."""
     opened: list[Any] = []
-    original = _model_proxy.prepare_model_endpoint
+    original = _endpoint.prepare_model_endpoint
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         found = original(*args, **kwargs)
         opened.append(found[0])
         return found
 
-    _model_proxy.prepare_model_endpoint = spy
+    _endpoint.prepare_model_endpoint = spy
     try:
         yield opened
     finally:
-        _model_proxy.prepare_model_endpoint = original
+        _endpoint.prepare_model_endpoint = original
 
 
 async def _status_of(base_url: str, method: str, path: str) -> int:
