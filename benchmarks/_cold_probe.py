@@ -45,25 +45,23 @@ def child(kind: str, url: str, tree: str, t0: float) -> None:
 
     marks.append(("imports done", time.time(), time.process_time()))
 
-    # jigs' events, caught where its logger emits them: configuring structlog would import it
-    # (and, where rich is installed, rich), a cost no plain step pays
-    from jigs import _logging
+    # jigs' events, caught by a structlog processor (KeyValueRenderer: the console renderer
+    # would import rich where it is installed, a cost no plain step pays)
+    import structlog
     from jigs.processes import ManagedProcess
 
-    emit = _logging.LazyLogger._emit
-
-    def record(
-        self: Any, method: str, event: Any, args: tuple[Any, ...], fields: dict[str, Any]
-    ) -> Any:
+    def record(logger: Any, method: str, event_dict: Any) -> Any:
         now, cpu = time.time(), time.process_time()
-        label = str(event)
-        seconds = fields.get("seconds")
+        label = str(event_dict.get("event"))
+        seconds = event_dict.get("seconds")
         if isinstance(seconds, float) and not label.startswith("turn."):
             marks.append((f"{label} (start)", now - seconds, math.nan))
         marks.append((label, now, cpu))
-        return None if method in ("debug", "info") else emit(self, method, event, args, fields)
+        if method in ("debug", "info"):
+            raise structlog.DropEvent
+        return event_dict
 
-    _logging.LazyLogger._emit = record  # type: ignore[method-assign]
+    structlog.configure(processors=[record, structlog.processors.KeyValueRenderer()])
 
     original = ManagedProcess.read_line
     first: list[float] = []

@@ -103,7 +103,7 @@ async def serve_proxies(upstreams: list[str]) -> None:
     """The proxy process: one proxy per upstream, until stdin closes."""
     from contextlib import AsyncExitStack
 
-    from jigs._proxy import CredentialProxy
+    from jigs.proxy._credential import CredentialProxy
 
     async with AsyncExitStack() as stack:
         for upstream in upstreams:

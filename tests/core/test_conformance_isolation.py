@@ -77,7 +77,7 @@ async def test_the_worker_death_check_catches_a_worker_without_isolation(
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(
-        "import jigs._isolation as i\ni.isolation = lambda: i.PLAIN\n"
+        "import jigs._isolation as i\n" + REPLACE.replace("NEW", "lambda: i.PLAIN")
     )
     monkeypatch.setenv("PYTHONPATH", str(site))
     with reaped(tmp_path):
@@ -88,6 +88,16 @@ async def test_the_worker_death_check_catches_a_worker_without_isolation(
             ):
                 await kit.CHECKS["worker_death"](ctx)
 
+
+#: Replaces the probed isolation wherever jigs bound it (importing jigs._isolation imports jigs,
+#: whose modules import ``isolation`` by name).
+REPLACE = """
+import sys
+_found = i.isolation
+for _module in list(sys.modules.values()):
+    if getattr(_module, "isolation", None) is _found:
+        _module.isolation = NEW
+"""
 
 WEAK_NAMESPACE = """
 import dataclasses
@@ -105,8 +115,7 @@ def weak():
     return dataclasses.replace(found, prefix=tuple(a for a in prefix if a != "--kill-child"))
 
 
-i.isolation = weak
-"""
+""" + REPLACE.replace("NEW", "weak")
 
 
 async def test_the_worker_death_check_catches_a_namespace_without_its_death_links(

@@ -105,17 +105,17 @@ def auth_seen(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
 @pytest.fixture
 def endpoints(monkeypatch: pytest.MonkeyPatch) -> list[ModelEndpoint]:
     """Every proxied endpoint the pipeline opens."""
-    from jigs import _model_proxy
+    from jigs.proxy import _endpoint
 
     opened: list[ModelEndpoint] = []
-    original = _model_proxy.prepare_model_endpoint
+    original = _endpoint.prepare_model_endpoint
 
     def spy(*args: Any, **kwargs: Any) -> tuple[ModelEndpoint, Any, Any, Any]:
         endpoint, begin, stop, serve_also = original(*args, **kwargs)
         opened.append(endpoint)
         return endpoint, begin, stop, serve_also
 
-    monkeypatch.setattr(_model_proxy, "prepare_model_endpoint", spy)
+    monkeypatch.setattr(_endpoint, "prepare_model_endpoint", spy)
     return opened
 
 

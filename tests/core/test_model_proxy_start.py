@@ -20,10 +20,10 @@ import anyio
 import httpx
 import pytest
 from h11_upstream import running_upstream
-from jigs import _model_proxy
-from jigs._proxy import CredentialProxy, loopback_socket
 from jigs.errors import CredentialProxyError
 from jigs.plugin import ModelRoute
+from jigs.proxy import _endpoint
+from jigs.proxy._credential import CredentialProxy, loopback_socket
 from structlog.testing import capture_logs
 
 pytestmark = pytest.mark.anyio
@@ -53,7 +53,7 @@ def _route(upstream: str) -> ModelRoute:
 
 def _open(upstream: str, stack: AsyncExitStack, log: _Log) -> Any:
     """The step's endpoint, its proxy begun at once (as a step's launch begins it)."""
-    endpoint, begin, _stop, _ = _model_proxy.prepare_model_endpoint(
+    endpoint, begin, _stop, _ = _endpoint.prepare_model_endpoint(
         _route(upstream), kind="test", stack=stack, log=log
     )
     begin()
@@ -85,7 +85,7 @@ async def _answered(endpoint: Any, upstream: Any) -> None:
 
 async def test_a_request_sent_before_the_proxy_serves_waits_and_is_answered(monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
-    original = _model_proxy._StepProxy._serve
+    original = _endpoint._StepProxy._serve
     serving = threading.Event()
 
     async def late(self: Any) -> None:
@@ -93,7 +93,7 @@ async def test_a_request_sent_before_the_proxy_serves_waits_and_is_answered(monk
         serving.set()
         await original(self)
 
-    monkeypatch.setattr(_model_proxy._StepProxy, "_serve", late)
+    monkeypatch.setattr(_endpoint._StepProxy, "_serve", late)
     async with running_upstream() as upstream, AsyncExitStack() as stack:
         endpoint = _open(upstream.url, stack, _Log())
         assert not serving.is_set(), "the endpoint came back only once the proxy served"
@@ -112,7 +112,7 @@ async def test_a_proxy_thread_that_cannot_serve_refuses_the_cli_at_once(monkeypa
     async def broken(self: Any) -> None:
         raise OSError("no event loop for you")
 
-    monkeypatch.setattr(_model_proxy._StepProxy, "_serve", broken)
+    monkeypatch.setattr(_endpoint._StepProxy, "_serve", broken)
     log = _Log()
     async with running_upstream() as upstream, AsyncExitStack() as stack:
         endpoint = _open(upstream.url, stack, log)
@@ -137,13 +137,13 @@ async def test_a_proxy_thread_that_cannot_serve_refuses_the_cli_at_once(monkeypa
 
 async def test_a_step_closed_before_its_proxy_serves_stops_it_and_frees_the_port(monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
-    original = _model_proxy._StepProxy._serve
+    original = _endpoint._StepProxy._serve
 
     async def late(self: Any) -> None:
         await anyio.sleep(0.2)
         await original(self)
 
-    monkeypatch.setattr(_model_proxy._StepProxy, "_serve", late)
+    monkeypatch.setattr(_endpoint._StepProxy, "_serve", late)
     async with running_upstream() as upstream:
         async with AsyncExitStack() as stack:
             endpoint = _open(upstream.url, stack, _Log())
@@ -157,7 +157,7 @@ async def test_a_proxy_that_never_began_closes_its_socket_with_the_step(monkeypa
     monkeypatch.setenv(KEY_ENV, KEY)
     before = _proxy_threads()
     async with AsyncExitStack() as stack:
-        endpoint, begin, _stop, _ = _model_proxy.prepare_model_endpoint(
+        endpoint, begin, _stop, _ = _endpoint.prepare_model_endpoint(
             _route("http://127.0.0.1:9"), kind="test", stack=stack, log=_Log()
         )
         assert _proxy_threads() == before
@@ -176,7 +176,7 @@ async def test_a_proxy_stopped_before_its_stack_closes_refuses_at_once_and_stops
     monkeypatch.setenv(KEY_ENV, KEY)
     with capture_logs() as logs:
         async with running_upstream() as upstream, AsyncExitStack() as stack:
-            endpoint, begin, stop, _ = _model_proxy.prepare_model_endpoint(
+            endpoint, begin, stop, _ = _endpoint.prepare_model_endpoint(
                 _route(upstream.url), kind="test", stack=stack, log=_Log()
             )
             begin()
@@ -198,7 +198,7 @@ async def test_a_proxy_that_never_began_stops_twice_at_once(monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
     with anyio.fail_after(5):
         async with AsyncExitStack() as stack:
-            endpoint, begin, stop, _ = _model_proxy.prepare_model_endpoint(
+            endpoint, begin, stop, _ = _endpoint.prepare_model_endpoint(
                 _route("http://127.0.0.1:9"), kind="test", stack=stack, log=_Log()
             )
             await stop()
@@ -213,7 +213,7 @@ async def test_a_bad_upstream_fails_the_step_before_any_thread_or_port():
     with capture_logs():
         async with AsyncExitStack() as stack:
             with pytest.raises(CredentialProxyError) as raised:
-                _model_proxy.prepare_model_endpoint(
+                _endpoint.prepare_model_endpoint(
                     _route("ftp://upstream.example"),
                     kind="test",
                     stack=stack,
@@ -293,7 +293,7 @@ def test_a_forked_worker_serves_its_steps_proxies_on_a_loop_of_its_own(tmp_path)
         from contextlib import AsyncExitStack
         sys.path.insert(0, {str(Path(__file__).parents[1] / "fixtures")!r})
         from h11_upstream import running_upstream
-        from jigs import _model_proxy
+        from jigs.proxy import _endpoint
         from jigs._logging import logger
         from jigs.plugin import ModelRoute
 
@@ -307,7 +307,7 @@ def test_a_forked_worker_serves_its_steps_proxies_on_a_loop_of_its_own(tmp_path)
                     scheme="bearer",
                     model_calls=("GET /v1/models",),
                 )
-                endpoint, begin, _stop, _ = _model_proxy.prepare_model_endpoint(
+                endpoint, begin, _stop, _ = _endpoint.prepare_model_endpoint(
                     route, kind="test", stack=stack, log=logger
                 )
                 begin()
@@ -338,7 +338,7 @@ async def test_a_proxy_whose_failure_report_fails_does_not_take_down_the_loop(mo
     """Two proxies begun while a fresh loop starts (so they are queued): one cannot serve and
     its logger raises while reporting that; the other still answers."""
     monkeypatch.setenv(KEY_ENV, KEY)
-    monkeypatch.setattr(_model_proxy, "_LOOP", _model_proxy._Loop())
+    monkeypatch.setattr(_endpoint, "_LOOP", _endpoint._Loop())
 
     class _Failing(_Log):
         def error(self, event: str, **fields: Any) -> None:
@@ -346,13 +346,13 @@ async def test_a_proxy_whose_failure_report_fails_does_not_take_down_the_loop(mo
             raise ValueError("I/O operation on closed file")  # a log sink that fails
 
     async with running_upstream() as upstream, AsyncExitStack() as stack:
-        bad, begin_bad, _, _ = _model_proxy.prepare_model_endpoint(
+        bad, begin_bad, _, _ = _endpoint.prepare_model_endpoint(
             _route(upstream.url), kind="test", stack=stack, log=_Failing()
         )
-        good, begin_good, _, _ = _model_proxy.prepare_model_endpoint(
+        good, begin_good, _, _ = _endpoint.prepare_model_endpoint(
             _route(upstream.url), kind="test", stack=stack, log=_Log()
         )
-        begin_bad.__self__.proxy._sock.close()  # type: ignore[attr-defined]
+        begin_bad.__self__.proxy._sockets._sock.close()  # type: ignore[attr-defined]
         begin_bad()
         begin_good()
         await _answered(good, upstream)

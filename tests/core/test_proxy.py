@@ -19,8 +19,8 @@ import pytest
 from h11_upstream import Exchange, echo, start_upstream
 from hypothesis import given
 from hypothesis import strategies as st
-from jigs._proxy import CredentialProxy, ProxiedRequest
 from jigs.errors import CredentialProxyError, JigsError
+from jigs.proxy._credential import CredentialProxy, ProxiedRequest
 from jigs_testing import ModelServer, text, tool_call
 from structlog.testing import capture_logs
 
@@ -760,7 +760,7 @@ def test_bad_arguments_are_refused_with_a_fix():
 def test_the_host_header_is_the_upstreams_host_and_port(upstream: str, host: bytes) -> None:
     proxy = CredentialProxy(upstream, KEY)
     try:
-        assert proxy._host == host
+        assert proxy._routes.host == host
     finally:
         proxy.discard()
     error = CredentialProxyError("x")
@@ -811,7 +811,7 @@ async def test_no_secret_in_logs_or_repr(caplog):
 
 
 def test_usage_tap_merges_anthropic_events_split_anywhere():
-    from jigs._usage_tap import UsageTap
+    from jigs.proxy._usage import UsageTap
 
     body = (
         b'event: message_start\r\ndata: {"type":"message_start","message":{"model":"m1",'
@@ -837,7 +837,7 @@ def test_usage_tap_merges_anthropic_events_split_anywhere():
 def test_usage_tap_reads_gzip_json_and_ignores_what_it_cannot_read():
     import gzip
 
-    from jigs._usage_tap import UsageTap
+    from jigs.proxy._usage import UsageTap
 
     plain = json.dumps(
         {
@@ -867,24 +867,24 @@ def test_usage_tap_reads_gzip_json_and_ignores_what_it_cannot_read():
         assert tap.result() is None
 
 
-def test_nothing_loads_the_proxy_or_httpx_until_a_step_needs_it():
+def test_httpx_is_not_loaded_until_a_step_needs_it():
+    # the proxy's modules load with jigs (imports at module level); the upstream client, an
+    # optional heavy part, only when a step's proxy starts
     import subprocess
     import sys
 
     code = (
-        "import sys, jigs, jigs.steps, jigs.harnesses, jigs._pipeline\n"
-        "print('jigs._proxy' in sys.modules, 'httpx' in sys.modules)\n"
-        "import jigs._proxy\n"
+        "import sys, jigs, jigs.steps, jigs.harnesses, jigs._pipeline, jigs.proxy._credential\n"
         "print('httpx' in sys.modules)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
-    assert out.stdout.split() == ["False", "False", "False"]
+    assert out.stdout.split() == ["False"]
 
 
 def test_ca_settings_come_from_the_environment_only_with_trust_env(monkeypatch, tmp_path):
-    from jigs import _upstream
+    from jigs.proxy import _upstream
 
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
     with pytest.raises(OSError):
@@ -897,7 +897,7 @@ def test_ca_settings_come_from_the_environment_only_with_trust_env(monkeypatch, 
 
 
 def test_no_proxy_variable_means_no_proxy_and_no_urllib_request(monkeypatch):
-    from jigs import _upstream
+    from jigs.proxy import _upstream
 
     _host_proxy(monkeypatch)
     assert _upstream.environment_proxy("https://api.openai.com/v1") is None

@@ -16,11 +16,12 @@ import pytest
 from h11_upstream import Exchange, running_upstream
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jigs._model_proxy import DEFAULT_MODEL_CALLS, ModelLedger, model_calls_of
-from jigs._proxy import CredentialProxy, parse_model_calls
 from jigs._redact import StreamRedactor, redact_bytes
 from jigs.errors import CredentialProxyError
 from jigs.plugin import ModelRoute
+from jigs.proxy._accounting import ModelLedger
+from jigs.proxy._credential import CredentialProxy, parse_model_calls
+from jigs.proxy._endpoint import DEFAULT_MODEL_CALLS, model_calls_of
 from structlog.testing import capture_logs
 
 pytestmark = pytest.mark.anyio
@@ -64,6 +65,21 @@ def _body(answer: bytes) -> bytes:
 
 
 # -- which requests are model calls ----------------------------------------------------------
+
+
+async def test_a_refused_head_is_answered_whole_without_an_internal_error() -> None:
+    """A HEAD answer is its head only (RFC 9110 9.3.2): the refusal's body is left out by the
+    HTTP layer, not cut off half-sent with the proxy reporting an error of its own."""
+    async with (
+        running_upstream() as upstream,
+        CredentialProxy(upstream.url, KEY, model_calls=MESSAGES) as proxy,
+    ):
+        with capture_logs() as logs:
+            answer = await _raw(proxy, "HEAD", "/v1/models", b"")
+    assert _status(answer) == 403
+    assert answer.endswith(b"\r\n\r\n"), answer[-200:]
+    assert [e["event"] for e in logs if e["log_level"] == "error"] == []
+    assert upstream.seen == []
 
 
 @pytest.mark.parametrize(
@@ -215,8 +231,8 @@ async def test_once_the_turns_budget_is_spent_the_proxy_refuses_the_next_call() 
 
 
 def test_the_ledger_counts_anthropic_cached_tokens_as_input_like_jigs_usage() -> None:
-    from jigs._proxy import ProxiedRequest
-    from jigs._usage_tap import usage_from_wire
+    from jigs.proxy._credential import ProxiedRequest
+    from jigs.proxy._usage import usage_from_wire
 
     def record(raw: dict[str, int]) -> ProxiedRequest:
         return ProxiedRequest(

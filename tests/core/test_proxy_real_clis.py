@@ -16,7 +16,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from jigs._proxy import CredentialProxy
+from jigs.proxy._credential import CredentialProxy
 from jigs_testing import ModelServer, text, tool_call
 
 pytestmark = pytest.mark.anyio

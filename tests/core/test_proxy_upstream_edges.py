@@ -17,7 +17,7 @@ import h11
 import httpx
 import pytest
 from h11_upstream import Exchange, Handler, Upstream, echo, running_upstream
-from jigs._proxy import CredentialProxy
+from jigs.proxy._credential import CredentialProxy
 from structlog.testing import capture_logs
 
 pytestmark = pytest.mark.anyio

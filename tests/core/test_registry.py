@@ -228,3 +228,33 @@ def test_a_test_kind_resolves_but_is_listed_only_when_asked(tmp_path: Path):
             ).stdout
             assert "claude" in out
             assert ("jigs-harness-echo" in out) is listed_echo, out
+
+
+def test_every_group_is_read_afresh_through_importlib_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One reader for every jigs group: the first distribution of a name on ``sys.path`` wins
+    (a shadowed copy further down is not listed), and a distribution installed after a first
+    look is found by the next one (nothing is cached across looks)."""
+    from jigs._registry import distribution_of, entry_points
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    monkeypatch.setattr(sys, "path", [str(first), str(second), *sys.path])
+    group = "jigs.session_stores"
+
+    def install(site: Path, folder: str, name: str, text: str) -> None:
+        info = site / folder
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        (info / "entry_points.txt").write_text(text)
+
+    install(first, "My.Pkg-1.0.dist-info", "My.Pkg", f"[{group}]\none = mod.one:attr\n")
+    install(second, "my_pkg-0.9.dist-info", "my-pkg", f"[{group}]\nshadowed = mod.old\n")
+
+    def mine() -> list[tuple[str, str, str | None, str | None]]:
+        found = [e for e in entry_points(group) if e.value.startswith(("mod.", "late."))]
+        return sorted((e.name, e.value, *distribution_of(e)) for e in found)
+
+    assert mine() == [("one", "mod.one:attr", "My.Pkg", "1.0")]
+    install(second, "late_kind-2.0.dist-info", "late-kind", f"[{group}]\nlate = late.plugin\n")
+    assert ("late", "late.plugin", "late-kind", "1.0") in mine()

@@ -20,6 +20,21 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
+from jigs import _secrets
+from jigs._cli_output import table, wrap
+from jigs._isolation import isolation
+from jigs._pipeline import agent_env_for, jit_stage_checks
+from jigs._registry import default_registry
+from jigs.checks import run_checks
+from jigs.env import agents_config_for_worktree, build_env, find_agents_config
+from jigs.errors import DescriptorError, JigsError
+from jigs.harnesses import load
+from jigs.plugin import HarnessTarget
+from jigs.sandbox import sandbox_problem
+from jigs.sandbox._probe import FIX
+
 if TYPE_CHECKING:
     from jigs.checks import Check
 
@@ -42,13 +57,6 @@ class DoctorRow:
 
 async def collect(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -> list[DoctorRow]:
     """Run the checks of ``kinds`` and return one row per check (see the module docstring)."""
-    from jigs._pipeline import agent_env_for, jit_stage_checks
-    from jigs._registry import default_registry
-    from jigs.env import agents_config_for_worktree, build_env, find_agents_config
-    from jigs.errors import DescriptorError, JigsError
-    from jigs.harnesses import load
-    from jigs.plugin import HarnessTarget
-
     registry = default_registry()
     rows: list[DoctorRow] = []
     worktree = Path(cwd).resolve() if cwd is not None else None
@@ -116,9 +124,6 @@ async def collect(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -
 def _sandbox_row(kind: str, descriptor: Any) -> DoctorRow:
     """What the descriptor's agent sees and reaches: its sandbox and network, and whether this
     host can give them (a descriptor that asks for the sandbox fails here when it cannot)."""
-    from jigs.sandbox import sandbox_problem
-    from jigs.sandbox._probe import FIX
-
     if descriptor.sandbox != "on":
         detail = (
             "off (the descriptor opts out): a process namespace only; the agent sees the "
@@ -168,8 +173,6 @@ def _route_row(harness: Any, descriptor: Any) -> DoctorRow:
 
 
 async def _outcomes(kind: str, checks: list[Check]) -> list[DoctorRow]:
-    from jigs.checks import run_checks
-
     if not checks:
         return [DoctorRow(kind, "", "(no checks)", True)]
     return [
@@ -194,10 +197,6 @@ def isolation_line() -> str:
     """What ``jigs doctor`` prints about process isolation and the sandbox: the mode in force,
     what it means, and (for the fallback, or a host without the sandbox) the fix.
     Informational: neither fails the doctor (a descriptor asking for the sandbox does)."""
-    from jigs._isolation import isolation
-    from jigs.sandbox import sandbox_problem
-    from jigs.sandbox._probe import FIX
-
     found = isolation()
     line = f"isolation: {found.mode} - {found.detail}"
     lines = [line, f"fix: {found.fix}"] if found.fix else [line]
@@ -210,30 +209,21 @@ def isolation_line() -> str:
 
 
 def _sandbox_document() -> dict[str, Any]:
-    from jigs.sandbox import sandbox_problem
-    from jigs.sandbox._probe import FIX
-
     problem = sandbox_problem()
     return {"available": problem is None, "problem": problem, "fix": FIX if problem else ""}
 
 
 def doctor(kinds: list[str], cwd: str | None, settings: dict[str, Any], *, as_json: bool) -> int:
     """Print the outcome of :func:`collect` and return the exit code."""
-    import anyio
-
-    from jigs._cli_output import table, wrap
-    from jigs._isolation import isolation
-    from jigs._secrets import redact_known
-
     found = isolation()
     rows = anyio.run(collect, kinds, cwd, settings)
     # every line doctor prints goes through redaction by value (a stderr tail, an env value)
     rows = [
         replace(
             r,
-            detail=redact_known(r.detail),
-            reason=redact_known(r.reason),
-            repair=redact_known(r.repair),
+            detail=_secrets.redact_known(r.detail),
+            reason=_secrets.redact_known(r.reason),
+            repair=_secrets.redact_known(r.repair),
         )
         for r in rows
     ]

@@ -13,21 +13,22 @@ from __future__ import annotations
 import sys
 import time
 
+import anyio
+
+from jigs._cli_output import progress
+from jigs._registry import default_registry
+from jigs.env import build_env
+from jigs.errors import JigsError
+from jigs.plugin import Harness
+
 __all__ = ["install"]
 
 
 def _has_installer(harness: object) -> bool:
-    from jigs.plugin import Harness
-
     return getattr(type(harness), "install", None) is not Harness.install
 
 
 async def _install_one(kind: str) -> bool:
-    from jigs._cli_output import progress
-    from jigs._registry import default_registry
-    from jigs.env import build_env
-    from jigs.errors import JigsError
-
     try:
         harness = default_registry().get(kind)
     except JigsError as exc:
@@ -53,10 +54,6 @@ async def _install_one(kind: str) -> bool:
 
 def install(kinds: list[str]) -> int:
     """Install ``kinds`` (default: every enabled kind); the exit code (see the module doc)."""
-    import anyio
-
-    from jigs._registry import default_registry
-
     chosen = kinds or default_registry().enabled_kinds()
     if not chosen:
         print(

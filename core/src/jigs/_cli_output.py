@@ -3,8 +3,7 @@
 Plain text when the stream is not a terminal: no colour, no spinner (a progress line instead),
 and tables wrap only when ``COLUMNS`` asks for a width. On a terminal the table fits its width,
 ``ok``/``FAIL`` are coloured unless ``NO_COLOR`` is set, and :func:`progress` draws a spinner
-with the elapsed seconds on one line that it clears when done. Standard library only: the
-command stays cheap to start.
+with the elapsed seconds on one line that it clears when done. Standard library only.
 """
 
 from __future__ import annotations

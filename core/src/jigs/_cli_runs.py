@@ -15,12 +15,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from jigs._cli_output import table
+from jigs._paths import data_dir
+from jigs._private_dirs import sweep
+from jigs._runs import find_run, list_runs, parse_age, prune_runs
+from jigs._steplog import read_events, step_logs
+from jigs.stores._config import configured_store, store_from_url
+
 __all__ = ["add_parser"]
 
 
 def _store(args: argparse.Namespace) -> Any:
-    from jigs.stores._config import configured_store, store_from_url
-
     if args.store:
         return store_from_url(args.store)
     return configured_store(Path.cwd())
@@ -43,9 +48,6 @@ def _age(seconds: float) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from jigs._cli_output import table
-    from jigs._runs import list_runs
-
     runs = list_runs(_store(args))
     if args.json:
         print(json.dumps([r.as_dict() for r in runs], indent=2))
@@ -69,8 +71,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from jigs._runs import find_run, list_runs
-
     found = find_run(list_runs(_store(args)), args.run)
     if found is None:
         print(f"jigs: no run {args.run!r} is kept (see `jigs runs list`)", file=sys.stderr)
@@ -100,9 +100,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _show_events(name: str, *, as_json: bool) -> int:
     """Every step's events of a run (the step logs, secret values already redacted)."""
-    from jigs._paths import data_dir
-    from jigs._steplog import read_events, step_logs
-
     logs = step_logs(data_dir() / "runs" / name)
     if as_json:
         steps = [
@@ -142,8 +139,6 @@ def _event_line(event: dict[str, Any]) -> str:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from jigs._runs import parse_age, prune_runs
-
     if (args.run is None) == (args.older_than is None):
         print(
             "jigs: runs prune needs exactly one of --run RUN or --older-than AGE", file=sys.stderr
@@ -155,7 +150,6 @@ def cmd_prune(args: argparse.Namespace) -> int:
         print(f"jigs: --older-than: {exc}", file=sys.stderr)
         return 2
     report = prune_runs(_store(args), run=args.run, older_than=older, dry_run=args.dry_run)
-    from jigs._private_dirs import sweep
 
     swept = [str(path) for path in sweep(dry_run=args.dry_run)]
     missing = args.run is not None and not report.removed and not report.refused

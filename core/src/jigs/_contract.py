@@ -3,12 +3,13 @@
 :data:`jigs.plugin.CONTRACT_VERSION` is ``"major.minor"``. A kind fits when it declares the same
 major and a minor at most this core's (:attr:`jigs.plugin.Harness.contract`). Anything else (a
 newer minor, another major, nothing declared, a malformed value) raises
-:class:`~jigs.errors.HarnessContractError`. Pure string work on the class attribute: it imports
-nothing (the core's version is read from its metadata only when a kind is refused).
+:class:`~jigs.errors.HarnessContractError`.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
 from typing import Any
 
 from jigs.errors import HarnessContractError
@@ -22,18 +23,18 @@ __all__ = ["CORE_RELEASES", "check_contract", "core_releases_for", "fits", "pars
 CORE_RELEASES: dict[str, tuple[str, str]] = {"1.0": ("0.1", "0.2")}
 
 
+#: ``major.minor``: ASCII digits, no leading zero, at most 4 each.
+_VERSION = re.compile(r"(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})")
+
+
 def parse(version: object) -> tuple[int, int] | None:
-    """``"major.minor"`` as two ints (ASCII digits, no leading zero, at most 4 each), or None
-    for anything else (no regex: this runs on every kind's first use)."""
+    """``"major.minor"`` as two ints, or None for anything else."""
     if not isinstance(version, str):
         return None
-    major, dot, minor = version.partition(".")
-    parts = (major, minor)
-    if not dot or not all(
-        p.isascii() and p.isdigit() and len(p) <= 4 and (p == "0" or p[0] != "0") for p in parts
-    ):
+    found = _VERSION.fullmatch(version)
+    if found is None:
         return None
-    return int(major), int(minor)
+    return int(found[1]), int(found[2])
 
 
 def fits(declared: object, core: str = CONTRACT_VERSION) -> bool:
@@ -94,9 +95,7 @@ def core_releases_for(declared: str) -> str | None:
 
 
 def _core_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
-        return version("jigs-core")
-    except PackageNotFoundError:  # a source tree on sys.path
+        return importlib.metadata.version("jigs-core")
+    except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path
         return "unknown"

@@ -13,9 +13,9 @@ A kind describes its CLI (:mod:`jigs.plugin`); the engine runs it. For every tur
   decoder, whose events it records (:class:`TurnRecord`) and hands to ``on_event``;
 - enforces ``max_turns`` / ``max_budget_usd`` where the CLI does not (``native_limits``):
   :class:`~jigs.errors.AgentLimitError`; on a proxied step (a kind's model route) the step's
-  :class:`~jigs._model_proxy.ModelLedger` is the one count of model calls and tokens (every call
-  through the proxy, the agent's own included) and the budget counts the calls the CLI did not
-  see too, whatever the CLI enforces itself;
+  :class:`~jigs.proxy._accounting.ModelLedger` is the one count of model calls and tokens
+  (every call through the proxy, the agent's own included) and the budget counts the calls the
+  CLI did not see too, whatever the CLI enforces itself;
 - maps the end: :class:`~jigs.events.TurnFailed` to :class:`~jigs.errors.AgentTurnError` (or the
   limit error), a process that exits before its last event to
   :class:`~jigs.errors.AgentCrashedError`, a stream that just ends to ``AgentOutputError``.
@@ -30,6 +30,7 @@ import errno
 import inspect
 import json
 import math
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from jigs import _otel, _structured
+from jigs import _otel, _secrets, _structured
 from jigs._redact import secret_values
 from jigs._steplog import StepLog
 from jigs._usage import Usage
@@ -77,9 +78,10 @@ from jigs.plugin import (
     TurnStream,
 )
 from jigs.processes import ManagedProcess
+from jigs.proxy._endpoint import ledger_for
 
 if TYPE_CHECKING:
-    from jigs._model_proxy import ModelLedger
+    from jigs.proxy._accounting import ModelLedger
 
 __all__ = [
     "EventCallback",
@@ -108,10 +110,8 @@ def decode_line(
     except ValueError:
         message = None
     if not isinstance(message, dict):
-        from jigs._secrets import redact_known
-
         # redact before cutting, so a secret that straddles the cut is not half shown
-        shown = redact_known(raw[:4096].decode("utf-8", errors="replace"))[:120]
+        shown = _secrets.redact_known(raw[:4096].decode("utf-8", errors="replace"))[:120]
         raise AgentOutputError(
             f"the {kind} CLI printed a line that is not a JSON object (line {number}): "
             f"{shown!r}; is the resolved executable really the {kind} CLI, and does nothing else "
@@ -625,8 +625,6 @@ class TurnEngine:
     def _start_count(self) -> None:
         """A proxied step's turn counts from here in the proxy's ledger, under its budget."""
         if self.ctx.model_endpoint is not None:
-            from jigs._model_proxy import ledger_for
-
             self._ledger = ledger_for(self.ctx.model_endpoint)
             if self._ledger is not None:
                 self._ledger.start_turn(self.target.descriptor.max_budget_usd)
@@ -757,11 +755,10 @@ class TurnEngine:
                 value=float(value) if isinstance(value, int | float) else math.nan,
             )
         else:
-            from jigs._secrets import redact_known
-
             error = AgentTurnError(
                 # an upstream error the CLI quotes may hold a step secret (the token, the key)
-                f"the {name} turn failed ({failed.reason}): {redact_known(failed.message)}",
+                f"the {name} turn failed ({failed.reason}): "
+                f"{_secrets.redact_known(failed.message)}",
                 kind=kind,
                 reason=failed.reason,
                 detail=failed.reason,
@@ -792,8 +789,6 @@ def _step_secrets(
 ) -> list[str]:
     """The secret values the step handles, for the step log's redaction: secret-named values of
     the agent's env and the host values of every variable the descriptor names."""
-    import os
-
     named = set(harness.env_allowlist(target.descriptor)) | set(target.descriptor.env_names())
     key = getattr(target.descriptor, "api_key_env", None)
     if isinstance(key, str):

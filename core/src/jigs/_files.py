@@ -1,22 +1,18 @@
 """Files and directories a step makes: written so a reader never sees half of one, private
-directories, an anonymous file, and finding an executable.
-
-The last three do the job of :mod:`tempfile` and :func:`shutil.which` without importing them: a
-step may run in a fresh process, and before its CLI starts, ``import tempfile`` (which loads
-shutil and random) costs about 3 ms, shutil alone (bz2, lzma and zlib) about 1 ms. Each gives the
-answer the stdlib gives (``tests/core/test_files.py`` holds them to it) and falls back to the
-stdlib where it could not. Elsewhere than POSIX they are the stdlib's.
+directories and an anonymous file, named for what the step needs from :mod:`tempfile` and
+:mod:`shutil`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import sys
+import shutil
+import tempfile
 from pathlib import Path
 from typing import IO
 
-__all__ = ["anonymous_file", "make_dir", "remove_tree", "temp_dir", "which", "write_atomic"]
+__all__ = ["anonymous_file", "make_dir", "remove_tree", "write_atomic"]
 
 
 def write_atomic(
@@ -43,107 +39,19 @@ def write_atomic(
             tmp.unlink()
 
 
-def temp_dir() -> str:
-    """The directory :func:`tempfile.gettempdir` names: that function itself once tempfile is
-    loaded (so an application's ``tempfile.tempdir`` holds), else the first of ``$TMPDIR``,
-    ``$TEMP``, ``$TMP``, ``/tmp``, ``/var/tmp``, ``/usr/tmp`` that is a directory this user can
-    write in; when none is, tempfile's own answer."""
-    loaded = sys.modules.get("tempfile")
-    if loaded is None and os.name == "posix":
-        names = [os.environ.get(name) for name in ("TMPDIR", "TEMP", "TMP")]
-        for candidate in [*(n for n in names if n), "/tmp", "/var/tmp", "/usr/tmp"]:
-            directory = os.path.abspath(candidate) if candidate != os.curdir else candidate
-            if os.path.isdir(directory) and os.access(directory, os.W_OK | os.X_OK):
-                return directory
-    import tempfile
-
-    return tempfile.gettempdir()
-
-
 def make_dir(prefix: str, parent: str | os.PathLike[str] | None = None) -> Path:
-    """A new, empty directory (mode 0700) named ``prefix`` plus a random part, in ``parent``
-    (default :func:`temp_dir`), as :func:`tempfile.mkdtemp` makes one. Without ``parent``, a
-    temp dir that refuses it (full, out of inodes, refused by a security module: ``temp_dir``
-    only asked for permission) leaves the choice to mkdtemp, which tries the next one. Raises
-    ``OSError`` as mkdtemp does."""
-    if os.name == "posix":
-        base = os.fspath(parent) if parent is not None else temp_dir()
-        for _ in range(100):
-            path = os.path.join(base, f"{prefix}{os.urandom(6).hex()}")
-            try:
-                os.mkdir(path, 0o700)
-            except FileExistsError:
-                continue
-            except OSError:
-                if parent is not None:
-                    raise
-                break
-            return Path(os.path.abspath(path))
-    import tempfile
-
+    """A new, private (0700), empty directory named ``prefix`` plus a random part, in ``parent``
+    (default: the temp dir): :func:`tempfile.mkdtemp`, as a :class:`~pathlib.Path`."""
     return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
 
 
 def remove_tree(path: str | os.PathLike[str]) -> None:
     """Delete ``path`` and everything under it (never following a symlink out of it); whatever
-    cannot be deleted is left. shutil is imported here, at a step's close, not before its
-    launch. Never raises."""
-    import shutil
-
+    cannot be deleted is left. Never raises."""
     shutil.rmtree(path, ignore_errors=True)
 
 
 def anonymous_file(prefix: str) -> IO[bytes]:
-    """A read-write binary file with no name (gone with its last descriptor), in
-    :func:`temp_dir`, as :func:`tempfile.TemporaryFile` opens one (``O_TMPFILE`` where the
-    filesystem has it; otherwise tempfile's way, with ``prefix``)."""
-    flag = getattr(os, "O_TMPFILE", None)
-    if flag is not None:
-        try:
-            fd = os.open(temp_dir(), os.O_RDWR | os.O_EXCL | os.O_CLOEXEC | flag, 0o600)
-        except OSError:
-            pass
-        else:
-            return open(fd, "w+b")
-    import tempfile
-
+    """A read-write binary file with no name (gone with its last descriptor) in the temp dir:
+    :func:`tempfile.TemporaryFile` (``O_TMPFILE`` where the filesystem has it)."""
     return tempfile.TemporaryFile(prefix=prefix)
-
-
-def which(name: str, path: str | None = None) -> str | None:
-    """``name`` as :func:`shutil.which` finds it on POSIX: a name with a directory part is
-    checked as it is; otherwise the first ``<dir>/<name>`` along ``path`` (a ``PATH`` string;
-    default ``$PATH``, else the system's default path) that exists, is executable and is not a
-    directory. None when there is none."""
-    if os.name != "posix":
-        import shutil
-
-        return shutil.which(name, path=path)
-
-    def usable(candidate: str) -> bool:
-        return (
-            os.path.exists(candidate)
-            and os.access(candidate, os.F_OK | os.X_OK)
-            and not os.path.isdir(candidate)
-        )
-
-    if os.path.dirname(name):
-        return name if usable(name) else None
-    if path is None:
-        path = os.environ.get("PATH")
-        if path is None:
-            try:
-                path = os.confstr("CS_PATH")
-            except (AttributeError, ValueError):
-                path = os.defpath
-    if not path:
-        return None
-    seen: set[str] = set()
-    for directory in os.fsdecode(path).split(os.pathsep):
-        if directory in seen:
-            continue
-        seen.add(directory)
-        candidate = os.path.join(directory, name)
-        if usable(candidate):
-            return candidate
-    return None

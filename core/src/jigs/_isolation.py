@@ -43,9 +43,8 @@ import os
 import subprocess
 import threading
 from dataclasses import dataclass
+from shutil import which
 from typing import Literal
-
-from jigs._files import which
 
 __all__ = [
     "ENV_VAR",

@@ -34,8 +34,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import json
 import os
+import secrets
 from pathlib import Path
 
 from jigs._paths import data_dir
@@ -52,8 +54,6 @@ def _identity(path: Path) -> str:
     try:
         info = os.stat(path)
     except OSError:
-        import hashlib  # only here: its import (OpenSSL's start) costs a cold step ~1.8 ms
-
         return hashlib.sha256(str(path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
     return f"{info.st_dev:x}-{info.st_ino:x}"
 
@@ -96,7 +96,7 @@ class WorktreeLock:
         self.run_id = run_id
         self.path = lock_path_for(self.worktree)
         self._holder_path = self.path.with_suffix(".holder")
-        self._token = os.urandom(16).hex()  # secrets.token_hex, without importing secrets
+        self._token = secrets.token_hex(16)
         self._fds: list[int] = []
 
     @property

@@ -133,7 +133,7 @@ async def probe_server(
                 ):
                     return await _session_probe(session, server, phase, timeout)
             else:
-                import httpx2
+                import httpx2  # the mcp SDK's HTTP client: loaded with the SDK
                 from mcp.client.streamable_http import streamable_http_client
 
                 async with (

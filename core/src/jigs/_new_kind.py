@@ -20,7 +20,9 @@ import sys
 from importlib.util import find_spec
 from pathlib import Path
 
+from jigs._contract import core_releases_for
 from jigs.errors import InvalidInputError
+from jigs.plugin import CONTRACT_VERSION
 
 __all__ = ["KIND_NAME", "new_kind", "next_steps", "render"]
 
@@ -389,9 +391,6 @@ _GITIGNORE = "__pycache__/\n*.egg-info/\ndist/\n.venv/\n"
 def render(name: str) -> dict[str, str]:
     """The files of the distribution for kind ``name``, as relative path -> text. Raises
     :class:`~jigs.errors.InvalidInputError` for a name that is not a kind name."""
-    from jigs._contract import core_releases_for
-    from jigs.plugin import CONTRACT_VERSION
-
     if not KIND_NAME.fullmatch(name):
         shown = name if re.fullmatch(r"[ -~]{0,60}", name) else "<not printable>"
         raise InvalidInputError(

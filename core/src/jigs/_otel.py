@@ -23,6 +23,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from jigs._version import __version__
+
 __all__ = ["end", "start", "traceparent"]
 
 _cache: dict[str, Any] = {}
@@ -30,13 +32,11 @@ _cache: dict[str, Any] = {}
 
 def _get_tracer() -> Any:
     if "tracer" not in _cache:
-        # Importing the API costs ~100 ms; an application that traces has imported it already
-        # (setting a tracer provider needs it), so jigs never imports it itself.
+        # an optional extra: an application that traces has imported it already (setting a
+        # tracer provider needs it), so jigs never imports it itself
         if "opentelemetry.trace" not in sys.modules:
             return None
         from opentelemetry import trace
-
-        from jigs import __version__
 
         # a proxy: spans go to whatever provider the application sets, even later
         _cache["tracer"] = trace.get_tracer("jigs", __version__)

@@ -8,15 +8,14 @@
 5. the check stage: descriptor checks (:class:`CheckFailedError`), then just-in-time checks and
    MCP probes (:class:`JitCheckError`) -- :func:`check_stage`, shared with ``jigs doctor``;
 6. when the kind declares a :class:`~jigs.plugin.ModelRoute` for the descriptor's key: start the
-   step's credential proxy (:mod:`jigs._model_proxy`), drop the key variable from the agent's
+   step's credential proxy (:mod:`jigs.proxy._endpoint`), drop the key variable from the agent's
    environment and hand the kind the proxied endpoint (``ctx.model_endpoint``);
 7. prove the session to resume exists (:class:`AgentSessionError`), fetching it from the
    session store first when the ref names a stored copy that is not here (digest-checked);
 8. open the turn engine (the kind's transport, or its private files).
 
 When the step closes, after everything is released, the session's artifacts go to the session
-store (:mod:`jigs._session_sync`), and their key and digest into the ref. The first step of a
-process arms a quicker interpreter exit (:mod:`jigs._exit`).
+store (:mod:`jigs._session_sync`), and their key and digest into the ref.
 
 Each stage logs a structlog event with the run id, the kind and its duration. Whatever was
 acquired is released, in reverse order, by :meth:`Step.aclose` (idempotent, shielded, bounded),
@@ -26,20 +25,27 @@ when the step ends or any stage fails, cancellation included.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
 
+from jigs import _mcp_probe, _otel
 from jigs._engine import TurnEngine
+from jigs._isolation import isolation, probe_soon
+from jigs._lock import WorktreeLock
 from jigs._logging import logger, timed
 from jigs._paths import data_dir, run_state_dir
-from jigs._registry import Registry, default_registry
+from jigs._proctree import processes_under
+from jigs._registry import KIND_NAME, Registry, default_registry
+from jigs._secrets import remember
 from jigs._session_sync import (
     Snapshot,
     describe_store,
@@ -59,6 +65,7 @@ from jigs.env import (
 )
 from jigs.errors import (
     AgentSessionError,
+    AgentTimeoutError,
     CheckFailedError,
     EnvPolicyError,
     InvalidInputError,
@@ -66,13 +73,23 @@ from jigs.errors import (
     JitCheckError,
     ModelNotAvailableError,
     PromptError,
+    SandboxUnavailableError,
     SessionSaveError,
+    WorktreeBusyError,
 )
+from jigs.harnesses import load
+from jigs.mcp import McpStdioServer, looks_like_secret
 from jigs.plugin import Harness, HarnessContext, HarnessTarget
+from jigs.proxy import _endpoint
+from jigs.sandbox import SandboxView
+from jigs.sandbox._egress import EgressProxy
+from jigs.sandbox._probe import FIX, sandbox_problem
+from jigs.sandbox._relays import EGRESS_PORT, StepServers, loopback_ports
+from jigs.sandbox._runtime import stdio_server_paths
+from jigs.stores import resolve_store
 
 if TYPE_CHECKING:
     from jigs.processes import ManagedProcess
-    from jigs.sandbox import SandboxView
     from jigs.stores import SessionStore
 
 __all__ = [
@@ -154,10 +171,6 @@ def _validate_cwd(cwd: object) -> Path:
 
 
 def _shown(text: str) -> str:
-    import re
-
-    from jigs.mcp import looks_like_secret
-
     parts = [p for p in re.split(r"[\s/:@?&=]+", text) if p]
     if len(text) > 200 or any(looks_like_secret(p) for p in [text, *parts]):
         return "<not shown>"
@@ -184,7 +197,6 @@ def _validate_resume(resume: object) -> AgentSessionRef | None:
             f"resume must be an AgentSessionRef or None, got {type(resume).__name__}",
             argument="resume",
         )
-    from jigs.mcp import looks_like_secret
 
     if (
         len(resume.id) > _MAX_SESSION_ID
@@ -202,8 +214,6 @@ def _validate_resume(resume: object) -> AgentSessionRef | None:
 
 
 def _shown_kind(kind: str) -> str:
-    from jigs._registry import KIND_NAME
-
     return kind if KIND_NAME.fullmatch(kind) else "<not shown>"
 
 
@@ -260,11 +270,11 @@ def jit_stage_checks(
     checks = list(harness.jit_checks(target, env))
     descriptor = target.descriptor
     if descriptor.mcp_servers:
-        from jigs._mcp_probe import mcp_probe_checks
-
         private = frozenset(harness.env_allowlist(descriptor))
         checks.extend(
-            mcp_probe_checks(descriptor.mcp_servers, cwd=target.cwd, env=env, private=private)
+            _mcp_probe.mcp_probe_checks(
+                descriptor.mcp_servers, cwd=target.cwd, env=env, private=private
+            )
         )
     return checks
 
@@ -386,10 +396,6 @@ class Step:
         agents_env: object,
         need_model: bool,
     ) -> TurnEngine:
-        from jigs import _exit
-        from jigs._isolation import probe_soon
-
-        _exit.arm()  # a process that ran a step exits without collecting its modules' cycles
         probe_soon()  # a fresh process's probe runs while the step resolves and locks
         registry = self.registry or default_registry()
         run_meta = _validate_run(run)
@@ -399,7 +405,6 @@ class Step:
         kind = harness.kind
         log = logger.bind(run_id=run_meta.workflow_run_id, kind=kind)
         self.log = log
-        from jigs import _otel
 
         self.span = span = _otel.start(
             "jigs.step",
@@ -422,7 +427,6 @@ class Step:
         workdir = _validate_cwd(cwd)
         names = _validate_agents_env(agents_env)
         sandboxed = _sandbox_or_refuse(descriptor, log)
-        from jigs.stores import resolve_store
 
         self.store = resolve_store(self._store_spec, cwd=workdir)
         self.harness, self.workdir = harness, workdir
@@ -430,8 +434,6 @@ class Step:
         with timed("runner.env.built", log, span=span) as fields:
             env, source = agent_env_for(harness, descriptor, workdir, names)
             fields.update(names=sorted(env), agents_env_source=source)
-
-        from jigs._lock import WorktreeLock
 
         lock = WorktreeLock(workdir, run_meta.workflow_run_id)
         with timed(
@@ -462,8 +464,6 @@ class Step:
         begin_proxy = None
         route = harness.model_route(descriptor)
         if route is not None:
-            from jigs._model_proxy import prepare_model_endpoint
-
             with timed(
                 "runner.proxy.started",
                 log,
@@ -472,8 +472,8 @@ class Step:
                 key_env=route.key_env,
                 scheme=route.scheme,
             ):
-                endpoint, begin_proxy, self._stop_proxy, serve_also = prepare_model_endpoint(
-                    route, kind=kind, stack=self.stack, log=log
+                endpoint, begin_proxy, self._stop_proxy, serve_also = (
+                    _endpoint.prepare_model_endpoint(route, kind=kind, stack=self.stack, log=log)
                 )
             # the key never reaches the agent: the kind gives its CLI the endpoint instead
             env = {name: value for name, value in env.items() if name != route.key_env}
@@ -527,7 +527,6 @@ class Step:
             except TimeoutError as exc:
                 if isinstance(exc, JigsError):
                     raise
-                from jigs.errors import AgentTimeoutError
 
                 raise AgentTimeoutError(
                     f"the {harness.display_name} CLI did not get ready within {limit:g}s (the "
@@ -580,7 +579,6 @@ class Step:
                 await self._save_sessions()  # at once when it ran already
                 if self.ctx is not None:
                     self.log.info("runner.closed", seconds=round(time.perf_counter() - started, 4))
-                from jigs import _otel
 
                 _otel.end(self.span, self.error)
                 if self.save_error is not None:  # the step fails: see SessionSaveError
@@ -656,12 +654,9 @@ def _sandbox_or_refuse(descriptor: HarnessDescriptor, log: Any) -> bool:
     if descriptor.sandbox != "on":
         log.warning("runner.sandbox.off", reason="the descriptor says sandbox='off'")
         return False
-    from jigs.sandbox._probe import FIX, sandbox_problem
 
     problem = sandbox_problem()
     if problem is not None:
-        from jigs.errors import SandboxUnavailableError
-
         raise SandboxUnavailableError(descriptor.kind, problem, FIX)
     if descriptor.network == "host":
         log.warning("runner.network.host", reason="the descriptor says network='host'")
@@ -674,10 +669,6 @@ def _sandbox_view(
     """The step's sandbox: its worktree and the run's state dir for the kind writable, an
     empty HOME, the descriptor's network, what its declared stdio MCP servers run from
     read-only (the CLI starts them inside it); the kind exposes what its CLI needs on top."""
-    from jigs.mcp import McpStdioServer
-    from jigs.sandbox import SandboxView
-    from jigs.sandbox._runtime import stdio_server_paths
-
     view = SandboxView(
         home=env.get("HOME"), network="host" if descriptor.network == "host" else "deny"
     )
@@ -702,8 +693,6 @@ def _serve_in_sandbox(
     """Serve the step's declared loopback MCP servers (relays) and, with ``network={"allow":
     [...]}``, its egress proxy inside the sandbox (see :mod:`jigs.sandbox._relays`), stopped
     when the step closes. Returns the variables that point the agent at the egress proxy."""
-    from jigs.sandbox._relays import EGRESS_PORT, StepServers, loopback_ports
-
     if view.network == "host":
         return {}
     servers = StepServers(log)
@@ -714,14 +703,12 @@ def _serve_in_sandbox(
     allow = descriptor.network_allow()
     if not allow:
         return {}
-    from jigs.sandbox._egress import EgressProxy
 
     token = os.urandom(18).hex()
     egress = EgressProxy(allow, token=token, log=log)
     port = next(p for p in range(EGRESS_PORT, EGRESS_PORT + 100) if p not in view.listen)
     view.listen[port] = servers.handler(egress.serve)
     url = f"http://{token}@127.0.0.1:{port}"
-    from jigs._secrets import remember
 
     remember([token])  # redacted by value wherever it could be shown
     # every spelling _bypass_proxy_for_loopback knows, and loopback (the credential proxy, the
@@ -732,8 +719,6 @@ def _serve_in_sandbox(
 
 
 def _port_of(url: str) -> int:
-    from urllib.parse import urlsplit
-
     port = urlsplit(url).port
     if port is None:  # the proxy's URL always names its port
         raise RuntimeError("the credential proxy's URL has no port")
@@ -803,12 +788,8 @@ def _refuse_leftovers(workdir: Path, log: Any) -> None:
     any process still works in it (:class:`~jigs.errors.WorktreeBusyError` naming one), so two
     agents never share it. In namespace mode the namespace holds the lock until its last process
     is gone, so nothing needs checking."""
-    from jigs._isolation import isolation
-
     if isolation().mode == "namespace":
         return
-    from jigs._proctree import processes_under
-    from jigs.errors import WorktreeBusyError
 
     leftovers = processes_under(workdir)
     if leftovers:
@@ -818,7 +799,5 @@ def _refuse_leftovers(workdir: Path, log: Any) -> None:
 
 
 def _resolve(registry: Registry, data: object) -> tuple[Harness[Any], HarnessDescriptor]:
-    from jigs.harnesses import load
-
     descriptor = load(data, registry=registry)  # type: ignore[arg-type]
     return registry.get(descriptor.kind), descriptor

@@ -15,11 +15,12 @@ elsewhere it removes nothing.
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import time
 from pathlib import Path
 
-from jigs._files import make_dir, remove_tree, temp_dir
+from jigs._files import make_dir, remove_tree
 from jigs._proctree import stat
 
 __all__ = ["MARKER", "make_owned_dir", "stale_dirs", "sweep", "sweep_now_and_then"]
@@ -77,7 +78,7 @@ def stale_dirs(base: str | os.PathLike[str] | None = None) -> list[Path]:
     namespace = _pid_namespace()
     if namespace is None:  # no /proc: whether an owner lives cannot be told
         return []
-    directory = os.fspath(base) if base is not None else temp_dir()
+    directory = os.fspath(base) if base is not None else tempfile.gettempdir()
     found = []
     try:
         with os.scandir(directory) as entries:

@@ -21,6 +21,7 @@ Schemas are built on first use (``defer_build``): defining the records costs an 
 
 from __future__ import annotations
 
+import difflib
 import re
 import types
 import typing
@@ -30,11 +31,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer, model_validator
 
 from jigs._secrets import looks_like_secret
+from jigs.errors import DescriptorError, JigsError
 
 if TYPE_CHECKING:
     from pydantic import SerializerFunctionWrapHandler
-
-    from jigs.errors import JigsError
 
 __all__ = ["OmitDefaults", "Record", "record_error_message"]
 
@@ -136,8 +136,6 @@ def _step(tp: Any, step: int | str) -> tuple[Any, str]:
 
 def _valid_keys(refused: object, where: Any) -> str:
     """ " (did you mean 'model'? valid keys: ...)" for an unknown key in a model, else ""."""
-    import difflib
-
     if where is None:
         return ""
     keys = sorted(where.model_fields)
@@ -148,8 +146,6 @@ def _valid_keys(refused: object, where: Any) -> str:
 
 def _cause(exc: ValidationError) -> JigsError | None:
     """A jigs error a validator raised (a policy key's refusal), kept as it is."""
-    from jigs.errors import JigsError
-
     for error in exc.errors(include_url=False, include_input=False):
         cause = (error.get("ctx") or {}).get("error")
         if isinstance(cause, JigsError):
@@ -203,8 +199,6 @@ class Record(BaseModel):
     @classmethod
     def _invalid(cls, message: str) -> JigsError:
         """The error a bad record raises (override for another class or wording)."""
-        from jigs.errors import DescriptorError
-
         return DescriptorError(f"invalid {cls.__name__}: {message}")
 
     @classmethod

@@ -1,7 +1,7 @@
-"""Finding harness kinds: pluggy plus entry points (``jigs.harnesses``), read by
-:mod:`jigs._entry_points` (importlib.metadata's rules without its import cost).
+"""Finding harness kinds: pluggy plus entry points (``jigs.harnesses``), read through
+:func:`importlib.metadata.entry_points` (:func:`entry_points`, the one reader of every jigs group).
 
-Entry points are listed cheaply and loaded lazily, one kind at a time, each in its own try/except:
+Entry points are listed first and loaded lazily, one kind at a time, each in its own try/except:
 a broken plugin records an error naming its distribution, entry point and exception, and every
 other kind keeps working. The same kind from two distributions is refused. ``JIGS_DISABLE_PLUGINS``
 (comma-separated kinds) blocks named ones. A kind a distribution also declares in the group
@@ -16,6 +16,7 @@ comes from an entry point or :meth:`Registry.register`.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import os
 import re
 import threading
@@ -26,8 +27,6 @@ from typing import Any
 import pluggy
 
 from jigs._contract import check_contract
-from jigs._entry_points import SHOW_TEST_KINDS, TEST_GROUP, entry_points, hidden_test_kinds
-from jigs._entry_points import FoundEntryPoint as EntryPoint
 from jigs.errors import HarnessContractError, HarnessNotFoundError, HarnessPluginError
 from jigs.plugin import Harness, HarnessSpecs
 
@@ -39,10 +38,18 @@ __all__ = [
     "PluginInfo",
     "Registry",
     "default_registry",
+    "distribution_of",
+    "entry_points",
     "hidden_test_kinds",
 ]
 
+EntryPoint = importlib.metadata.EntryPoint
+
 GROUP = "jigs.harnesses"
+#: The group a distribution also declares a kind in to make it a test kind (jigs' echo kind).
+TEST_GROUP = "jigs.test_kinds"
+#: Set (to anything but ``0``) to list the test kinds too.
+SHOW_TEST_KINDS = "JIGS_SHOW_TEST_KINDS"
 #: What a harness kind name looks like (an entry point name); anything else is never echoed.
 KIND_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 
@@ -76,8 +83,27 @@ class PluginInfo:
         }
 
 
-def _dist_of(ep: EntryPoint) -> tuple[str | None, str | None]:
-    return ep.distribution()
+def entry_points(group: str) -> list[EntryPoint]:
+    """The entry points of ``group`` of every installed distribution, as importlib.metadata
+    finds them (the first distribution of a name on ``sys.path`` wins), read afresh on every
+    call: a kind or store installed a moment ago is found."""
+    return list(importlib.metadata.entry_points(group=group))
+
+
+def hidden_test_kinds() -> frozenset[str]:
+    """The test kinds (entry points in :data:`TEST_GROUP`) that jigs' listings leave out (they
+    still resolve by name): none when ``JIGS_SHOW_TEST_KINDS`` is set to anything but ``0``."""
+    if os.environ.get(SHOW_TEST_KINDS, "") not in ("", "0"):
+        return frozenset()
+    return frozenset(ep.name for ep in entry_points(TEST_GROUP))
+
+
+def distribution_of(ep: EntryPoint) -> tuple[str | None, str | None]:
+    """The ``Name`` and ``Version`` of the distribution declaring ``ep`` (None when unknown)."""
+    dist = ep.dist
+    if dist is None:
+        return None, None
+    return dist.metadata["Name"], dist.version
 
 
 class Registry:
@@ -105,7 +131,7 @@ class Registry:
             for ep in entry_points(self.group):
                 found.setdefault(ep.name, [])
                 # the same distribution can appear twice on sys.path; count distinct ones
-                if all(_dist_of(other) != _dist_of(ep) for other in found[ep.name]):
+                if all(distribution_of(other) != distribution_of(ep) for other in found[ep.name]):
                     found[ep.name].append(ep)
             self._eps = found
             self._hidden = hidden_test_kinds()
@@ -156,14 +182,14 @@ class Registry:
 
     def _load(self, kind: str, eps: list[EntryPoint]) -> None:
         if len(eps) > 1:
-            dists = ", ".join(sorted(str(_dist_of(ep)[0]) for ep in eps))
+            dists = ", ".join(sorted(str(distribution_of(ep)[0]) for ep in eps))
             self._errors[kind] = (
                 f"kind {kind!r} is provided by more than one distribution ({dists}); "
                 f"uninstall all but one"
             )
             return
         ep = eps[0]
-        dist, version = _dist_of(ep)
+        dist, version = distribution_of(ep)
         where = f"entry point {ep.name} = {ep.value} (distribution {dist})"
         try:
             collected = self._harnesses_of(ep.value)
@@ -203,7 +229,7 @@ class Registry:
     def info(self, kind: str) -> PluginInfo:
         """Load ``kind`` if needed and describe it, with its load error if any."""
         eps = self._entry_points().get(kind, [])
-        dist, version = _dist_of(eps[0]) if eps else (None, None)
+        dist, version = distribution_of(eps[0]) if eps else (None, None)
         ep_text = f"{eps[0].name} = {eps[0].value}" if eps else None
         try:
             harness = self.get(kind)

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jigs._lock import worktree_locked
 from jigs._paths import data_dir
 from jigs._session_sync import RUN_FILE, STORED_DIR
 
@@ -76,8 +77,6 @@ def parse_age(text: str) -> float:
 
 def locked_runs() -> set[str]:
     """Run ids that hold a live worktree lock now."""
-    from jigs._lock import worktree_locked
-
     locks = data_dir() / "locks"
     found: set[str] = set()
     if not locks.is_dir():

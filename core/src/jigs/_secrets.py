@@ -22,6 +22,7 @@ scope and the process-wide registry, so a log event or error built in another ta
 from __future__ import annotations
 
 import math
+import os
 import re
 import threading
 from collections import Counter
@@ -318,7 +319,6 @@ def remember(values: Iterable[str]) -> None:
 
 def _not_secret(value: str) -> bool:
     # an absolute path that exists (SSH_AUTH_SOCK, CLAUDE_CONFIG_DIR) names a place, not a secret
-    import os
 
     return value.startswith("/") and "\n" not in value and os.path.exists(value)
 

@@ -47,6 +47,7 @@ import anyio.to_thread
 from jigs._files import write_atomic
 from jigs._paths import _safe, data_dir
 from jigs.errors import AgentSessionError, SessionSaveError, SessionStoreError
+from jigs.stores import check_key
 from jigs.stores._protocol import sha256_hex
 
 if TYPE_CHECKING:
@@ -323,7 +324,6 @@ def _restore_sync(
 ) -> int:
     assert ref.store_key is not None
     assert ref.digest is not None
-    from jigs.stores import check_key
 
     prefix = session_prefix(ctx.run.workflow_run_id, harness.kind, ref.id)
     try:

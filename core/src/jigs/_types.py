@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import Field
 
 from jigs._record import Record
+from jigs.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from jigs.errors import JigsError
@@ -21,8 +22,6 @@ __all__ = ["AgentSessionRef", "RunMetadata"]
 class _Data(Record):
     @classmethod
     def _invalid(cls, message: str) -> "JigsError":
-        from jigs.errors import InvalidInputError
-
         return InvalidInputError(
             f"invalid {cls.__name__}: {message} (the value is not shown)", argument=cls.__name__
         )

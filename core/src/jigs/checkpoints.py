@@ -19,6 +19,8 @@ worker's environment (no model key, no secret).
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import json
 import os
 import re
@@ -30,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from jigs._git import GitRunner, commit_message
-from jigs.errors import CheckpointError
+from jigs._logging import logger
+from jigs.errors import CheckpointError, InvalidInputError
 
 __all__ = ["drop", "restore", "save", "step_checkpoint", "worktree_parameter"]
 
@@ -46,8 +49,6 @@ _IDENTITY = {
 
 
 def _ref(key: str) -> str:
-    import hashlib
-
     cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", key)[:80].strip(".")
     return f"{_PREFIX}{cleaned}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
@@ -148,7 +149,6 @@ async def step_checkpoint(worktree: str | Path, key: str) -> AsyncIterator[bool]
     restored = await restore(path, key)
     if not restored:
         await save(path, key)
-    from jigs._logging import logger
 
     logger.info("checkpoint.ready", worktree=str(path), restored=restored)
     yield restored
@@ -163,12 +163,9 @@ def worktree_parameter(
     ``func`` has no such parameter."""
     if parameter is None:
         return None
-    import inspect
 
     signature = inspect.signature(func)
     if parameter not in signature.parameters:
-        from jigs.errors import InvalidInputError
-
         raise InvalidInputError(
             f"checkpoint={parameter!r} names no parameter of {func.__qualname__}; name the one "
             f"that holds the worktree",

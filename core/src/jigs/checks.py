@@ -14,6 +14,10 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+import anyio
+
+from jigs import _secrets
+
 __all__ = [
     "CHECK_TIMEOUT",
     "Check",
@@ -88,13 +92,11 @@ FailedCheck = CheckOutcome
 
 
 def _redacted(outcome: CheckOutcome) -> CheckOutcome:
-    from jigs._secrets import redact_known
-
     return dataclasses.replace(
         outcome,
-        detail=redact_known(outcome.detail),
-        reason=redact_known(outcome.reason),
-        repair=redact_known(outcome.repair),
+        detail=_secrets.redact_known(outcome.detail),
+        reason=_secrets.redact_known(outcome.reason),
+        repair=_secrets.redact_known(outcome.repair),
     )
 
 
@@ -103,8 +105,6 @@ async def _run_one(check: Check, default_timeout: float) -> CheckOutcome:
 
 
 async def _run_check(check: Check, default_timeout: float) -> CheckOutcome:
-    import anyio  # here, not at module level: a kind imports this module to resolve
-
     timeout = check.timeout if check.timeout is not None else default_timeout
     started = time.perf_counter()
     try:
@@ -155,8 +155,6 @@ async def run_checks(
     checks: Sequence[Check], *, timeout: float = CHECK_TIMEOUT
 ) -> list[CheckOutcome]:
     """Run every check concurrently and return their outcomes in the order given."""
-    import anyio
-
     outcomes: list[CheckOutcome | None] = [None] * len(checks)
 
     async def one(index: int, check: Check) -> None:

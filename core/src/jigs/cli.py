@@ -14,11 +14,31 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 import uuid
 from collections.abc import Sequence
+from contextlib import nullcontext
+from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
+
+import anyio
+
+from jigs import harnesses
+from jigs._cli_doctor import doctor
+from jigs._cli_install import install
+from jigs._cli_output import is_tty, progress, table
+from jigs._cli_runs import add_parser as add_runs_parser
+from jigs._new_kind import new_kind, next_steps
+from jigs._paths import run_state_dir
+from jigs._registry import default_registry, distribution_of, entry_points, hidden_test_kinds
+from jigs._session_sync import stored_fields
+from jigs._types import AgentSessionRef, RunMetadata
+from jigs.errors import InvalidInputError, JigsError, MissingDistributionError
+from jigs.steps import run_agent
 
 __all__ = ["build_parser", "main", "versions"]
 
@@ -42,8 +62,6 @@ def _configure_logging(verbose: bool) -> None:
 
 def _settings(text: str) -> dict[str, Any]:
     """``--settings`` as a JSON object, or a usage error (exit 2, as for any bad option)."""
-    from jigs.errors import InvalidInputError
-
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -66,11 +84,6 @@ def versions() -> list[tuple[str, str, str]]:
     read from the distributions' metadata without importing any plugin. A kind blocked by
     ``JIGS_DISABLE_PLUGINS`` is listed with ``(disabled)`` after its version; a test kind only
     with ``JIGS_SHOW_TEST_KINDS=1``."""
-    import os
-    from importlib.metadata import PackageNotFoundError, entry_points, version
-
-    from jigs._entry_points import hidden_test_kinds
-
     try:
         core = version("jigs-core")
     except PackageNotFoundError:  # a source tree on sys.path, not an installed distribution
@@ -79,12 +92,10 @@ def versions() -> list[tuple[str, str, str]]:
     disabled = {k.strip() for k in os.environ.get("JIGS_DISABLE_PLUGINS", "").split(",")}
     hidden = hidden_test_kinds()
     seen = set()
-    for ep in sorted(entry_points(group="jigs.harnesses"), key=lambda e: e.name):
+    for ep in sorted(entry_points("jigs.harnesses"), key=lambda e: e.name):
         if ep.name in hidden:
             continue
-        dist = ep.dist
-        name = dist.metadata["Name"] if dist is not None else "-"
-        number = dist.version if dist is not None else "-"
+        name, number = (about or "-" for about in distribution_of(ep))
         if (ep.name, name) in seen:
             continue
         seen.add((ep.name, name))
@@ -105,9 +116,6 @@ class _Version(argparse.Action):
 
 
 def cmd_harnesses(args: argparse.Namespace) -> int:
-    from jigs._cli_output import table
-    from jigs._registry import default_registry
-
     infos = default_registry().all_info()
     if args.json:
         print(json.dumps([i.as_dict() for i in infos], indent=2))
@@ -131,30 +139,17 @@ def cmd_harnesses(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from jigs._cli_doctor import doctor
-    from jigs._registry import default_registry
-
     kinds = [args.harness] if args.harness else default_registry().enabled_kinds()
     return doctor(kinds, args.cwd, _settings(args.settings), as_json=args.json)
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from contextlib import nullcontext
-
-    from jigs import harnesses
-    from jigs._cli_output import is_tty, progress
-    from jigs._types import AgentSessionRef, RunMetadata
-    from jigs.steps import run_agent
-
     descriptor = harnesses.load({"kind": args.harness, **_settings(args.settings)})
     run = RunMetadata(workflow_run_id=args.run_id or f"cli-{uuid.uuid4().hex[:12]}")
     # what main() prints if the turn is interrupted (Ctrl-C), so that it can be resumed
     args.effective_run_id, args.session_id = run.workflow_run_id, args.resume
     resume = None
     if args.resume:
-        from jigs._paths import run_state_dir
-        from jigs._session_sync import stored_fields
-
         # a bare id: the snapshot this machine stored for it, so the resume is digest-checked
         fields = stored_fields(run_state_dir(run.workflow_run_id, args.harness), args.resume)
         resume = AgentSessionRef(
@@ -224,14 +219,10 @@ def _print_result(args: argparse.Namespace, result: Any, run_id: str, seconds: f
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import anyio
-
     return anyio.run(_run, args)
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from jigs._cli_install import install
-
     return install(list(args.kinds))
 
 
@@ -239,15 +230,11 @@ def _testing(module: str, command: str) -> Any:
     """``jigs_testing.<module>``, imported when the command runs; jigs-testing is a distribution
     of its own, so a missing one is a :class:`~jigs.errors.MissingDistributionError` naming the
     ``pip install``."""
-    from importlib import import_module
-
     try:
         return import_module(f"jigs_testing.{module}")
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] != "jigs_testing":
             raise
-        from jigs.errors import MissingDistributionError
-
         raise MissingDistributionError("jigs-testing", needed_for=f"jigs {command}") from exc
 
 
@@ -278,22 +265,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_new_kind(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from jigs._new_kind import new_kind, next_steps
-    from jigs.errors import InvalidInputError
-
     try:
         target = new_kind(args.name, Path(args.dir))
     except InvalidInputError as exc:
         print(f"jigs new-kind: {exc}", file=sys.stderr)
         return 2
     print(f"created {target} (the {args.name!r} harness kind)")
-    from importlib.metadata import entry_points
 
-    taken = [ep for ep in entry_points(group="jigs.harnesses") if ep.name == args.name]
+    taken = [ep for ep in entry_points("jigs.harnesses") if ep.name == args.name]
     if taken:
-        dist = taken[0].dist.metadata["Name"] if taken[0].dist is not None else "?"
+        dist = distribution_of(taken[0])[0] or "?"
         print(
             f"jigs new-kind: warning: {dist} already provides the kind {args.name!r} here; two "
             f"distributions of one kind are both refused (rename it, or uninstall {dist})",
@@ -437,15 +418,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_new_kind)
 
-    from jigs._cli_runs import add_parser as add_runs_parser
-
     add_runs_parser(sub, _command)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from jigs.errors import InvalidInputError, JigsError
-
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
     try:

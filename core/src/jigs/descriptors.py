@@ -16,6 +16,7 @@ from jigs._record import OmitDefaults
 from jigs._secrets import check_env_name, check_url
 from jigs.errors import DescriptorError, JigsError
 from jigs.mcp import McpServer, normalise_servers
+from jigs.sandbox._egress import parse_allow
 
 __all__ = [
     "COMMON_POLICY_KEYS",
@@ -73,8 +74,6 @@ class NetworkAllow(OmitDefaults):
     allow: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        from jigs.sandbox._egress import parse_allow
-
         if not self.allow:
             raise ValueError('network: "allow" lists no host; use network="deny" for none')
         parse_allow(self.allow)  # ValueError naming the bad entry

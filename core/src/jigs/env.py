@@ -9,6 +9,7 @@ never values. Reserved names (model credentials, names jigs sets itself) are ref
 from __future__ import annotations
 
 import os
+import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,8 +128,6 @@ def validate_agents_env(
 
 
 def _read_table(path: Path) -> tuple[object, str] | None:
-    import tomllib  # only when there is a file to read (its import compiles regexes)
-
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:

@@ -13,7 +13,10 @@ redacted stderr tail.
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,8 +109,6 @@ class HarnessNotFoundError(JigsError, LookupError):
         *,
         disabled: bool = False,
     ) -> None:
-        import re
-
         plain = bool(re.fullmatch(r"[a-z][a-z0-9_-]{0,39}", kind))
         self.kind = kind if plain else "<not shown>"
         self.installed = tuple(installed)
@@ -131,8 +132,6 @@ class HarnessNotFoundError(JigsError, LookupError):
                 f"with JIGS_DISABLE_PLUGINS={kind}"
             )
         else:
-            import difflib
-
             listed = ", ".join(self.installed) if self.installed else "none"
             near = difflib.get_close_matches(kind, self.installed, n=1)
             # a typo of an installed kind: the fix is the spelling, not a pip install of a
@@ -145,8 +144,6 @@ class HarnessNotFoundError(JigsError, LookupError):
 def _how_to_install(kind: str) -> str:
     """The fix for a kind no entry point names: install its distribution, or, when the
     distribution of that name is installed already, declare the entry point it lacks."""
-    from importlib.metadata import PackageNotFoundError, distribution
-
     package = f"jigs-harness-{kind}"
     try:
         distribution(package)
@@ -328,7 +325,7 @@ class AgentTurnError(JigsError, RuntimeError):
         got one or the descriptor is unknown): resume it to continue the stopped turn."""
         if self.session_id is None or self.descriptor is None:
             return None
-        from jigs._types import AgentSessionRef
+        from jigs._types import AgentSessionRef  # here: jigs._types imports this module
 
         return AgentSessionRef(
             harness=self.kind,

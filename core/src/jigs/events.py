@@ -27,6 +27,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from jigs._record import Record, record_error_message
 from jigs._usage import Usage
+from jigs.errors import InvalidInputError
 
 __all__ = [
     "AgentEvent",
@@ -163,6 +164,5 @@ def event_from_data(data: Mapping[str, Any]) -> AgentEvent:
         return _events().validate_python(dict(data))
     except ValidationError as exc:
         message = record_error_message(exc, "an event", AgentEvent)
-    from jigs.errors import InvalidInputError
 
     raise InvalidInputError(f"invalid event: {message}", argument="event")

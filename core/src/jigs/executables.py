@@ -8,16 +8,21 @@ executable, or raises :class:`~jigs.errors.CliNotFoundError` listing every place
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from shutil import which
 
-from jigs._files import which
+import anyio
+
 from jigs._paths import data_dir
+from jigs._redact import redact_known, secret_values
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
-from jigs.errors import CliNotFoundError
+from jigs.errors import CliCommandError, CliNotFoundError
 
 __all__ = [
     "Candidate",
@@ -40,8 +45,6 @@ def wheel_package_dir(package: str, distribution: str) -> Path | None:
     distribution's ``.dist-info`` folder sits next to it. None for anything else (not installed,
     a namespace package, a zip, another layout): a caller then asks the wheel's file list through
     :mod:`importlib.metadata`, whose import costs tens of ms in a fresh process."""
-    import importlib.util
-
     try:
         spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
@@ -160,10 +163,6 @@ async def cli_version(
 
     Raises :class:`~jigs.errors.CliCommandError` (a ``RuntimeError``) when it exits non-zero,
     with the end of its redacted stderr; ``OSError`` when it cannot be started."""
-    import subprocess
-
-    import anyio  # here, not at module level: a kind imports this module to resolve
-
     with anyio.fail_after(timeout):
         result = await anyio.run_process(
             [str(path), *args],
@@ -171,15 +170,12 @@ async def cli_version(
             stdin=subprocess.DEVNULL,
             check=False,
         )
-    from jigs._redact import redact_known, secret_values
 
     # redacted before any cut, so no secret is shown in part (the env's secret values included)
     secrets = secret_values(env)
     out = redact_known((result.stdout or b"").decode(errors="replace"), secrets).strip()
     err = redact_known((result.stderr or b"").decode(errors="replace"), secrets).strip()
     if result.returncode != 0:
-        from jigs.errors import CliCommandError
-
         command = f"{path} {' '.join(args)}"
         raise CliCommandError(
             f"{command} exited with {result.returncode}: {err[-300:]}",

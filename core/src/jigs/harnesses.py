@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from jigs._registry import default_registry
 from jigs.errors import DescriptorError
 
 if TYPE_CHECKING:
@@ -21,8 +22,6 @@ __all__ = ["installed", "load", "loads"]
 
 
 def _registry() -> Any:
-    from jigs._registry import default_registry
-
     return default_registry()
 
 
@@ -36,7 +35,7 @@ def load(data: Mapping[str, Any] | HarnessDescriptor, *, registry: Any = None) -
     """Validate stored descriptor data (with its ``kind``) into the kind's descriptor class,
     resolving the kind through ``registry`` (default: the installed plugins). Raises
     :class:`DescriptorError` for anything that is not such data."""
-    from jigs.descriptors import HarnessDescriptor
+    from jigs.descriptors import HarnessDescriptor  # here: jigs.descriptors imports this module
 
     if isinstance(data, HarnessDescriptor):
         return data

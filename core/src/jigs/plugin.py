@@ -35,7 +35,7 @@ the same contract, read by the same engine.
 **The model key never reaches the CLI.** A kind declares, with :meth:`Harness.model_route`, where
 its CLI would send a key the descriptor names (the real endpoint, the host variable holding the
 key, how the key is sent). The core then runs a loopback credential proxy for the step
-(:mod:`jigs._proxy`), removes the key variable from the agent's environment and hands the kind
+(:mod:`jigs.proxy`), removes the key variable from the agent's environment and hands the kind
 :attr:`HarnessContext.model_endpoint`: the proxy's step URL and a placeholder key. The kind puts
 those where its CLI reads an endpoint and a key; the real key stays in the worker process. The
 proxy forwards the route's model calls only (``ModelRoute.model_calls``, a safe default per
@@ -50,17 +50,22 @@ in reverse order, on every path.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shlex
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 import pluggy
 
+from jigs import processes
+from jigs._files import remove_tree
+from jigs._private_dirs import make_owned_dir, sweep_now_and_then
 from jigs.errors import AgentSessionError, RunnerClosedError
 from jigs.sandbox import SandboxView
 
@@ -215,9 +220,8 @@ class HarnessContext:
         """
         if self.closed:
             raise RunnerClosedError(self.kind, self.run.workflow_run_id)
-        from jigs.processes import launch
 
-        process = await launch(
+        process = await processes.launch(
             argv,
             cwd=cwd,
             env=self.env if env is None else env,
@@ -235,8 +239,6 @@ class HarnessContext:
         step's processes may read and write it (no other step's can see it). It holds a marker
         naming this worker (``.jigs-owner``): if the worker is killed before the step closes,
         a later step or ``jigs runs prune`` removes it (:mod:`jigs._private_dirs`)."""
-        from jigs._files import remove_tree
-        from jigs._private_dirs import make_owned_dir, sweep_now_and_then
 
         sweep_now_and_then()
         path = make_owned_dir(prefix or f"jigs-{self.kind}-")
@@ -272,8 +274,6 @@ class HarnessContext:
         """Show the running Python to the step's processes, read-only: its installation, its
         environment (``sys.prefix``) and the directories on ``sys.path``. For a kind whose CLI
         is ``sys.executable -m some_package``."""
-        import sys
-
         for entry in {sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}:
             if entry and os.path.isdir(entry):
                 self.expose(entry)
@@ -626,9 +626,6 @@ def artifacts_under(
     for each, after refusing (``ValueError``) a name that is absolute, holds ``..``, a
     backslash or a control character, or does not match ``pattern``: a name read from a store
     can never place a file outside ``root``."""
-    import fnmatch
-    from pathlib import PurePosixPath
-
     if names is None:
         if not root.is_dir():
             return {}

@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import hashlib
 import os
 import signal
 import subprocess
@@ -39,23 +40,28 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from shutil import which
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Literal, Self
 
 import anyio
 import anyio.abc
+import sniffio
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from jigs import _proctree
-from jigs._files import anonymous_file, which
+from jigs._files import anonymous_file
 from jigs._isolation import Isolation, isolation
+from jigs._logging import logger
 from jigs._redact import redact_known, secret_values
 from jigs._tracker import Watch
 from jigs.errors import AgentOutputError
+from jigs.sandbox import _view
+from jigs.sandbox._listeners import Listeners
+from jigs.sandbox._probe import sandbox_isolation
+from jigs.sandbox._runtime import runtime_paths
 
 if TYPE_CHECKING:
-    from anyio.streams.buffered import BufferedByteReceiveStream
-
-    from jigs.sandbox._listeners import Listeners
     from jigs.sandbox._view import SandboxView
 
 __all__ = [
@@ -102,8 +108,6 @@ _observers: list[list[Launch]] = []
 
 def value_digest(value: str) -> str:
     """A SHA-256 digest of an environment value, so tests can look for one without holding it."""
-    import hashlib  # only for launch observers (tests): a cold step's launch does without it
-
     return hashlib.sha256(value.encode()).hexdigest()
 
 
@@ -338,9 +342,6 @@ class ManagedProcess:
         if stdout is None:
             raise RuntimeError("this process was launched without a stdout pipe")
         if self._reader is None:
-            # imported at the first read, not before the launch: a cold step's CLI starts sooner
-            from anyio.streams.buffered import BufferedByteReceiveStream
-
             self._reader = BufferedByteReceiveStream(stdout)
         try:
             return await self._reader.receive_until(b"\n", self._max_line)
@@ -598,8 +599,6 @@ def _on_asyncio() -> bool:
     ~10 s idle, which would kill a healthy agent mid-turn. Under trio the namespace still dies
     with its step (close, SIGTERM, atexit), but a SIGKILLed worker does not take it along (its
     processes keep the worktree lock, so no second agent starts there)."""
-    import sniffio
-
     try:
         return sniffio.current_async_library() == "asyncio"
     except sniffio.AsyncLibraryNotFoundError:
@@ -624,13 +623,10 @@ def _command(
         if prefix and os.path.basename(prefix[0]) == "setpriv" and not _on_asyncio():
             prefix = prefix[4:]  # no parent-death signal off asyncio (see _on_asyncio)
         return [*prefix, resolved, *argv[1:]] if prefix else list(argv)
-    from jigs.sandbox._runtime import runtime_paths
-    from jigs.sandbox._view import bwrap_args
-
     for path in runtime_paths(resolved, env):  # what the executable runs from, read-only
         sandbox.expose(path)
     info_fd, block_fd = listeners.bwrap_fds() if listeners else (None, None)
-    options = bwrap_args(
+    options = _view.bwrap_args(
         listeners.shown() if listeners else sandbox,
         cwd=cwd,
         info_fd=info_fd,
@@ -688,15 +684,11 @@ async def launch(
     """
     _install_sigterm_reaper()
     if sandbox is not None:
-        from jigs.sandbox._probe import sandbox_isolation
-
         mode = sandbox_isolation()
     else:
         mode = isolation_override if isolation_override is not None else isolation()
     listeners = None
     if sandbox is not None and sandbox.network == "deny" and sandbox.listen:
-        from jigs.sandbox._listeners import Listeners
-
         listeners = Listeners(sandbox)
     try:
         command = _command(mode, argv, Path(cwd), env, sandbox=sandbox, listeners=listeners)
@@ -724,7 +716,6 @@ async def launch(
         raise
     if listeners is not None:
         await _open_listeners(process, listeners, stderr_file)
-    from jigs._logging import logger
 
     logger.debug(
         "process.launched",

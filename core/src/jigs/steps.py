@@ -17,29 +17,42 @@ import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+import anyio
+from pydantic import BaseModel, Field
+
+from jigs._engine import TurnRecord, TurnRequest
+from jigs._isolation import isolation, probe_soon
 from jigs._logging import logger
-from jigs.errors import AgentSessionError, JitCheckError, RunnerClosedError
+from jigs._model import EngineModel, result_of
+from jigs._pipeline import Step, validate_prompt
+from jigs._structured import reask_prompt
+from jigs._types import AgentSessionRef, _Data
+from jigs.errors import (
+    AgentSessionError,
+    AgentTurnError,
+    InvalidInputError,
+    JitCheckError,
+    RunnerClosedError,
+    SessionSaveError,
+    StructuredOutputError,
+)
+from jigs.events import AgentEvent
+from jigs.harnesses import load
+from jigs.models._functions import parse_output
+from jigs.models._types import Usage
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from pydantic import BaseModel
-
-    from jigs._engine import EventCallback, TurnRecord
-    from jigs._pipeline import Step
+    from jigs._engine import EventCallback
     from jigs._registry import Registry
-    from jigs._result import AgentResult
-    from jigs._types import AgentSessionRef, RunMetadata
+    from jigs._types import RunMetadata
     from jigs.descriptors import HarnessDescriptor
     from jigs.models._protocol import LanguageModel
-    from jigs.models._types import GenerateResult, Usage
+    from jigs.models._types import GenerateResult
     from jigs.stores import SessionStore
-
-# Importing this module stays cheap (no pydantic, no engine): a step may run in a fresh process,
-# so what a function needs is imported when it is first called, and AgentResult (whose fields
-# are pydantic types) is defined by jigs._result on first access (see __getattr__ below).
 
 # the two errors are re-exported beside create_agent_runner: the guide jigs implements imports
 # them from here (they are documented in jigs.errors)
@@ -61,12 +74,22 @@ T = TypeVar("T", bound="BaseModel")
 OutputT = TypeVar("OutputT", bound="BaseModel | None")
 
 
+class AgentResult(_Data, Generic[OutputT]):
+    """A whole turn: the text, the session to resume, and the structured output (typed as the
+    model asked for with ``output=``; None when none was). A frozen, generic pydantic model:
+    ``AgentResult[MyOutput]`` validates ``output`` as ``MyOutput``."""
+
+    text: str
+    session: AgentSessionRef | None
+    output: OutputT
+    usage: Usage = Field(default_factory=Usage)
+    provider_metadata: dict[str, dict[str, Any]] | None = None
+
+
 class AgentRunner:
     """An opened harness: its model, how to read a session from a result, and ``close``."""
 
     def __init__(self, step: Step) -> None:
-        from jigs._model import EngineModel
-
         engine = step.engine
         self._step = step
         self._harness = engine.harness
@@ -89,8 +112,6 @@ class AgentRunner:
     def session_from(self, result: GenerateResult) -> AgentSessionRef | None:
         """The session a later step can resume, or None. Always read it from the latest
         result: a resumed run can report a new id."""
-        from jigs._types import AgentSessionRef
-
         session_id = self._harness.session_id(result)
         if session_id is None:
             return None
@@ -137,10 +158,7 @@ async def _open_runner(
     registry: Registry | None,
     session_store: object = None,
 ) -> AgentRunner:
-    from jigs._isolation import probe_soon
-
-    probe_soon()  # a fresh process's probe runs while the step's modules import
-    from jigs._pipeline import Step
+    probe_soon()  # the isolation probe runs while the step resolves and locks
 
     step = Step(registry, session_store)
     try:
@@ -157,13 +175,9 @@ async def _open_runner(
 
 def _check_arguments(prompt: object, output: object) -> None:
     """:func:`run_agent`'s own refusals (the prompt, ``output``), collecting the probe first."""
-    from jigs._pipeline import validate_prompt
-
     try:
         validate_prompt(prompt)
         if output is not None and not _is_model_class(output):
-            from jigs.errors import InvalidInputError
-
             raise InvalidInputError("output must be a pydantic model class", argument="output")
     except BaseException:
         _collect_probe()
@@ -175,8 +189,6 @@ def _collect_probe() -> None:
     ``probe_soon`` started (else it stays a zombie child until the interpreter exits).
     ``isolation()`` waits for it (milliseconds), reaps it and caches the answer for the next
     step; once a step has launched, it is a cached no-op."""
-    from jigs._isolation import isolation
-
     isolation()
 
 
@@ -212,8 +224,6 @@ async def _close_after(
     (:class:`~jigs.errors.SessionSaveError`), unless the block raised already: its own error
     then goes on (the save failure is logged as ``store.session.save_failed``). A failed
     turn's error learns where its session was stored, so ``error.session`` resumes checked."""
-    from jigs.errors import AgentTurnError, SessionSaveError
-
     try:
         await close()
     except SessionSaveError:
@@ -324,12 +334,7 @@ async def run_agent(
     errors (:class:`~jigs.errors.AgentTurnError` and its subclasses, which keep the session id,
     usage and cost).
     """
-    from jigs._isolation import probe_soon
-
-    probe_soon()  # a fresh process's probe runs while the step's modules import
-    from jigs._engine import TurnRecord, TurnRequest
-    from jigs._pipeline import Step
-    from jigs._types import AgentSessionRef
+    probe_soon()  # the isolation probe runs while the step resolves and locks
 
     _check_arguments(prompt, output)
     schema = output.model_json_schema() if output is not None else None
@@ -355,18 +360,12 @@ async def run_agent(
         usage = record.usage
         parsed = None
         if output is not None:
-            # pydantic (the output model's) is imported only when an output is asked for
-            from jigs._model import result_of
-            from jigs.errors import StructuredOutputError
-            from jigs.models._functions import parse_output
-
             try:
                 parsed = parse_output(output, result_of(kind, record, [], None))
             except StructuredOutputError as exc:
                 # ask once more, in the same step and session (the worktree stays locked)
                 problem = record.output_problem or str(exc)
                 step.log.info("run_agent.output.rejected", error=problem[:200])
-                from jigs._structured import reask_prompt
 
                 again = reask_prompt(problem, schema or {})
                 if engine.session_id is None:
@@ -393,8 +392,6 @@ async def run_agent(
         if record.session_id
         else None
     )
-    from jigs._result import AgentResult
-
     return AgentResult(
         text=record.text,
         session=session,
@@ -416,10 +413,6 @@ class AgentStream:
         self._group: Any = None
 
     async def __aenter__(self) -> AgentStream:
-        import anyio
-
-        from jigs.events import AgentEvent
-
         send, self._receive = anyio.create_memory_object_stream[AgentEvent](1000)
         self._group = anyio.create_task_group()
         await self._group.__aenter__()
@@ -438,8 +431,6 @@ class AgentStream:
         return self
 
     async def __anext__(self) -> Any:
-        import anyio
-
         try:
             return await self._receive.receive()
         except anyio.EndOfStream:
@@ -500,23 +491,11 @@ def stream_agent(
     )
 
 
-def __getattr__(name: str) -> Any:
-    if name == "AgentResult":
-        from jigs._result import AgentResult
-
-        return AgentResult
-    raise AttributeError(f"module 'jigs.steps' has no attribute {name!r}")
-
-
 def _is_model_class(value: object) -> bool:
-    from pydantic import BaseModel
-
     return isinstance(value, type) and issubclass(value, BaseModel)
 
 
 def _add_usage(a: Usage, b: Usage) -> Usage:
-    from jigs.models._types import Usage
-
     def add(x: Any, y: Any) -> Any:
         return None if x is None and y is None else (x or 0) + (y or 0)
 
@@ -582,8 +561,6 @@ async def agent_session(
     why. A turn error that carries a session (a turn stopped by ``max_turns``, say) can be
     continued by passing ``error.session`` as ``session``.
     """
-    from jigs.harnesses import load
-
     descriptor = load(harness, registry=registry)
     run_id = getattr(run, "workflow_run_id", None)
     log = logger.bind(session_name=name, run_id=run_id, kind=descriptor.kind)

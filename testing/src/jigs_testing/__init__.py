@@ -9,31 +9,26 @@ request without header values, and refuses outside connections when used as ``HT
 the conformance kit (:mod:`jigs_testing.conformance`): a kind that defines
 ``demo_plan(server) -> DemoPlan | None`` satisfies :class:`SupportsDemo`.
 
-Importing this package is cheap: the server modules load on first use of a name.
 """
 
 from __future__ import annotations
 
-from jigs._lazy import lazy_exports
-
-TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs more than this module
-if TYPE_CHECKING:
-    from ._server.record import RecordedRequest, WireFormat
-    from ._server.replies import (
-        DynamicReply,
-        ErrorSpec,
-        Reply,
-        ToolCall,
-        error,
-        reply,
-        text,
-        tool_call,
-        tool_calls,
-    )
-    from ._server.script import Script
-    from ._server.script_file import ScriptError, load_script
-    from ._server.server import ModelServer
-    from .plan import DemoPlan, SupportsDemo
+from ._server.record import RecordedRequest, WireFormat
+from ._server.replies import (
+    DynamicReply,
+    ErrorSpec,
+    Reply,
+    ToolCall,
+    error,
+    reply,
+    text,
+    tool_call,
+    tool_calls,
+)
+from ._server.script import Script
+from ._server.script_file import ScriptError, load_script
+from ._server.server import ModelServer
+from .plan import DemoPlan, SupportsDemo
 
 __all__ = [
     "DemoPlan",
@@ -74,11 +69,3 @@ _WHERE = {
     "DemoPlan": "..plan",
     "SupportsDemo": "..plan",
 }
-
-
-#: Each public name and the module it lives in.
-_EXPORTS = {
-    name: f"{__name__}.{where[2:]}" if where.startswith("..") else f"{__name__}._server.{where}"
-    for name, where in _WHERE.items()
-}
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -30,6 +30,15 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from jigs._lock import worktree_locked
+from jigs._proctree import processes_under
+from jigs._secrets import REDACTED
+from jigs.errors import AgentCrashedError, AgentOutputError
+from jigs.executables import Resolved
+from jigs.processes import MAX_LINE_BYTES, group_alive, live_groups
+
+from jigs_testing._environ import patched_environ
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -83,8 +92,6 @@ ROUNDS = ("crash", "garbage", "oversized")
 
 async def bad_output(ctx: KitContext) -> None:
     """The ``bad_output`` check (see the module docstring)."""
-    from jigs_testing._environ import patched_environ
-
     secret = f"kit-secret-{uuid.uuid4().hex}"
     tree = ctx.worktree("bad-output")
     with patched_environ({SECRET_ENV: secret}):
@@ -98,13 +105,6 @@ async def bad_output(ctx: KitContext) -> None:
 
 
 async def _round(ctx: KitContext, tree: Path, name: str, secret: str) -> None:
-    from jigs._lock import worktree_locked
-    from jigs._proctree import processes_under
-    from jigs._secrets import REDACTED
-    from jigs.errors import AgentCrashedError, AgentOutputError
-    from jigs.executables import Resolved
-    from jigs.processes import MAX_LINE_BYTES, group_alive, live_groups
-
     from jigs_testing.conformance import CANARIES, _quick
 
     kind, harness = ctx.kind, ctx.harness

@@ -29,6 +29,10 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jigs._files import make_dir
+from jigs._paths import data_dir
+from jigs.sandbox import sandbox_problem
+
 if TYPE_CHECKING:
     from jigs_testing.conformance import KitContext
 
@@ -71,9 +75,6 @@ class _Planted:
     them) afterwards; nothing the operator had there is touched."""
 
     def __init__(self, tmp_path: Path) -> None:
-        from jigs._files import make_dir
-        from jigs._paths import data_dir
-
         tag = os.urandom(6).hex()
         self.secret = f"jigs-kit-containment-{tag}"
         home = Path(os.environ.get("HOME") or Path.home())
@@ -133,7 +134,6 @@ async def containment(ctx: KitContext) -> None:
     ``sandbox="on"``: no canary is read, nothing outside the worktree is written, the worker's
     loopback listener sees no connection and ``/proc`` stays mounted. Skipped, by name, on a
     host that cannot sandbox (the reason is reported)."""
-    from jigs.sandbox import sandbox_problem
 
     from jigs_testing.conformance import CheckSkipped
 
@@ -196,8 +196,6 @@ async def home_per_step(ctx: KitContext) -> None:
     """What one sandboxed step's agent writes in its ``HOME`` (its CLI's config and state files
     included) never reaches a later step of the same kind: each step starts from what the
     worker gives it. Skipped, by name, on a host that cannot sandbox."""
-    from jigs.sandbox import sandbox_problem
-
     from jigs_testing.conformance import CheckSkipped
 
     problem = sandbox_problem()

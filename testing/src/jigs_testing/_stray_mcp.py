@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from jigs.errors import JitCheckError
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -117,8 +119,6 @@ STRAY_MCP_CONFIGS = (
 
 async def stray_mcp_configs(ctx: KitContext) -> None:
     """The ``stray_mcp_configs`` check (see the module docstring)."""
-    from jigs.errors import JitCheckError
-
     kind = ctx.kind
     tree = ctx.worktree("stray-mcp")
     # in the worktree: a sandboxed step can write nowhere else, so a marker outside it could

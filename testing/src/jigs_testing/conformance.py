@@ -89,24 +89,74 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
+import anyio
+from jigs import harnesses
+from jigs._isolation import isolation
 from jigs._lock import worktree_locked
+from jigs._logging import logger
+from jigs._paths import data_dir, run_state_dir
+from jigs._proctree import kill_procs, live, namespace_members, pid_namespace, processes_under
+from jigs._registry import default_registry
+from jigs._steplog import read_events, step_logs
+from jigs._types import AgentSessionRef, RunMetadata
 from jigs.descriptors import HarnessDescriptor
+from jigs.env import BASE_ENV, LOCALE_ENV
+from jigs.errors import (
+    AgentLimitError,
+    AgentSessionError,
+    AgentTimeoutError,
+    JigsError,
+    JitCheckError,
+    ModelNotAvailableError,
+)
+from jigs.events import (
+    SessionStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnCompleted,
+    UsageUpdated,
+)
+from jigs.executables import Resolved, installed_dir
+from jigs.models import generate_text
+from jigs.plugin import ConfigFile, Planted
+from jigs.processes import group_alive, live_groups, observe_launches, value_digest
+from jigs.proxy import _endpoint
+from jigs.proxy._endpoint import model_calls_of
+from jigs.steps import agent_session, create_agent_runner, run_agent
+from structlog.testing import capture_logs
 
+from jigs_testing import ModelServer, error
 from jigs_testing._bad_output import SECRET_ENV, bad_output
 from jigs_testing._containment import containment, home_per_step
 from jigs_testing._environ import patched_environ
+from jigs_testing._isolation_probe import (
+    DESCENDANTS,
+    SLEEPERS,
+    WORKER_SCRIPT,
+    boot_ticks,
+    parse_view,
+    sleepers,
+    view_command,
+)
 from jigs_testing._stray_mcp import STRAY_MCP_CONFIGS, stray_mcp_configs
 from jigs_testing.plan import demo_plan_of, has_demo_plan, how_to_write_demo_plan
 
 if TYPE_CHECKING:
-    from jigs._types import RunMetadata
     from jigs.processes import Launch
     from jigs.steps import AgentResult
 
@@ -203,8 +253,6 @@ class KitContext:
     async def turn(self, cwd: Path, prompt: str, **kwargs: Any) -> AgentResult[Any]:
         """One :func:`jigs.steps.run_agent` step of this run with the plan's ``agents_env`` (unless
         ``kwargs`` name others)."""
-        from jigs.steps import run_agent
-
         kwargs.setdefault("harness", self.descriptor)
         kwargs.setdefault("agents_env", self.plan.agents_env)
         result: AgentResult[Any] = await run_agent(cwd=cwd, prompt=prompt, run=self.run, **kwargs)
@@ -268,8 +316,6 @@ async def check_harness(
     first check that fails (``"<kind>: check <name> failed: ..."``); a kind without a
     ``demo_plan`` method fails with how to write one; an unknown name in ``only`` is a
     ``ValueError`` listing the known ones."""
-    import time
-
     unknown = sorted(set(only or ()) - set(CHECKS))
     if unknown:
         raise ValueError(f"unknown conformance checks {unknown}; the checks are {list(CHECKS)}")
@@ -305,14 +351,6 @@ async def kit_context(
     block (scratch ``HOME``, :data:`CANARIES`, the plan's ``host_env``, a model key unique to
     this run when the descriptor names one). For running one check yourself, e.g. against a
     modified plan: ``await CHECKS["worker_death"](dataclasses.replace(ctx, plan=...))``."""
-    from jigs._paths import data_dir
-    from jigs._registry import default_registry
-    from jigs._types import RunMetadata
-    from jigs.executables import installed_dir
-    from jigs.processes import observe_launches
-
-    from jigs_testing import ModelServer
-
     harness = default_registry().get(kind)
     assert has_demo_plan(harness), f"{kind}: {how_to_write_demo_plan(kind)}"
     async with ModelServer() as server:
@@ -357,8 +395,6 @@ async def kit_context(
 
 
 async def _descriptor_json(ctx: KitContext) -> None:
-    from jigs import harnesses
-
     descriptor = ctx.descriptor
     stored = json.dumps(descriptor.to_data())
     back = harnesses.loads(stored)
@@ -368,9 +404,6 @@ async def _descriptor_json(ctx: KitContext) -> None:
 
 
 async def _stale_resume(ctx: KitContext) -> None:
-    from jigs._types import AgentSessionRef
-    from jigs.errors import AgentSessionError
-
     kind = ctx.kind
     tree = ctx.worktree("stale")
     stale = AgentSessionRef(
@@ -390,9 +423,6 @@ async def _stale_resume(ctx: KitContext) -> None:
 
 
 async def _no_model_refusal(ctx: KitContext) -> None:
-    from jigs.errors import ModelNotAvailableError
-    from jigs.steps import create_agent_runner
-
     kind = ctx.kind
     if ctx.harness.has_model:
         raise CheckSkipped(f"the {kind} kind has a model: create_agent_runner serves it")
@@ -409,10 +439,6 @@ async def _no_model_refusal(ctx: KitContext) -> None:
 
 
 async def _lock_and_close(ctx: KitContext) -> None:
-    from jigs.models import generate_text
-    from jigs.steps import create_agent_runner
-    from structlog.testing import capture_logs
-
     kind = ctx.kind
     tree = ctx.worktree("turn")
     if not ctx.harness.has_model:
@@ -448,9 +474,6 @@ async def _lock_and_close(ctx: KitContext) -> None:
 
 async def _env_canaries(ctx: KitContext) -> None:
     """Judges every launch of the run so far; run alone, it runs a turn of its own first."""
-    from jigs.env import BASE_ENV, LOCALE_ENV
-    from jigs.processes import value_digest
-
     kind, harness = ctx.kind, ctx.harness
     if not ctx.launches:
         tree = ctx.worktree("env")
@@ -485,9 +508,6 @@ async def _no_leftovers(ctx: KitContext) -> None:
     """Nothing the kind started is left running: the launched group (the isolation's outer
     process) and every process of the step, found by its working directory (the step's
     processes live in a namespace of their own). Run alone, it runs a turn of its own first."""
-    from jigs._proctree import processes_under
-    from jigs.processes import group_alive
-
     kind = ctx.kind
     if not ctx.launches:
         tree = ctx.worktree("leftovers")
@@ -503,8 +523,6 @@ def _processes_holding(value: str) -> list[str]:
     """``/proc/<pid>/environ`` and ``cmdline`` files (other than the worker's own) that hold
     ``value``: what any process of the worker's user could read. Empty where there is no
     ``/proc``."""
-    import os
-
     needle = value.encode()
     found: list[str] = []
     proc = Path("/proc")
@@ -533,11 +551,6 @@ SLACK = 5.0
 
 
 async def _expect_timeout(kind: str, what: str, call: Callable[[], Awaitable[object]]) -> None:
-    import time
-
-    from jigs.errors import AgentTimeoutError
-    from jigs.processes import live_groups
-
     started = time.monotonic()
     try:
         await call()
@@ -571,10 +584,6 @@ async def _hung_endpoint(ctx: KitContext) -> None:
 async def _hung_cli(ctx: KitContext) -> None:
     """A CLI that hangs (the kind must launch what ``resolve_executable`` returns) ends in the
     timeout error in time, with the lock released and nothing left running."""
-    import os
-
-    from jigs.executables import Resolved
-
     kind, harness = ctx.kind, ctx.harness
     hang = ctx.tmp_path / "hung-cli"
     hang.write_text("#!/bin/sh\nexec sleep 600\n")
@@ -598,8 +607,6 @@ async def _usage(ctx: KitContext) -> None:
     scanned: list[int] = []
 
     def scan(event: object) -> None:
-        from jigs.events import ToolCallFinished, ToolCallStarted
-
         if key and isinstance(event, ToolCallStarted | ToolCallFinished):
             scanned.append(1)
             holders.extend(_processes_holding(key))
@@ -621,9 +628,6 @@ async def _usage(ctx: KitContext) -> None:
 async def _max_turns(ctx: KitContext) -> None:
     """``max_turns`` stops a turn with an error carrying a session that ``agent_session``
     resumes (a kind whose descriptor does not support the limit: skipped by design)."""
-    from jigs.errors import AgentLimitError
-    from jigs.steps import agent_session
-
     kind, descriptor, server = ctx.kind, ctx.descriptor, ctx.server
     if "max_turns" not in type(descriptor).supported_limits:
         raise CheckSkipped(f"the {kind} descriptor does not support the max_turns limit")
@@ -709,24 +713,6 @@ async def _worker_death(ctx: KitContext) -> None:
     Under the ``tree`` fallback a SIGKILLed worker leaves its step's descendants running (the
     documented limit); the kit then asserts the worktree stays locked while they live, and
     kills them itself."""
-    import os
-    import shlex
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    import anyio
-    from jigs._logging import logger
-    from jigs._proctree import (
-        kill_procs,
-        namespace_members,
-        pid_namespace,
-        processes_under,
-    )
-
-    from jigs_testing._isolation_probe import DESCENDANTS, SLEEPERS, WORKER_SCRIPT, sleepers
-
     kind, server, tmp_path = ctx.kind, ctx.server, ctx.tmp_path
     mode = _isolation_mode(ctx)
     tree = ctx.worktree("worker-death")
@@ -822,8 +808,6 @@ async def _worker_death(ctx: KitContext) -> None:
 def _isolation_mode(ctx: KitContext) -> str:
     """The isolation the check's steps get: a sandboxed step's is always ``namespace`` (bwrap's
     own, whatever ``JIGS_ISOLATION`` says); an unsandboxed one's is the host's."""
-    from jigs._isolation import isolation
-
     return "namespace" if ctx.descriptor.sandbox == "on" else isolation().mode
 
 
@@ -832,8 +816,6 @@ def _remaining(
 ) -> list[tuple[int, str]]:
     """What is left of a step: its recorded processes, anything working in its worktree, and
     (when it had one) any member of its PID namespace."""
-    from jigs._proctree import live, namespace_members, processes_under
-
     found = set(live(step)) | set(processes_under(tree))
     if namespace is not None:
         found |= set(namespace_members(namespace))
@@ -859,10 +841,6 @@ async def _process_view(ctx: KitContext) -> None:
     began (none of the worker's, none of the host's), its own environment readable, and no
     canary of :data:`CANARIES` by name or value anywhere. Under the ``tree`` fallback the agent
     does see the host's processes (the documented limit), which the kit asserts instead."""
-    from jigs.processes import value_digest
-
-    from jigs_testing._isolation_probe import boot_ticks, parse_view, view_command
-
     kind, server = ctx.kind, ctx.server
     mode = _isolation_mode(ctx)
     tree = ctx.worktree("process-view")
@@ -916,10 +894,6 @@ async def _planted_config(ctx: KitContext) -> None:
     (the n-th declaration of each path in round n), so a guard that refuses one version does not
     hide what the CLI would do with another. A kind that declares no file passes trivially; one
     that does not declare (None) fails."""
-    from jigs.plugin import ConfigFile
-
-    from jigs_testing import ModelServer
-
     kind = ctx.kind
     files: Any = ctx.harness.config_files()
     assert files is not None, (
@@ -950,11 +924,6 @@ async def _planted_round(
 ) -> None:
     """One round of :func:`_planted_config`: plant ``configs``, run turns until one runs (each
     refusal removes the files it names), then judge."""
-    import shlex
-
-    from jigs.errors import JitCheckError
-    from jigs.plugin import Planted
-
     kind, server, home = ctx.kind, ctx.server, ctx.home
     tree = _tree_under(root)
     # in the worktree: a sandboxed step can write nowhere else, so a marker outside it could
@@ -1046,17 +1015,6 @@ async def _event_stream(ctx: KitContext) -> None:
     """A turn with one tool call yields, in order: the session, a tool call started then
     finished (with its name), text deltas whose concatenation is the final text, usage, and
     exactly one ``turn-completed`` last; the same events land in the step log."""
-    from jigs._paths import run_state_dir
-    from jigs._steplog import read_events, step_logs
-    from jigs.events import (
-        SessionStarted,
-        TextDelta,
-        ToolCallFinished,
-        ToolCallStarted,
-        TurnCompleted,
-        UsageUpdated,
-    )
-
     kind, run = ctx.kind, ctx.run
     tree = ctx.worktree("events")
     seen: list[Any] = []
@@ -1118,29 +1076,23 @@ NOT_MODEL_CALLS = (
 @asynccontextmanager
 async def _step_endpoints() -> AsyncIterator[list[Any]]:
     """Every :class:`~jigs.plugin.ModelEndpoint` the pipeline opens in the block."""
-    from jigs import _model_proxy
-
     opened: list[Any] = []
-    original = _model_proxy.prepare_model_endpoint
+    original = _endpoint.prepare_model_endpoint
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         found = original(*args, **kwargs)
         opened.append(found[0])
         return found
 
-    _model_proxy.prepare_model_endpoint = spy
+    _endpoint.prepare_model_endpoint = spy
     try:
         yield opened
     finally:
-        _model_proxy.prepare_model_endpoint = original
+        _endpoint.prepare_model_endpoint = original
 
 
 async def _status_of(base_url: str, method: str, path: str) -> int:
     """The status a plain HTTP/1.1 request to ``base_url + path`` gets (0: no answer)."""
-    from urllib.parse import urlsplit
-
-    import anyio
-
     parts = urlsplit(base_url)
     head = (
         f"{method} {parts.path}{path} HTTP/1.1\r\nhost: {parts.netloc}\r\n"
@@ -1170,8 +1122,6 @@ def _needs_proxy(ctx: KitContext) -> Any:
 async def _model_only(ctx: KitContext) -> None:
     """While a step runs, what is not a model call of its route is refused by its proxy (403)
     and never reaches the model server."""
-    from jigs._model_proxy import model_calls_of
-
     route = _needs_proxy(ctx)
     kind, server = ctx.kind, ctx.server
     declared = {tuple(call.split(" ", 1)) for call in model_calls_of(route)}
@@ -1201,11 +1151,6 @@ async def _model_only(ctx: KitContext) -> None:
 async def _key_not_relayed(ctx: KitContext) -> None:
     """An upstream error quoting the real key: the step fails, and the key is in no error
     text and in no file the CLI or jigs wrote."""
-    from jigs._paths import data_dir
-    from jigs.errors import JigsError
-
-    from jigs_testing import error
-
     _needs_proxy(ctx)
     kind, key, server = ctx.kind, ctx.key, ctx.server
     assert key is not None

@@ -20,7 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+from jigs._paths import data_dir
+from jigs._registry import default_registry
+from jigs._types import RunMetadata
+from jigs.checks import run_checks
+from jigs.env import build_env
+from jigs.errors import JigsError
+from jigs.steps import run_agent
+from structlog.testing import capture_logs
 
+from jigs_testing import ModelServer
 from jigs_testing._environ import patched_environ
 from jigs_testing.plan import demo_plan_of, has_demo_plan, how_to_write_demo_plan
 
@@ -60,10 +69,6 @@ def _scratch_repo(root: Path, kind: str) -> Path:
 async def _install_fix(kind: str, agents_env: Sequence[str]) -> str | None:
     """The kind's CLI check (``harness.<kind>-cli``, under the environment its demo step gets)
     as one line, or None when it passes. A login is not needed: demo descriptors name a key."""
-    from jigs._registry import default_registry
-    from jigs.checks import run_checks
-    from jigs.env import build_env
-
     harness = default_registry().get(kind)
     checks = [
         c
@@ -78,14 +83,6 @@ async def _install_fix(kind: str, agents_env: Sequence[str]) -> str | None:
 
 
 async def _demo_kind(kind: str, root: Path) -> KindReport:
-    from jigs._registry import default_registry
-    from jigs._types import RunMetadata
-    from jigs.errors import JigsError
-    from jigs.steps import run_agent
-    from structlog.testing import capture_logs
-
-    from jigs_testing import ModelServer
-
     report = KindReport(kind)
     try:
         harness = default_registry().get(kind)
@@ -195,9 +192,6 @@ def _print_report(report: KindReport) -> None:
 
 async def run_demo(kinds: Sequence[str] | None = None) -> list[KindReport]:
     """Run the demo for ``kinds`` (default: every installed kind) and return the reports."""
-    from jigs._paths import data_dir
-    from jigs._registry import default_registry
-
     chosen = list(kinds) if kinds else default_registry().enabled_kinds()
     reports = []
     with tempfile.TemporaryDirectory(prefix="jigs-demo-") as tmp:

@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from jigs.descriptors import HarnessDescriptor
 
+from jigs_testing import reply, text, tool_call
+
 if TYPE_CHECKING:
     from jigs_testing._server.server import ModelServer
 
@@ -65,8 +67,6 @@ def scripted_write(
     with ``arguments(path, content)``, then answers with text once the tool has run."""
 
     def write(server: ModelServer, path: str, content: str) -> str:
-        from jigs_testing import text, tool_call
-
         server.add(tool_call(tool, dict(arguments(path, content))), text(f"I wrote {path}."))
         return f"Create the file {path} containing {content!r}."
 
@@ -80,8 +80,6 @@ def scripted_command(
     ``tool`` with ``arguments(command)``, then answers with text once the tool has returned."""
 
     def run(server: ModelServer, command: str) -> str:
-        from jigs_testing import text, tool_call
-
         server.add(tool_call(tool, dict(arguments(command))), text("The command has run."))
         return "Run the command you are given with your shell tool."
 
@@ -90,8 +88,6 @@ def scripted_command(
 
 def scripted_recall(server: ModelServer) -> str:
     """The second turn: the model reports how many messages the resumed request carried."""
-    from jigs_testing import reply, text
-
     server.add(
         reply(
             lambda req: text(
@@ -105,8 +101,6 @@ def scripted_recall(server: ModelServer) -> str:
 
 def scripted_hang(server: ModelServer) -> str:
     """A turn whose model endpoint hangs: the reply starts only after ten minutes."""
-    from jigs_testing import text
-
     server.add(text("too late", delay=600))
     return "Say hello."
 

@@ -19,6 +19,7 @@ runs its check in an asyncio event loop of its own, so no async plugin or marker
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,8 +54,6 @@ def conformance_tests(
 
     @pytest.mark.parametrize("check", names)
     def test_conformance(check: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-        import functools
-
         import anyio
 
         from jigs_testing.conformance import check_harness

@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from pydantic import ValidationError
+
 from jigs.errors import StructuredOutputError
 from jigs.models._protocol import LanguageModel
 from jigs.models._types import FinishPart, GenerateResult, ModelRequest, StreamPart, TextDeltaPart
@@ -16,8 +18,6 @@ __all__ = ["ObjectResult", "TextStream", "generate_object", "generate_text", "st
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-# pydantic is imported only for a structured answer (parse_output): generate_text and
-# stream_text of a step in a fresh process never pay for it
 T = TypeVar("T", bound="BaseModel")
 
 
@@ -157,7 +157,6 @@ def parse_output(schema: type[T], result: GenerateResult) -> T:
                 f"the agent's answer is not JSON for {schema.__name__}: {result.text[:200]!r}",
                 raw=result.text,
             ) from None
-    from pydantic import ValidationError
 
     try:
         return schema.model_validate(raw)

@@ -6,6 +6,7 @@ from pydantic import Field
 
 from jigs._record import Record
 from jigs._usage import Usage
+from jigs.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from jigs.errors import JigsError
@@ -34,8 +35,6 @@ class _Data(Record):
 
     @classmethod
     def _invalid(cls, message: str) -> "JigsError":
-        from jigs.errors import InvalidInputError
-
         return InvalidInputError(f"invalid {cls.__name__}: {message}", argument=cls.__name__)
 
 

@@ -56,15 +56,16 @@ import ipaddress
 import re
 import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from http import HTTPStatus
 from typing import Any, NamedTuple, TypeAlias, cast
 
 import anyio
 import anyio.abc
 import h11
 
+from jigs._accept import accept_forever
 from jigs._hosts import host_bytes
 from jigs._logging import logger
+from jigs.proxy._http1 import ClientGone, Http1Server, phrase, serve_requests
 from jigs.sandbox._relay import as_listener, splice
 
 __all__ = [
@@ -298,7 +299,7 @@ class _NoUpstream(Exception):
         self.refused = refused
 
 
-class _Drop(Exception):
+class _Drop(ClientGone):
     """The client's connection is closed without a word: a peer vanished or went idle."""
 
 
@@ -384,8 +385,6 @@ class EgressProxy:
         """Serve ``listener`` until cancelled (or until it is closed by someone else); it is
         closed on return and every open connection cut. Raises ``TypeError`` for a listener
         that is not a socket listener, ``OSError`` if a socket cannot be wrapped."""
-        from jigs._accept import accept_forever
-
         server = await as_listener(listener)
 
         def failed(exc: OSError) -> None:
@@ -416,37 +415,25 @@ class EgressProxy:
             self._active -= 1
 
     async def _serve_connection(self, stream: anyio.abc.SocketStream) -> None:
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
-        async with stream:
-            try:
-                while True:
-                    event = await _next_event(conn, stream, min(_HEAD_TIMEOUT, self._idle))
-                    if not isinstance(event, h11.Request):
-                        return
-                    if not await self._handle(conn, stream, event):
-                        return
-                    if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
-                        return
-                    conn.start_next_cycle()
-            except h11.RemoteProtocolError as exc:
-                if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                    body = f"jigs sandbox: bad HTTP request: {exc}\n"
-                    await _reply(conn, stream, exc.error_status_hint, body)
-            except _Drop:
-                return
-            except Exception as exc:  # a bug here must cost one connection, not the proxy
-                self._log.error("sandbox.egress.internal_error", error=type(exc).__name__)
+        await serve_requests(
+            Http1Server(stream, max_head=_MAX_HEAD, timeout=self._idle),
+            self._handle,
+            bad_request=_bad_request,
+            failed=self._internal_error,
+            head_timeout=min(_HEAD_TIMEOUT, self._idle),
+        )
+
+    def _internal_error(self, exc: Exception) -> None:
+        self._log.error("sandbox.egress.internal_error", error=type(exc).__name__)
 
     # -- one request ------------------------------------------------------------------------
 
-    async def _handle(
-        self, conn: h11.Connection, stream: anyio.abc.SocketStream, request: h11.Request
-    ) -> bool:
+    async def _handle(self, conn: Http1Server, request: h11.Request) -> bool:
         """Answer one request; whether the connection may carry another."""
         try:
             target = _target(request)
         except ValueError as exc:
-            await _reply(conn, stream, 400, f"jigs sandbox: {exc}\n")
+            await _reply(conn, 400, f"jigs sandbox: {exc}\n")
             return False
         try:
             if not self._authorized(request):
@@ -455,9 +442,9 @@ class EgressProxy:
             if rule is None:
                 raise _NoUpstream(403, "not_allowed", _not_allowed(target), refused=True)
             if request.method == b"CONNECT":
-                await self._tunnel(conn, stream, target, rule)
+                await self._tunnel(conn, target, rule)
                 return False
-            return await self._forward(conn, stream, request, target, rule)
+            return await self._forward(conn, request, target, rule)
         except _NoUpstream as exc:
             fields = {"host": target.host, "port": target.port, "status": exc.status}
             if exc.refused:
@@ -468,7 +455,7 @@ class EgressProxy:
             extra = (
                 [("proxy-authenticate", 'Basic realm="jigs sandbox"')] if exc.status == 407 else []
             )
-            await _reply(conn, stream, exc.status, exc.body, extra)
+            await _reply(conn, exc.status, exc.body, extra)
             return False
 
     def _authorized(self, request: h11.Request) -> bool:
@@ -535,25 +522,19 @@ class EgressProxy:
             502, "unresolved", f"jigs sandbox: {target.host} has no address\n", refused=False
         )
 
-    async def _tunnel(
-        self,
-        conn: h11.Connection,
-        stream: anyio.abc.SocketStream,
-        target: _Target,
-        rule: AllowRule,
-    ) -> None:
-        if not isinstance(await _next_event(conn, stream, self._idle), h11.EndOfMessage):
-            await _reply(conn, stream, 400, "jigs sandbox: a CONNECT request has no body\n")
+    async def _tunnel(self, conn: Http1Server, target: _Target, rule: AllowRule) -> None:
+        if not isinstance(await conn.next_event(), h11.EndOfMessage):
+            await _reply(conn, 400, "jigs sandbox: a CONNECT request has no body\n")
             return
         upstream = await self._open(target, rule)
         async with upstream:
             established = h11.Response(
                 status_code=200, headers=[], reason=b"Connection established"
             )
-            await _send(conn, stream, established, self._idle)
+            await conn.send(established)
             self.tunnels += 1
             self._log.info("sandbox.egress.tunnel", host=target.host, port=target.port)
-            early, _ = conn.trailing_data  # bytes the client sent right behind its CONNECT
+            early, _ = conn.h11.trailing_data  # bytes the client sent right behind its CONNECT
             error: Exception | None = None
             try:
                 if early:
@@ -561,15 +542,14 @@ class EgressProxy:
             except _IO_ERRORS as exc:
                 error = exc
             else:
-                error = await splice(stream, upstream, idle=self._idle)
+                error = await splice(conn.stream, upstream, idle=self._idle)
         if error is not None:
             fields = {"host": target.host, "port": target.port, "error": type(error).__name__}
             self._log.info("sandbox.egress.cut", **fields)
 
     async def _forward(
         self,
-        conn: h11.Connection,
-        stream: anyio.abc.SocketStream,
+        conn: Http1Server,
         request: h11.Request,
         target: _Target,
         rule: AllowRule,
@@ -583,7 +563,7 @@ class EgressProxy:
             onward = h11.Request(method=request.method, target=target.path, headers=headers)
             try:
                 await _up_send(up, upstream, onward, self._idle)
-                await self._send_body(conn, stream, up, upstream)
+                await self._send_body(conn, up, upstream)
                 response = await self._response_head(up, upstream)
             except _UpstreamBroken as exc:
                 late = isinstance(exc.__cause__, TimeoutError)
@@ -597,36 +577,22 @@ class EgressProxy:
                 headers=_response_headers(response.headers),
                 reason=response.reason,
             )
-            await _send(conn, stream, back, self._idle)
+            await conn.send(back)
             try:
-                await self._copy_body(up, upstream, conn, stream)
+                await self._copy_body(up, upstream, conn)
             except _UpstreamBroken as exc:  # too late for a status: cut the client off
                 self._log.info("sandbox.egress.cut", error=str(exc), **fields)
                 raise _Drop from exc
         return True
 
     async def _send_body(
-        self,
-        conn: h11.Connection,
-        stream: anyio.abc.SocketStream,
-        up: h11.Connection,
-        upstream: anyio.abc.SocketStream,
+        self, conn: Http1Server, up: h11.Connection, upstream: anyio.abc.SocketStream
     ) -> None:
         """The client's request body, sent on as it arrives (in full before the response is
         read: an upstream that answers early waits for it)."""
-        if conn.client_is_waiting_for_100_continue:
-            await _send(
-                conn, stream, h11.InformationalResponse(status_code=100, headers=[]), self._idle
-            )
-        while True:
-            event = await _next_event(conn, stream, self._idle)
-            if isinstance(event, h11.Data):
-                await _up_send(up, upstream, h11.Data(data=event.data), self._idle)
-            elif isinstance(event, h11.EndOfMessage):
-                await _up_send(up, upstream, h11.EndOfMessage(), self._idle)
-                return
-            else:
-                raise _Drop("the client left mid-body")
+        async for data in conn.body():
+            await _up_send(up, upstream, h11.Data(data=data), self._idle)
+        await _up_send(up, upstream, h11.EndOfMessage(), self._idle)
 
     async def _response_head(
         self, up: h11.Connection, upstream: anyio.abc.SocketStream
@@ -639,18 +605,14 @@ class EgressProxy:
                 raise _UpstreamBroken("closed before its response")
 
     async def _copy_body(
-        self,
-        up: h11.Connection,
-        upstream: anyio.abc.SocketStream,
-        conn: h11.Connection,
-        stream: anyio.abc.SocketStream,
+        self, up: h11.Connection, upstream: anyio.abc.SocketStream, conn: Http1Server
     ) -> None:
         while True:
             event = await _up_event(up, upstream, self._idle)
             if isinstance(event, h11.Data):
-                await _send(conn, stream, h11.Data(data=event.data), self._idle)
+                await conn.send(h11.Data(data=event.data))
             elif isinstance(event, h11.EndOfMessage):
-                await _send(conn, stream, h11.EndOfMessage(), self._idle)
+                await conn.send(h11.EndOfMessage())
                 return
             else:
                 raise _UpstreamBroken("closed mid-body")
@@ -732,70 +694,19 @@ def _response_headers(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[byte
     return [(k, v) for k, v in headers if k not in _RESPONSE_HOP_BY_HOP and k not in named]
 
 
-async def _next_event(
-    conn: h11.Connection, stream: anyio.abc.SocketStream, timeout: float
-) -> h11.Event:
-    """The client's next h11 event. Raises :class:`_Drop` when the client is gone or sent
-    nothing for ``timeout`` seconds."""
-    while True:
-        event = conn.next_event()
-        if event is h11.NEED_DATA:
-            with anyio.move_on_after(timeout):
-                try:
-                    data = await stream.receive(_READ_SIZE)
-                except anyio.EndOfStream:
-                    data = b""
-                except _IO_ERRORS as exc:
-                    raise _Drop from exc
-                conn.receive_data(data)
-                continue
-            raise _Drop("idle")
-        if event is h11.PAUSED:
-            return h11.ConnectionClosed()
-        return cast("h11.Event", event)
-
-
-async def _send(
-    conn: h11.Connection, stream: anyio.abc.SocketStream, event: h11.Event, timeout: float
-) -> None:
-    """``event`` to the client. Raises :class:`_Drop` when it is gone or stopped reading."""
-    data = conn.send(event)
-    if not data:
-        return
-    with anyio.move_on_after(timeout):
-        try:
-            await stream.send(data)
-        except _IO_ERRORS as exc:
-            raise _Drop from exc
-        return
-    raise _Drop("idle")
-
-
 async def _reply(
-    conn: h11.Connection,
-    stream: anyio.abc.SocketStream,
-    status: int,
-    body: str,
-    extra: Sequence[tuple[str, str]] = (),
+    conn: Http1Server, status: int, body: str, extra: Sequence[tuple[str, str]] = ()
 ) -> None:
     """A complete plain-text response that closes the connection; a client already gone is
     not an error."""
-    data = body.encode("utf-8")
-    headers = [
-        ("content-type", "text/plain; charset=utf-8"),
-        ("content-length", str(len(data))),
-        ("connection", "close"),
-        *extra,
-    ]
-    reason = HTTPStatus(status).phrase.encode("ascii")
-    try:
-        await _send(
-            conn, stream, h11.Response(status_code=status, headers=headers, reason=reason), 5
-        )
-        await _send(conn, stream, h11.Data(data=data), 5)
-        await _send(conn, stream, h11.EndOfMessage(), 5)
-    except (_Drop, h11.LocalProtocolError):
-        pass
+    headers = [("content-type", "text/plain; charset=utf-8"), *extra]
+    with contextlib.suppress(ClientGone, h11.LocalProtocolError):
+        data = body.encode("utf-8")
+        await conn.respond(status, headers, data, reason=phrase(status), timeout=5)
+
+
+async def _bad_request(conn: Http1Server, exc: h11.RemoteProtocolError) -> None:
+    await _reply(conn, exc.error_status_hint, f"jigs sandbox: bad HTTP request: {exc}\n")
 
 
 async def _up_send(

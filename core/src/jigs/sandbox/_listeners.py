@@ -19,9 +19,18 @@ import errno
 import json
 import os
 import socket
+from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from jigs.sandbox._netns import bridge_command, bridge_paths, uses_bridge
+import anyio
+
+from jigs.sandbox._netns import (
+    bridge_command,
+    bridge_paths,
+    listen_inside,
+    receive_listeners,
+    uses_bridge,
+)
 
 if TYPE_CHECKING:
     from jigs.sandbox._view import SandboxView
@@ -63,7 +72,6 @@ class Listeners:
         this launch only). Raises ``OSError`` when the worker's Python cannot be run."""
         if not self.bridge:
             return self.view
-        from pathlib import Path
 
         readable = [*self.view.readable, *map(Path, bridge_paths())]
         return dataclasses.replace(self.view, readable=readable)
@@ -81,12 +89,8 @@ class Listeners:
         every descriptor of the launch; raises ``OSError``."""
         try:
             if self._channel is not None:
-                from jigs.sandbox._netns import receive_listeners
-
                 socks = await receive_listeners(self._channel, len(self.ports), stderr)
             else:
-                from jigs.sandbox._netns import listen_inside
-
                 socks = listen_inside(await _sandbox_pid(self._ours[0], stderr), self.ports)
             for handed, (port, sock) in enumerate(zip(self.ports, socks, strict=True)):
                 try:
@@ -115,8 +119,6 @@ def _close(fds: list[int]) -> None:
 
 async def _sandbox_pid(info: int, stderr: IO[bytes]) -> int:
     """The sandbox's first process, as bwrap reports it on its info descriptor."""
-    import anyio
-
     buffer = b""
     decoder = json.JSONDecoder()
     while True:

@@ -31,13 +31,20 @@ deadlock the child).
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import socket
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import IO
+
+import anyio
+
+from jigs.sandbox._runtime import runtime_paths
+from jigs.sandbox._view import system_paths
 
 __all__ = [
     "BRIDGE",
@@ -62,8 +69,6 @@ _MAX_MESSAGE = 4096
 
 def _setns(fd: int) -> None:
     """``setns(fd, CLONE_NEWNET)`` for the calling thread; raises ``OSError``."""
-    import ctypes  # only for a sandboxed launch
-
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.setns(fd, CLONE_NEWNET) != 0:
         error = ctypes.get_errno()
@@ -94,8 +99,6 @@ def _listening_when_up(port: int) -> socket.socket:
     """:func:`listening_socket` on ``port`` once the namespace's ``127.0.0.1`` exists: binding
     it before bwrap has brought ``lo`` up fails with ``EADDRNOTAVAIL``, so that is retried
     (briefly: it takes bwrap well under a millisecond). Raises ``OSError`` otherwise."""
-    import time
-
     deadline = time.monotonic() + _LOOPBACK_WAIT
     while True:
         try:
@@ -190,9 +193,6 @@ def bridge_command(channel_fd: int, ports: Sequence[int]) -> list[str]:
 def bridge_paths() -> list[str]:
     """What the bridge needs shown read-only in the sandbox: the interpreter's installation
     and the bridge itself (system paths, shown anyway, are left out)."""
-    from jigs.sandbox._runtime import runtime_paths
-    from jigs.sandbox._view import system_paths
-
     shown = [os.path.realpath(p) for p in system_paths()]
     needed = [p for p in runtime_paths(_interpreter(), {}) if os.path.isabs(p)]
     return [
@@ -228,8 +228,6 @@ async def receive_listeners(
     """The ``count`` listening sockets the bridge sends over ``channel`` (non-blocking, in
     port order), waiting at most :data:`BRIDGE_TIMEOUT`. Raises ``OSError`` saying what failed
     (the bridge's own error, or bwrap's stderr from ``stderr``); nothing is left open then."""
-    import anyio
-
     channel.setblocking(False)
     try:
         with anyio.fail_after(BRIDGE_TIMEOUT):

@@ -9,14 +9,13 @@ programs, fails it, and :func:`sandbox_problem` says why and how to fix it.
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from shutil import which
 
-from jigs._files import which
-
-if TYPE_CHECKING:
-    from jigs._isolation import Isolation
+from jigs._isolation import Isolation
+from jigs.sandbox._view import SandboxView, bwrap_args
 
 __all__ = ["BWRAP_VAR", "FIX", "bwrap_executable", "sandbox_isolation", "sandbox_problem"]
 
@@ -52,11 +51,6 @@ def bwrap_executable() -> str | None:
 
 
 def _probe() -> Isolation | str:
-    import subprocess
-
-    from jigs._isolation import Isolation
-    from jigs.sandbox._view import SandboxView, bwrap_args
-
     bwrap, timeout, echo = bwrap_executable(), which("timeout"), which("echo") or "/bin/echo"
     if bwrap is None or timeout is None:
         missing = [n for n, p in (("bwrap", bwrap), ("timeout", timeout)) if p is None]

@@ -36,6 +36,7 @@ from typing import Any, TypeAlias
 import anyio
 import anyio.abc
 
+from jigs._accept import accept_forever
 from jigs._logging import logger
 
 __all__ = ["CHUNK", "MAX_CONNECTIONS", "Connect", "as_listener", "relay", "splice", "tcp_connector"]
@@ -148,8 +149,6 @@ async def relay(
     server's name, say); ``idle`` (seconds, ``None`` for never) cuts a connection on which no
     byte moved either way for that long. The listener is closed on return. Raises ``TypeError``
     for a listener that is not a socket listener, ``OSError`` if a socket cannot be wrapped."""
-    from jigs._accept import accept_forever
-
     server = await as_listener(listener)
     active = 0
 

@@ -28,6 +28,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
+from anyio.from_thread import start_blocking_portal
+
+from jigs.sandbox._relay import relay, tcp_connector
+
 __all__ = ["EGRESS_PORT", "StepServers", "loopback_ports"]
 
 #: The egress proxy's port inside a step's network namespace (nothing else listens there; a
@@ -71,8 +75,6 @@ class StepServers:
 
     def relay(self, port: int, host: str) -> Callable[[socket.socket], None]:
         """A relay of each connection to the worker's ``host:port``."""
-        from jigs.sandbox._relay import relay, tcp_connector
-
         connect = tcp_connector(host, port)
 
         async def serve(sock: socket.socket) -> None:
@@ -87,8 +89,6 @@ class StepServers:
                     sock.close()
                     return
                 if self._portal is None:
-                    from anyio.from_thread import start_blocking_portal
-
                     self._portal_cm = start_blocking_portal()
                     self._portal = self._portal_cm.__enter__()
                 portal = self._portal

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-
-# not shutil.which: a step launches its CLI before it needs shutil (tests/core/test_imports.py)
-from jigs._files import which
+from shutil import which
 
 __all__ = ["runtime_paths", "stdio_server_paths"]
 
@@ -89,7 +87,7 @@ def stdio_server_paths(
     is a ``#!`` script."""
     paths: list[str] = []
     for command, args in servers:
-        found = command if os.sep in command else which(command, env.get("PATH", os.defpath))
+        found = command if os.sep in command else which(command, path=env.get("PATH", os.defpath))
         if found and os.path.isabs(found):
             paths += runtime_paths(found, env)
         for arg in args:

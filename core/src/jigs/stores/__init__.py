@@ -14,15 +14,11 @@ configuration (see :mod:`jigs.stores._config`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from jigs.stores._config import ENTRY_POINT_GROUP, ENV_VAR, resolve_store, store_from_url
 from jigs.stores._local import LocalStore
+from jigs.stores._object import ObjectStore
+from jigs.stores._postgres import PostgresStore
 from jigs.stores._protocol import ArtifactInfo, SessionStore, check_key, sha256_hex
-
-if TYPE_CHECKING:
-    from jigs.stores._object import ObjectStore
-    from jigs.stores._postgres import PostgresStore
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -37,15 +33,3 @@ __all__ = [
     "sha256_hex",
     "store_from_url",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "PostgresStore":
-        from jigs.stores._postgres import PostgresStore
-
-        return PostgresStore
-    if name == "ObjectStore":
-        from jigs.stores._object import ObjectStore
-
-        return ObjectStore
-    raise AttributeError(f"module 'jigs.stores' has no attribute {name!r}")

@@ -26,10 +26,16 @@ value is a callable taking the table (a dict) and returning a :class:`SessionSto
 from __future__ import annotations
 
 import os
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from jigs._registry import entry_points
+from jigs.errors import SessionStoreError
+from jigs.stores._local import LocalStore
+from jigs.stores._object import ObjectStore
+from jigs.stores._postgres import DEFAULT_TABLE, PostgresStore
 from jigs.stores._protocol import SessionStore
 
 __all__ = [
@@ -59,28 +65,18 @@ _OBJECT_SCHEMES = (
 
 
 def _error(message: str) -> Exception:
-    from jigs.errors import SessionStoreError
-
     return SessionStoreError(message, store="-", operation="configure")
 
 
 def store_from_url(url: str) -> SessionStore:
     """A store for a URL string (see the module docs)."""
     if url == "local":
-        from jigs.stores._local import LocalStore
-
         return LocalStore()
     if url.startswith("local:"):
-        from jigs.stores._local import LocalStore
-
         return LocalStore(url.removeprefix("local:"))
     if url.startswith(("postgresql://", "postgres://")):
-        from jigs.stores._postgres import PostgresStore
-
         return PostgresStore(url)
     if url.startswith(_OBJECT_SCHEMES):
-        from jigs.stores._object import ObjectStore
-
         return ObjectStore(url)
     raise _error(
         "the session store URL is not one jigs knows (use local, local:/dir, postgresql://..., "
@@ -100,12 +96,8 @@ def _store_from_table(table: Mapping[str, Any], where: str) -> SessionStore:
         return value
 
     if kind == "local":
-        from jigs.stores._local import LocalStore
-
         return LocalStore(text("path"))
     if kind == "postgres":
-        from jigs.stores._postgres import DEFAULT_TABLE, PostgresStore
-
         dsn = text("dsn")
         name = text("dsn_env")
         if name:
@@ -119,15 +111,12 @@ def _store_from_table(table: Mapping[str, Any], where: str) -> SessionStore:
             raise _error(f"{where}: a postgres store needs dsn_env (or dsn)")
         return PostgresStore(dsn, table=text("table") or DEFAULT_TABLE)
     if kind == "object":
-        from jigs.stores._object import ObjectStore
-
         options = table.get("options", {})
         if not isinstance(options, Mapping):
             raise _error(f"{where}: options must be a table")
         return ObjectStore(text("url"), options=options)
-    from importlib.metadata import entry_points
 
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in entry_points(ENTRY_POINT_GROUP):
         if ep.name == kind:
             try:
                 factory = ep.load()
@@ -157,7 +146,6 @@ def find_store_config(start: Path) -> tuple[Mapping[str, Any], str] | None:
             path = directory / filename
             if not path.is_file():
                 continue
-            import tomllib  # only when there is a file to read (its import compiles regexes)
 
             try:
                 data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -204,6 +192,5 @@ def configured_store(start: Path | None) -> SessionStore:
         found = find_store_config(start)
         if found is not None:
             return _store_from_table(*found)
-    from jigs.stores._local import LocalStore
 
     return LocalStore()

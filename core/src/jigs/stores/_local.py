@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 
 from jigs._files import write_atomic
+from jigs._paths import data_dir
+from jigs.errors import SessionStoreError
 from jigs.stores._protocol import ArtifactInfo, check_key, sha256_hex
 
 __all__ = ["LocalStore"]
@@ -25,8 +27,6 @@ class LocalStore:
 
     def __init__(self, root: Path | str | None = None) -> None:
         if root is None:
-            from jigs._paths import data_dir
-
             root = data_dir() / "store"
         self.root = Path(root)
 
@@ -95,8 +95,6 @@ class LocalStore:
 
 
 def _error(store: LocalStore, operation: str, exc: OSError) -> Exception:
-    from jigs.errors import SessionStoreError
-
     return SessionStoreError(
         f"the local session store {store.root} failed to {operation} an artifact "
         f"({type(exc).__name__}: {exc.strerror or exc}); check the directory's permissions and "

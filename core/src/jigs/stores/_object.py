@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from jigs.errors import SessionStoreError
 from jigs.stores._protocol import ArtifactInfo, check_key, sha256_hex
 
 __all__ = ["ObjectStore"]
@@ -28,8 +29,6 @@ class ObjectStore:
     def __init__(
         self, url: str | None = None, *, store: Any = None, options: Mapping[str, Any] = {}
     ) -> None:
-        from jigs.errors import SessionStoreError
-
         try:
             import obstore.store
         except ImportError:
@@ -66,8 +65,6 @@ class ObjectStore:
         return f"object:{self._where}"
 
     def _fail(self, operation: str, exc: Exception) -> Exception:
-        from jigs.errors import SessionStoreError
-
         return SessionStoreError(
             f"the object store {self._where} failed to {operation} ({type(exc).__name__}); "
             f"check the bucket, the credentials and the network",

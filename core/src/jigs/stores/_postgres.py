@@ -28,6 +28,7 @@ import threading
 import zlib
 from typing import TYPE_CHECKING, Any
 
+from jigs.errors import SessionStoreError
 from jigs.stores._protocol import ArtifactInfo, check_key, sha256_hex
 
 if TYPE_CHECKING:
@@ -51,8 +52,6 @@ class PostgresStore:
     def __init__(
         self, dsn: str, *, table: str = DEFAULT_TABLE, connect_timeout: float = 10.0
     ) -> None:
-        from jigs.errors import SessionStoreError
-
         if not _IDENT.fullmatch(table):
             raise SessionStoreError(
                 f"{table[:80]!r} is not a plain table name (letters, digits, _); set "
@@ -84,8 +83,6 @@ class PostgresStore:
         try:
             import psycopg
         except ImportError:
-            from jigs.errors import SessionStoreError
-
             raise SessionStoreError(
                 "the Postgres session store needs psycopg 3; pip install 'jigs-core[postgres]'",
                 store="postgres",
@@ -166,15 +163,12 @@ class PostgresStore:
             try:
                 return zlib.decompress(body)
             except zlib.error:
-                from jigs.errors import SessionStoreError
-
                 raise SessionStoreError(
                     f"the artifact {key} in {self.describe()} is damaged (its zlib stream does "
                     f"not decompress); delete it and start without resume",
                     store=self.describe(),
                     operation="get",
                 ) from None
-        from jigs.errors import SessionStoreError
 
         raise SessionStoreError(
             f"the artifact {key} in {self.describe()} has an unknown encoding; a newer jigs "
@@ -206,7 +200,6 @@ class PostgresStore:
 
 
 def _error(store: PostgresStore, operation: str, exc: Exception) -> Exception:
-    from jigs.errors import SessionStoreError
 
     # psycopg's messages can name the host and user, never the password; keep only the class
     # and the SQLSTATE to be safe

@@ -12,9 +12,12 @@ methods, registered under the entry point group ``jigs.session_stores``::
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+from jigs.errors import SessionStoreError
 
 __all__ = ["ArtifactInfo", "SessionStore", "check_key", "sha256_hex"]
 
@@ -83,8 +86,6 @@ def check_key(key: str, *, prefix: bool = False) -> str:
     A key is 1..1024 characters of ``/``-separated segments, each of ``A-Za-z0-9._=+-`` and
     neither ``.`` nor ``..``: it can never leave a store's root directory or prefix. With
     ``prefix`` an empty string and a trailing ``/`` are accepted too."""
-    from jigs.errors import SessionStoreError
-
     body = key
     if prefix:
         if key == "":
@@ -108,6 +109,4 @@ def check_key(key: str, *, prefix: bool = False) -> str:
 
 def sha256_hex(data: bytes) -> str:
     """The sha256 of ``data``, in hex."""
-    import hashlib  # here, not at the top: a cold step imports this module before its CLI starts
-
     return hashlib.sha256(data).hexdigest()

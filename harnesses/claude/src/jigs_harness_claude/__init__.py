@@ -13,23 +13,18 @@ with every :mod:`jigs.events` event) and ``approve_tool``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from jigs._lazy import lazy_exports
-
-if TYPE_CHECKING:
-    from jigs_harness_claude._approval import ApproveTool
-    from jigs_harness_claude._descriptor import ClaudeDescriptor, Effort
-    from jigs_harness_claude._events import ClaudeDecoder
-    from jigs_harness_claude._executable import (
-        ENV_VAR,
-        MINIMUM_VERSION,
-        TESTED_VERSION,
-        bundled_cli,
-        resolve_executable,
-    )
-    from jigs_harness_claude._harness import ClaudeHarness
-    from jigs_harness_claude._sessions import transcript_path
+from jigs_harness_claude._approval import ApproveTool
+from jigs_harness_claude._descriptor import ClaudeDescriptor, Effort
+from jigs_harness_claude._events import ClaudeDecoder
+from jigs_harness_claude._executable import (
+    ENV_VAR,
+    MINIMUM_VERSION,
+    TESTED_VERSION,
+    bundled_cli,
+    resolve_executable,
+)
+from jigs_harness_claude._harness import ClaudeHarness
+from jigs_harness_claude._sessions import transcript_path
 
 __all__ = [
     "ENV_VAR",
@@ -44,23 +39,3 @@ __all__ = [
     "resolve_executable",
     "transcript_path",
 ]
-
-#: Each public name and the module it lives in.
-_EXPORTS: dict[str, str] = {
-    "ApproveTool": "jigs_harness_claude._approval",
-    "ClaudeDescriptor": "jigs_harness_claude._descriptor",
-    "Effort": "jigs_harness_claude._descriptor",
-    "ClaudeDecoder": "jigs_harness_claude._events",
-    "ENV_VAR": "jigs_harness_claude._executable",
-    "MINIMUM_VERSION": "jigs_harness_claude._executable",
-    "TESTED_VERSION": "jigs_harness_claude._executable",
-    "bundled_cli": "jigs_harness_claude._executable",
-    "resolve_executable": "jigs_harness_claude._executable",
-    "ClaudeHarness": "jigs_harness_claude._harness",
-    "transcript_path": "jigs_harness_claude._sessions",
-}
-
-
-# the package's names are imported on first access: importing it (as resolving the kind does,
-# for its ``plugin`` module) loads neither the engine nor the checks
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

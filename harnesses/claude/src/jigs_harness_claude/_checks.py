@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+import anyio
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.errors import CliNotFoundError
 from jigs.executables import version_check
@@ -86,9 +88,6 @@ async def _auth_status(env: Mapping[str, str]) -> CheckResult:
         exe = resolve_executable(env).path
     except CliNotFoundError as exc:
         return CheckFailure(reason=f"cannot ask Claude Code for its login: {exc}", repair=FIX)
-    import subprocess
-
-    import anyio  # here, not at module level: resolving the kind imports this module
 
     with anyio.fail_after(12):
         done = await anyio.run_process(

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -57,7 +58,6 @@ def bundled_cli() -> Path | None:
     found = _bundled_by_spec()
     if found is not None:
         return found
-    import importlib.metadata
 
     try:
         files = importlib.metadata.files("claude-agent-sdk")

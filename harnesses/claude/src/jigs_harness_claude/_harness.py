@@ -25,6 +25,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shlex
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
@@ -44,7 +45,9 @@ from jigs.plugin import (
 )
 
 from jigs_harness_claude._checks import auth_check, cli_check, key_check, root_check
+from jigs_harness_claude._config_files import CONFIG_FILES
 from jigs_harness_claude._descriptor import ClaudeDescriptor
+from jigs_harness_claude._events import ClaudeDecoder
 from jigs_harness_claude._executable import FIX, resolve_executable
 from jigs_harness_claude._launch import SETS_ENV, Prepared, launch
 from jigs_harness_claude._mcp import mcp_config
@@ -56,8 +59,6 @@ if TYPE_CHECKING:
     from jigs.plugin import ConfigFile
     from jigs_testing import ModelServer
     from jigs_testing.plan import DemoPlan
-
-    from jigs_harness_claude._events import ClaudeDecoder
 
 __all__ = ["ClaudeHarness"]
 
@@ -164,21 +165,16 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
         return launch(turn, state)
 
     def decoder(self, turn: TurnSpec[ClaudeDescriptor]) -> ClaudeDecoder:
-        from jigs_harness_claude._events import ClaudeDecoder
-
         return ClaudeDecoder(partial=turn.partial, options=turn.options)
 
     def config_files(self) -> Sequence[ConfigFile]:
         """What Claude Code would read from the worktree and HOME: none of it is loaded."""
-        from jigs_harness_claude._config_files import CONFIG_FILES
-
         return CONFIG_FILES
 
     def demo_plan(self, server: ModelServer) -> DemoPlan:
         """``jigs demo``: the real CLI against ``server``; the agent writes the file with its
         own Bash tool, then resumes and answers from its history."""
-        import shlex
-
+        # jigs-testing comes with the kit and `jigs demo`, not with the kind
         from jigs_testing.plan import DemoPlan, scripted_command, scripted_write
 
         key = "JIGS_DEMO_ANTHROPIC_KEY"

@@ -35,6 +35,7 @@ from pathlib import Path
 from jigs.errors import DescriptorError, InvalidInputError
 from jigs.plugin import ModelEndpoint, TurnLaunch, TurnSpec, private_file
 
+from jigs_harness_claude._approval import ApprovalDriver, approve_tool
 from jigs_harness_claude._descriptor import ClaudeDescriptor
 from jigs_harness_claude._mcp import disallowed_mcp_tools
 from jigs_harness_claude._shell import PREFIX_VAR, SHELL_VAR, shell_env
@@ -128,7 +129,6 @@ def launch(turn: TurnSpec[ClaudeDescriptor], prepared: Prepared) -> TurnLaunch:
     input with the approval driver (see :mod:`._approval`)."""
     # here, not at module level: the approval driver brings anyio, which resolving the kind
     # does not need
-    from jigs_harness_claude._approval import ApprovalDriver, approve_tool
 
     d = turn.descriptor
     approve = approve_tool(turn.options)

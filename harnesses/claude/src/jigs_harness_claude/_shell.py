@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from jigs.errors import InvalidInputError
+from jigs.executables import which
 
 __all__ = ["HIDDEN", "PREFIX_VAR", "SHELL_NAME", "SHELL_VAR", "shell_env", "write_shell_prefix"]
 
@@ -85,7 +86,6 @@ exec {shlex.quote(bash)} --noprofile --norc "$@"
 
 def _find_bash(env: Mapping[str, str] | None) -> str | None:
     path = (env if env is not None else os.environ).get("PATH")
-    from jigs.executables import which
 
     found = which("bash", path=path) or ("/bin/bash" if os.access("/bin/bash", os.X_OK) else None)
     return str(Path(found).resolve()) if found else None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -137,7 +138,6 @@ def _worktree_failure(
         return None
     except (OSError, UnicodeDecodeError) as exc:
         return _unparsable(path, exc, by)
-    import tomllib  # only for a file that is there (its import compiles regexes, ~10 ms)
 
     try:
         data = tomllib.loads(text)

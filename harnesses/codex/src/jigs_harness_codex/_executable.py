@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -63,7 +64,6 @@ def wheel_binary() -> Path | None:
     found = _wheel_binary_by_spec()
     if found is not None:
         return found
-    import importlib.metadata
 
     try:
         files = importlib.metadata.files(RUNTIME_WHEEL)

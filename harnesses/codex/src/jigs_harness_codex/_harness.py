@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import shlex
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -19,6 +20,7 @@ from jigs_harness_codex._checks import (
     system_config_check,
     worktree_config_check,
 )
+from jigs_harness_codex._config_files import CONFIG_FILES
 from jigs_harness_codex._descriptor import DEFAULT_OPENAI_BASE_URL, CodexDescriptor
 from jigs_harness_codex._executable import (
     RUNTIME_WHEEL,
@@ -28,6 +30,7 @@ from jigs_harness_codex._executable import (
     wheel_binary,
 )
 from jigs_harness_codex._home import live_sessions_dirs, rollout_for, sessions_dir
+from jigs_harness_codex._transport import open_transport
 
 if TYPE_CHECKING:
     from jigs.plugin import ConfigFile
@@ -128,7 +131,6 @@ class CodexHarness(Harness[CodexDescriptor]):
     async def open_transport(
         self, target: HarnessTarget[CodexDescriptor], ctx: HarnessContext
     ) -> CodexTransport:
-        from jigs_harness_codex._transport import open_transport
 
         # the executable comes from resolve_executable (the contract; the conformance kit
         # swaps it for a CLI that hangs)
@@ -136,16 +138,13 @@ class CodexHarness(Harness[CodexDescriptor]):
 
     def config_files(self) -> Sequence[ConfigFile]:
         """What Codex would read from the worktree and HOME (see :mod:`._config_files`)."""
-        from jigs_harness_codex._config_files import CONFIG_FILES
-
         return CONFIG_FILES
 
     def demo_plan(self, server: Any) -> DemoPlan:
         """``jigs demo`` and the conformance kit: the real CLI against ``server`` through a
         provider the descriptor names; the agent writes the file with its own ``exec_command``
         tool, then a second step resumes the thread and answers from its history."""
-        import shlex
-
+        # jigs-testing comes with the kit and `jigs demo`, not with the kind
         from jigs_testing.plan import DemoPlan, scripted_command, scripted_write
 
         key = "JIGS_DEMO_CODEX_KEY"

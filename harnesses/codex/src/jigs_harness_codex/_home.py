@@ -33,14 +33,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jigs._files import remove_tree
+from jigs._files import make_dir, remove_tree
 from jigs.mcp import McpHttpServer, McpStdioServer
 
 from jigs_harness_codex._descriptor import DEFAULT_OPENAI_BASE_URL, CodexDescriptor
+from jigs_harness_codex._seed import claim_spare, copy_seed
 
 __all__ = [
     "MCP_STARTUP_TIMEOUT",
@@ -102,8 +104,6 @@ def link_rollout(store: Path, home: Path, thread_id: str) -> None:
     except FileExistsError:
         pass
     except OSError:
-        import shutil
-
         shutil.copy2(source, target)
 
 
@@ -287,10 +287,6 @@ def build_home(
     """Create this invocation's home (mode 0700) under ``state_dir``, starting from a copy of
     ``seed`` (see :mod:`jigs_harness_codex._seed`: a spare copied ahead when one is ready) when
     given; ``base_url`` as in :func:`render_config`. Any failure removes it."""
-    from jigs._files import make_dir
-
-    from jigs_harness_codex._seed import claim_spare, copy_seed
-
     store = sessions_dir(state_dir)
     store.mkdir(parents=True, exist_ok=True)
     homes = state_dir / "homes"

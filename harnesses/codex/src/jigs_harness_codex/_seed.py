@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import sqlite3
 import stat
 import threading
 import time
@@ -47,8 +49,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import anyio
+from jigs import processes
 from jigs._files import make_dir, remove_tree
 from jigs.executables import installed_dir
+
+from jigs_harness_codex._rpc import AppServer, NotHandled
 
 __all__ = [
     "claim_spare",
@@ -94,16 +100,14 @@ def seed_path(executable: Path) -> Path:
     """Where the seed of this binary lives."""
     real = executable.resolve()
     stat = real.stat()
-    # a cache key, not a security boundary: zlib's checksums, because importing hashlib (OpenSSL's
-    # start) costs a cold step ~1.8 ms before its app server can start
+    # a cache key, not a security boundary: zlib's checksums (another function would orphan the
+    # seeds already built)
     data = f"{_FORMAT}:{real}:{stat.st_size}:{stat.st_mtime_ns}".encode("utf-8", "surrogateescape")
     key = f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
     return installed_dir("codex") / "home-seeds" / key
 
 
 def _checkpoint(directory: Path) -> None:
-    import sqlite3
-
     for database in directory.glob("*.sqlite"):
         connection = sqlite3.connect(database)
         try:
@@ -133,14 +137,11 @@ async def _run_server(
     (a server request gets "not handled"). Raises what it raises (a refused request, a crash,
     a line that is not JSON), ``RuntimeError`` for an unclean exit, or what the launch raises.
     The caller bounds it in time."""
-    from jigs.processes import launch
-
-    from jigs_harness_codex._rpc import AppServer, NotHandled
 
     async def not_handled(method: str, params: Any) -> Any:
         raise NotHandled(f"the seed's server asked {method}")
 
-    process = await launch(
+    process = await processes.launch(
         [str(executable), "app-server"],
         cwd=cwd,
         env={**env, "CODEX_HOME": str(home)},
@@ -176,8 +177,6 @@ def _throwaway_thread(cwd: Path) -> Callable[[_Call], Awaitable[None]]:
 def _empty_history(database: Path) -> None:
     """Raise :class:`_NoHistory` unless ``database`` is a migrated thread history database
     with no row in any of its tables."""
-    import sqlite3
-
     if not database.is_file():
         raise _NoHistory("no thread history database was made")
     try:
@@ -212,8 +211,6 @@ async def _history(
     deleted), and only that database, checked empty, is taken: nothing else of that home (its
     state, logs, markers) reaches the seed. Never raises: any failure is logged and the seed is
     built without it."""
-    import anyio
-
     if timeout <= 0:
         log.info("codex.home_seed.history_skipped", error="no time left")
         return
@@ -242,8 +239,6 @@ async def ensure_seed(
     """The seed of ``executable``, built now (within ``timeout`` seconds in all, under ``env``:
     the step's environment without its credentials) if missing; None when it cannot be had. A
     binary whose seed failed is not tried again by this process."""
-    import anyio  # here, not at module level: resolving the kind imports this module
-
     final: Path | None = None
     try:
         final = seed_path(executable)
@@ -288,8 +283,6 @@ def copy_seed(seed: Path, home: Path) -> None:
     Copying every file's metadata (``copy2``) doubled the copy's CPU (8 ms against 4 ms for
     the ~60 files), and Codex reads neither. Symlinks inside the seed's folders stay links (as
     Codex wrote them); a top-level entry is copied as what it points to."""
-    import shutil  # here, not at the top: a step that claims a spare home does without
-
     for entry in seed.iterdir():
         if entry.name in _SKIP:
             continue
@@ -300,8 +293,6 @@ def copy_seed(seed: Path, home: Path) -> None:
 
 
 def _copy_file(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
-    import shutil  # here, not at the top: a step that claims a spare home does without
-
     shutil.copyfile(source, target)
     mode = os.stat(source).st_mode
     if mode & 0o111:  # a script Codex may run: keep it executable
@@ -331,8 +322,6 @@ def claim_spare(seed: Path, home: Path) -> bool:
 
 
 def _build_spare(seed: Path, log: Any) -> None:
-    import shutil  # here, not at the top: a step that claims a spare home does without
-
     spares = _spares(seed)
     try:
         spares.mkdir(exist_ok=True)
@@ -383,8 +372,6 @@ def discard_system_skills(seed: Path, home: Path, log: Any) -> None:
     another (while that step's app server starts: a deleting thread during a close would compete
     with it for the GIL). Left in place (and removed with the home) when it cannot be moved;
     never raises."""
-    import shutil  # here, not at the top: a step that claims a spare home does without
-
     system = home / "skills" / ".system"
     if system.is_symlink() or not system.is_dir():
         return

@@ -18,12 +18,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-from collections.abc import Mapping
+import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from jigs.errors import CliNotFoundError
-from jigs.executables import installed_dir, parse_version
+import anyio
+from jigs._redact import redact_known, secret_values
+from jigs.errors import CliCommandError, CliNotFoundError
+from jigs.executables import installed_dir, parse_version, which
 
 __all__ = [
     "ENV_VAR",
@@ -32,6 +35,7 @@ __all__ = [
     "PI_PACKAGE",
     "PI_VERSION",
     "PiExecutable",
+    "install_paths",
     "install_pi",
     "launchable",
     "npm_argv",
@@ -161,8 +165,6 @@ def resolve_pi(env: Mapping[str, str]) -> PiExecutable:
         raise CliNotFoundError("pi", tried, INSTALL_FIX)
     tried.append(f"${ENV_VAR}: not set")
 
-    from jigs.executables import which
-
     found = which("pi", path=env.get("PATH", os.environ.get("PATH", "")))
     if found is None:
         tried.append("pi on PATH: not found")
@@ -195,12 +197,6 @@ async def install_pi(env: Mapping[str, str], *, version: str = PI_VERSION) -> st
     exit code and the end of its redacted output when the install fails (no registry, no disk
     space, ...), and (not retryable) when the installed Pi does not run.
     """
-    import subprocess
-
-    import anyio  # here, not at module level: resolving the kind imports this module
-    from jigs._redact import redact_known, secret_values
-    from jigs.errors import CliCommandError
-
     target = installed_dir("pi")
     target.mkdir(parents=True, exist_ok=True)
     node = npm_argv()
@@ -253,3 +249,17 @@ async def install_pi(env: Mapping[str, str], *, version: str = PI_VERSION) -> st
             kind="pi",
         )
     return f"installed {PI_PACKAGE}@{printed} into {target} (runs on {pi.argv[0]})"
+
+
+def install_paths(argv: Sequence[str]) -> list[str]:
+    """What a sandbox must show for ``argv`` to run: for each absolute path in it, the Node
+    package it belongs to (the whole installation, up to its top ``node_modules``), else its
+    directory."""
+    found: list[str] = []
+    for part in argv:
+        if not os.path.isabs(part) or not os.path.exists(part):
+            continue
+        real = os.path.realpath(part)
+        root = real.split(f"{os.sep}node_modules{os.sep}", 1)[0] if "node_modules" in real else ""
+        found.append(root or os.path.dirname(real))
+    return found

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+import anyio
 from jigs._files import write_atomic
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.descriptors import HarnessDescriptor
@@ -60,23 +61,25 @@ from jigs.plugin import (
     private_file,
 )
 
-from jigs_harness_pi._descriptor import AnthropicCompatible, PiDescriptor
+from jigs_harness_pi._compile_cache import compile_cache
+from jigs_harness_pi._config_files import CONFIG_FILES
+from jigs_harness_pi._descriptor import AnthropicCompatible, OpenAICompatible, PiDescriptor
 from jigs_harness_pi._executable import (
     INSTALL_FIX,
     MIN_VERSION,
     PiExecutable,
+    install_paths,
     install_pi,
     launchable,
     resolve_pi,
 )
 from jigs_harness_pi._home import PiHome, model_flag, pi_model_call, upstream_url
 from jigs_harness_pi._mcp import allowed_tools, excluded_tools
+from jigs_harness_pi._stream import PiDecoder
 
 if TYPE_CHECKING:
     from jigs_testing import ModelServer
     from jigs_testing.plan import DemoPlan
-
-    from jigs_harness_pi._stream import PiDecoder
 
 __all__ = ["SETTLE_GRACE", "PiHarness"]
 
@@ -172,7 +175,6 @@ class PiHarness(Harness[PiDescriptor]):
                 pi = resolve_pi(env)
             except CliNotFoundError as exc:
                 return CheckFailure(reason=str(exc).split(". ", 1)[0], repair=INSTALL_FIX)
-            import anyio  # here, not at module level: resolving the kind imports this module
 
             try:
                 with anyio.fail_after(20):
@@ -259,16 +261,13 @@ class PiHarness(Harness[PiDescriptor]):
 
     def config_files(self) -> Sequence[ConfigFile]:
         """What Pi would read from the worktree and HOME (see :mod:`._config_files`)."""
-        from jigs_harness_pi._config_files import CONFIG_FILES
-
         return CONFIG_FILES
 
     def demo_plan(self, server: ModelServer) -> DemoPlan | None:
         """Pi against the local server's Chat Completions API; files are written with Pi's
         own ``write`` tool."""
+        # jigs-testing comes with the kit and `jigs demo`, not with the kind
         from jigs_testing.plan import DemoPlan, scripted_command, scripted_write
-
-        from jigs_harness_pi._descriptor import OpenAICompatible
 
         descriptor = PiDescriptor(
             model=OpenAICompatible(
@@ -319,8 +318,6 @@ class PiHarness(Harness[PiDescriptor]):
         key_env = (key, endpoint.key) if key is not None and endpoint is not None else None
         cache = None
         if ctx.sandbox is not None and len(pi.argv) > 1:  # a Node Pi, in a fresh /tmp
-            from jigs_harness_pi._compile_cache import compile_cache
-
             cache = await compile_cache(pi, ctx.env, ctx.log)
             if cache is not None:
                 ctx.expose(cache)
@@ -397,7 +394,6 @@ class PiHarness(Harness[PiDescriptor]):
         if prepared.key_env is not None:
             name, placeholder = prepared.key_env
             env[name] = placeholder
-        from jigs_harness_pi._stream import PiDecoder
 
         return TurnLaunch(
             argv,
@@ -408,8 +404,6 @@ class PiHarness(Harness[PiDescriptor]):
         )
 
     def decoder(self, turn: TurnSpec[PiDescriptor]) -> PiDecoder:
-        from jigs_harness_pi._stream import PiDecoder
-
         return PiDecoder(turn.session_id)
 
 
@@ -420,12 +414,8 @@ def _expose(
     from (the whole installation, up to its top ``node_modules``) and the skills and prompt
     templates the descriptor names outside the worktree (read-only)."""
     ctx.expose(agent_dir, writable=True)
-    for part in argv:
-        if not os.path.isabs(part) or not os.path.exists(part):
-            continue
-        real = os.path.realpath(part)
-        root = real.split(f"{os.sep}node_modules{os.sep}", 1)[0] if "node_modules" in real else ""
-        ctx.expose(root or os.path.dirname(real))
+    for path in install_paths(argv):
+        ctx.expose(path)
     for named in (*descriptor.skills, *descriptor.prompt_templates):
         if os.path.isabs(named):
             ctx.expose(named)

@@ -9,6 +9,9 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import ParamSpec, TypeVar
 
+# at module level: a workflow imports this module passed through Temporal's sandbox, and the
+# decorator runs inside it, where an import would re-execute jigs (and structlog) sandboxed
+from jigs.checkpoints import step_checkpoint, worktree_parameter
 from jigs.errors import JigsError
 
 __all__ = ["activity", "application_error"]
@@ -51,7 +54,6 @@ def activity(
         raise ValueError("heartbeat_every must be positive")
 
     def decorate(func: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-        from jigs.checkpoints import worktree_parameter
         from temporalio import activity as temporal_activity
 
         worktree_of = worktree_parameter(func, checkpoint)
@@ -62,8 +64,6 @@ def activity(
             try:
                 if worktree_of is None:
                     return await func(*args, **kwargs)
-                from jigs.checkpoints import step_checkpoint
-
                 info = temporal_activity.info()
                 key = f"temporal/{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"
                 async with step_checkpoint(worktree_of(args, kwargs), key):

@@ -37,7 +37,7 @@ async def _serve_requests(conn: HttpConnection, app: Application) -> None:
     """Answer requests until the connection cannot be reused; raises only ClientGone."""
     while True:
         try:
-            request = await conn.read_request()
+            request = await conn.receive_request()
         except h11.RemoteProtocolError as exc:
             await conn.send_protocol_error(exc)
             return

@@ -11,6 +11,8 @@ from typing import Self
 import anyio
 import anyio.abc
 from anyio.abc import SocketAttribute
+from anyio.from_thread import start_blocking_portal
+from jigs._accept import accept_forever
 
 from .app import Application
 from .connection import serve_connection
@@ -102,8 +104,6 @@ class ModelServer:
         app: Application,
         group: anyio.abc.TaskGroup,
     ) -> None:
-        from jigs._accept import accept_forever
-
         def failed(exc: OSError) -> None:
             self._state.add_failure(f"jigs_testing.ModelServer: accept failed: {exc}")
 
@@ -126,8 +126,6 @@ class ModelServer:
         when the block starts and is stopped (thread joined) when it ends. The script and the
         logs are thread-safe to use from the calling thread.
         """
-        from anyio.from_thread import start_blocking_portal
-
         server = cls(script, host=host, port=port, models=models)
         with (
             start_blocking_portal(backend) as portal,

@@ -1,4 +1,5 @@
-"""The step's model endpoint: a :class:`~jigs._proxy.CredentialProxy` on a thread of its own.
+"""The step's model endpoint: a :class:`~jigs.proxy._credential.CredentialProxy` on a thread of
+its own.
 
 :func:`prepare_model_endpoint` reads the key a :class:`~jigs.plugin.ModelRoute` names from the
 worker's environment, builds the proxy and registers its stop on the step's exit stack, and
@@ -37,21 +38,20 @@ import contextlib
 import os
 import socket
 import threading
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from jigs._secrets import remember
 from jigs.errors import DescriptorError
 from jigs.plugin import ModelEndpoint, ModelRoute
+from jigs.proxy._accounting import ModelLedger, ProxiedRequest
+from jigs.proxy._credential import CredentialProxy, loopback_socket
 
 if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
-
-    from jigs._proxy import CredentialProxy, ProxiedRequest
 
 __all__ = [
     "DEFAULT_MODEL_CALLS",
@@ -76,112 +76,6 @@ def model_calls_of(route: ModelRoute) -> tuple[str, ...]:
     if route.model_calls is not None:
         return tuple(route.model_calls)
     return DEFAULT_MODEL_CALLS.get(route.scheme, ())
-
-
-@dataclass(frozen=True)
-class LedgerCount:
-    """Model calls and tokens (input with cached, the jigs :class:`~jigs.models.Usage` way)."""
-
-    calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_input_tokens: int = 0
-
-    def minus(self, other: LedgerCount) -> LedgerCount:
-        return LedgerCount(
-            self.calls - other.calls,
-            self.input_tokens - other.input_tokens,
-            self.output_tokens - other.output_tokens,
-            self.cached_input_tokens - other.cached_input_tokens,
-        )
-
-
-class ModelLedger:
-    """Every model call one step's proxy forwarded, and the step's budget gate.
-
-    Written by the proxy's loop (:meth:`admit`, :meth:`add`), read by the step's engine
-    (:meth:`start_turn`, :meth:`count`, :meth:`refuse`, :meth:`price`): thread-safe. A call is
-    a forwarded request whose response reported token usage."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._count = LedgerCount()
-        self._turn_start = LedgerCount()
-        self._in_flight = 0
-        self._budget: float | None = None
-        self._rate: float | None = None  # USD per token, as the CLI priced its own calls
-        self._refusal: str | None = None
-        self.over_budget = False
-        """Whether a call of the current turn was refused because its budget is spent."""
-
-    def admit(self) -> str | None:
-        """Before the proxy forwards a request: why it may not (the budget is spent), or None."""
-        with self._lock:
-            if self._refusal is None and self._budget is not None and self._rate is not None:
-                turn = self._count.minus(self._turn_start)
-                if (turn.input_tokens + turn.output_tokens) * self._rate > self._budget:
-                    self._refusal = _over(self._budget)
-            if self._refusal is not None:
-                self.over_budget = True
-                return self._refusal
-            self._in_flight += 1
-            return None
-
-    def add(self, record: ProxiedRequest) -> None:
-        """A forwarded request ended (each admitted one ends here once)."""
-        usage = record.usage
-        with self._lock:
-            self._in_flight = max(0, self._in_flight - 1)
-            if usage is None:
-                return
-            cached = usage.cached_input_tokens or 0
-            inputs = usage.input_tokens or 0
-            c = self._count
-            self._count = LedgerCount(
-                c.calls + 1,
-                c.input_tokens + inputs,
-                c.output_tokens + (usage.output_tokens or 0),
-                c.cached_input_tokens + cached,
-            )
-
-    def start_turn(self, budget_usd: float | None) -> None:
-        """A turn begins: its counts start from here, under its own budget."""
-        with self._lock:
-            self._turn_start = self._count
-            self._budget = budget_usd
-            self._refusal = None
-            self.over_budget = False
-
-    def count(self) -> LedgerCount:
-        """The current turn's calls and tokens so far."""
-        with self._lock:
-            return self._count.minus(self._turn_start)
-
-    def price(self, cost_usd: float, tokens: int) -> None:
-        """The CLI reported ``cost_usd`` for ``tokens`` of its own: the rate the proxy prices
-        the turn's calls at from now on (to refuse them once the budget is spent)."""
-        if tokens > 0 and cost_usd >= 0:
-            with self._lock:
-                self._rate = cost_usd / tokens
-
-    def refuse(self, why: str) -> None:
-        """Refuse every further call of this turn with ``why``."""
-        with self._lock:
-            self._refusal = why
-
-    async def settle(self, seconds: float = 1.0) -> None:
-        """Wait (up to ``seconds``) until no forwarded request is still being relayed: the CLI
-        may report its turn done a moment before the proxy recorded the last response."""
-        ends = time.monotonic() + seconds
-        while self._in_flight and time.monotonic() < ends:
-            await anyio.sleep(0.005)
-
-
-def _over(budget: float) -> str:
-    return (
-        f"the step's turn is over its max_budget_usd of ${budget:g} (every model call through "
-        "the proxy counts); jigs refuses further model calls of this turn"
-    )
 
 
 _LEDGERS: dict[str, ModelLedger] = {}
@@ -381,6 +275,21 @@ def _hook(log: Any, ledger: ModelLedger) -> Any:
     return on_request
 
 
+def _read_key(route: ModelRoute, kind: str, host: Mapping[str, str]) -> str:
+    """The route's key from ``host``, remembered as a secret (redacted by value from every
+    error, log line and stderr tail). Raises :class:`~jigs.errors.DescriptorError`."""
+    key = host.get(route.key_env)
+    if not key:
+        raise DescriptorError(
+            f"the {kind} descriptor names {route.key_env} for its model key, but it is not set "
+            f"in the worker's environment; set it where the service runs",
+            kind=kind,
+            key="api_key_env",
+        )
+    remember([key])
+    return key
+
+
 def prepare_model_endpoint(
     route: ModelRoute,
     *,
@@ -408,20 +317,7 @@ def prepare_model_endpoint(
     closes) when ``stack`` closes. The fourth function hands the proxy one more listening
     socket to serve (one made inside a sandboxed launch's network namespace, on the same port).
     """
-    from jigs._proxy import CredentialProxy, loopback_socket
-
-    host = os.environ if host_env is None else host_env
-    key = host.get(route.key_env)
-    if not key:
-        raise DescriptorError(
-            f"the {kind} descriptor names {route.key_env} for its model key, but it is not set "
-            f"in the worker's environment; set it where the service runs",
-            kind=kind,
-            key="api_key_env",
-        )
-    from jigs._secrets import remember
-
-    remember([key])  # redacted by value from every error, log line and stderr tail
+    key = _read_key(route, kind, os.environ if host_env is None else host_env)
     sock = loopback_socket()
     ledger = ModelLedger()
     try:

@@ -21,13 +21,18 @@ What httpx's ``trust_env=True`` did is done here, with the same rules:
 
 from __future__ import annotations
 
+import importlib.util
 import os
-from typing import TYPE_CHECKING, Any
+import ssl
+from typing import Any
+from urllib.parse import unquote, urlsplit
+from urllib.request import (  # type: ignore[attr-defined]  # in CPython, not in typeshed
+    getproxies_environment,
+    proxy_bypass_environment,
+)
 
-if TYPE_CHECKING:
-    import ssl
-
-    import httpcore
+import certifi
+import httpcore
 
 __all__ = ["environment_proxy", "open_pool", "ssl_context", "timeout_errors", "timeouts"]
 
@@ -44,11 +49,7 @@ def ssl_context(trust_env: bool) -> ssl.SSLContext:
     key = (cafile, capath)
     context = _SSL_CONTEXTS.get(key)
     if context is None:
-        import ssl
-
         if cafile is None and capath is None:
-            import certifi
-
             cafile = certifi.where()
         context = _SSL_CONTEXTS[key] = ssl.create_default_context(cafile=cafile, capath=capath)
     return context
@@ -58,12 +59,7 @@ def environment_proxy(upstream: str) -> str | None:
     """The proxy URL the host's environment names for ``upstream``, or None (no proxy variable,
     or ``no_proxy`` covers the upstream's host)."""
     if not any(name in os.environ or name.upper() in os.environ for name in _PROXY_VARIABLES):
-        return None  # the common case, without importing urllib.request
-    from urllib.parse import urlsplit
-    from urllib.request import (  # type: ignore[attr-defined]  # in CPython, not in typeshed
-        getproxies_environment,
-        proxy_bypass_environment,
-    )
+        return None  # the common case
 
     proxies = getproxies_environment()
     parts = urlsplit(upstream)
@@ -76,19 +72,13 @@ def environment_proxy(upstream: str) -> str | None:
 
 
 def _proxy(url: str, trust_env: bool) -> httpcore.Proxy:
-    from urllib.parse import unquote, urlsplit
-
-    import httpcore
-
     parts = urlsplit(url)
-    if parts.scheme in ("socks5", "socks5h"):
-        import importlib.util
-
-        if importlib.util.find_spec("socksio") is None:  # httpcore would only fail at connect
-            raise ValueError(
-                "the host's proxy setting names a socks5:// proxy, which needs the socksio "
-                "package: pip install socksio, or use an http:// proxy"
-            )
+    # httpcore would only fail at connect
+    if parts.scheme in ("socks5", "socks5h") and importlib.util.find_spec("socksio") is None:
+        raise ValueError(
+            "the host's proxy setting names a socks5:// proxy, which needs the socksio "
+            "package: pip install socksio, or use an http:// proxy"
+        )
     if parts.scheme not in ("http", "https", "socks5", "socks5h") or not parts.hostname:
         raise ValueError(
             "the host's proxy setting (HTTP_PROXY / HTTPS_PROXY / ALL_PROXY) is not an "
@@ -107,8 +97,6 @@ def _proxy(url: str, trust_env: bool) -> httpcore.Proxy:
 
 def open_pool(upstream: str, *, trust_env: bool) -> httpcore.AsyncConnectionPool:
     """A pool for ``upstream`` (no connection is made yet). See the module for the errors."""
-    import httpcore
-
     proxy_url = environment_proxy(upstream) if trust_env else None
     return httpcore.AsyncConnectionPool(
         ssl_context=ssl_context(trust_env) if upstream.startswith("https:") else None,
@@ -129,6 +117,4 @@ def timeouts(connect: float, read: float) -> dict[str, Any]:
 def timeout_errors() -> tuple[type[Exception], ...]:
     """What httpcore raises when a phase of a request ran out of time (any other exception
     of the upstream side means it is unreachable or broke off)."""
-    import httpcore
-
     return (httpcore.TimeoutException,)
