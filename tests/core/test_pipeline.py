@@ -18,15 +18,13 @@ from jigs._proctree import processes_under
 from jigs._registry import Registry
 from jigs.descriptors import HarnessDescriptor
 from jigs.errors import (
-    AgentCrashedError,
-    AgentOutputError,
     AgentSessionError,
     EnvPolicyError,
     JitCheckError,
     ModelNotAvailableError,
     WorktreeBusyError,
 )
-from jigs.models import TextDeltaPart, ToolCallPart, generate_text, stream_text
+from jigs.models import ToolCallPart, generate_text, stream_text
 from jigs.plugin import Harness
 from jigs.processes import live_groups
 from jigs.steps import agent_session, create_agent_runner, run_agent
@@ -273,33 +271,6 @@ async def test_resume_recorded_on_another_kind_is_refused(worktree, run_meta):
         await create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta, resume=other)
 
 
-@pytest.mark.parametrize(
-    ("prompt", "error", "message"),
-    [
-        ("crash", AgentCrashedError, "exited with code 3"),
-        ("garbage", AgentOutputError, r"not a JSON object \(line 3\)"),
-        ("noresult", AgentOutputError, "without the end of its turn"),
-    ],
-)
-async def test_faulty_cli_output_becomes_a_typed_error_and_releases_everything(
-    worktree, run_meta, prompt, error, message
-):
-    with pytest.raises(error, match=message) as info:
-        async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta) as runner:
-            await generate_text(runner.model, prompt=prompt)
-    if isinstance(info.value, AgentCrashedError):
-        assert "simulated crash" in info.value.stderr_tail
-    assert not worktree_locked(worktree)
-    assert not live_groups()
-
-
-async def test_a_2mb_output_line_does_not_break_the_reader(worktree, run_meta):
-    async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta) as runner:
-        stream = stream_text(runner.model, prompt="bigline:2000000")
-        sizes = [len(p.text) async for p in stream if isinstance(p, TextDeltaPart)]
-    assert 2_000_000 in sizes
-
-
 async def test_tool_calls_stream_and_change_the_worktree(worktree, run_meta):
     async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta) as runner:
         stream = stream_text(runner.model, prompt="write:made.txt:content")
@@ -529,17 +500,6 @@ async def test_an_mcp_server_may_not_read_a_reserved_name(worktree, run_meta):
     )
     with pytest.raises(EnvPolicyError, match="MCP server 'x' reads ANTHROPIC_API_KEY"):
         await create_agent_runner(descriptor, cwd=worktree, run=run_meta)
-
-
-async def test_a_crash_message_redacts_secret_values_from_stderr(worktree, run_meta, monkeypatch):
-    monkeypatch.setenv("DEPLOY_TOKEN", "tok-very-secret-123")
-    with pytest.raises(AgentCrashedError) as info:
-        async with create_agent_runner(
-            harnesses.echo(), cwd=worktree, run=run_meta, agents_env=["DEPLOY_TOKEN"]
-        ) as runner:
-            await generate_text(runner.model, prompt="leakenv:DEPLOY_TOKEN crash")
-    assert "tok-very-secret-123" not in str(info.value)
-    assert "[redacted]" in info.value.stderr_tail
 
 
 async def test_a_session_said_complete_is_stored_while_the_close_runs(worktree, run_meta):
