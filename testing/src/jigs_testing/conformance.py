@@ -31,7 +31,14 @@ run takes them (name -> an async function of one :class:`KitContext`):
   holds the content);
 - ``fork_on_resume``: two steps resumed from one ref see the same history, each under a new id;
 - ``hung_endpoint`` / ``hung_cli``: a turn whose model endpoint or CLI hangs ends in
-  :class:`~jigs.errors.AgentTimeoutError` in time, unlocked, nothing left running;
+  :class:`~jigs.errors.AgentTimeoutError` (``limit`` ``"idle_timeout"``, retryable) in time,
+  unlocked, nothing left running; the error keeps the session the CLI reported before it hung;
+- ``turn_deadline``: a turn that runs past ``turn_timeout`` while never idle for
+  ``idle_timeout`` (the agent's shell runs a command that does not end; a kind without a shell:
+  its model endpoint hangs) ends in :class:`~jigs.errors.AgentTimeoutError` with ``limit``
+  ``"turn_timeout"`` in time, the command's processes gone and the worktree unlocked;
+- ``cancelled_turn``: a step cancelled mid-turn (``anyio`` cancellation of the caller) stops
+  every process of its step within :data:`DEATH_BOUND` seconds and frees the worktree;
 - ``bad_output``: the kind pointed at fake CLIs, one per round (``crash``: half a line, then
   exit 3; ``garbage``: lines that are not JSON; ``oversized``: a line over
   :data:`jigs.processes.MAX_LINE_BYTES`), each printing a secret from its environment: the step
@@ -550,17 +557,24 @@ HANG_IDLE = 3.0
 SLACK = 5.0
 
 
-async def _expect_timeout(kind: str, what: str, call: Callable[[], Awaitable[object]]) -> None:
+async def _expect_timeout(
+    kind: str, what: str, call: Callable[[], Awaitable[object]], limit: str = "idle_timeout"
+) -> AgentTimeoutError:
+    """Runs ``call``, which must end in the timeout error of ``limit`` within its bound
+    (:data:`HANG_IDLE` + :data:`SLACK`), retryable, with nothing left running."""
     started = time.monotonic()
     try:
         await call()
-    except AgentTimeoutError:
-        pass
+    except AgentTimeoutError as exc:
+        error = exc
     else:
         raise AssertionError(f"{kind}: {what} did not end in AgentTimeoutError")
     took = time.monotonic() - started
     assert took < HANG_IDLE + SLACK, f"{kind}: {what} took {took:.1f}s to end"
+    assert error.limit == limit, f"{kind}: {what} ended at {error.limit}, not {limit}"
+    assert error.retryable, f"{kind}: the AgentTimeoutError of {what} is not retryable"
     assert not live_groups(), f"{kind}: {what} left processes: {live_groups()}"
+    return error
 
 
 def _quick(ctx: KitContext) -> HarnessDescriptor:
@@ -573,12 +587,80 @@ async def _hung_endpoint(ctx: KitContext) -> None:
     kind = ctx.kind
     tree = ctx.worktree("hung-endpoint")
     prompt = ctx.plan.hang(ctx.server)
-    await _expect_timeout(
+    seen: list[object] = []
+    error = await _expect_timeout(
         kind,
         "a turn whose model endpoint hangs",
-        lambda: ctx.turn(tree, prompt, harness=_quick(ctx)),
+        lambda: ctx.turn(tree, prompt, harness=_quick(ctx), on_event=seen.append),
     )
     assert not worktree_locked(tree), f"{kind}: a timed-out turn left the worktree locked"
+    reported = [e.session_id for e in seen if isinstance(e, SessionStarted)]
+    if reported:
+        assert error.session_id == reported[-1], (
+            f"{kind}: the AgentTimeoutError names session {error.session_id!r}, the CLI reported "
+            f"{reported[-1]!r} before it hung: the step could not be continued"
+        )
+
+
+async def _turn_deadline(ctx: KitContext) -> None:
+    """A turn that outlasts ``turn_timeout`` without ever being idle for ``idle_timeout`` ends at
+    ``turn_timeout`` in time; the agent's command is stopped with the step."""
+    kind = ctx.kind
+    tree = ctx.worktree("turn-deadline")
+    if ctx.plan.run_command is not None:
+        # not a bare sleep: Claude Code refuses a long one
+        prompt = ctx.plan.run_command(ctx.server, "tail -f /dev/null")
+        what = "a turn whose agent runs a command past turn_timeout"
+    else:
+        prompt = ctx.plan.hang(ctx.server)
+        what = "a turn whose model endpoint hangs past turn_timeout"
+    deadline = ctx.descriptor.replace(idle_timeout=600.0, turn_timeout=HANG_IDLE)
+    before = len(ctx.server.model_requests)
+    await _expect_timeout(
+        kind, what, lambda: ctx.turn(tree, prompt, harness=deadline), limit="turn_timeout"
+    )
+    assert len(ctx.server.model_requests) > before or kind == "echo", (
+        f"{kind}: {what}: the CLI never called its model, so the deadline was not met mid-turn"
+    )
+    assert not worktree_locked(tree), f"{kind}: {what} left the worktree locked"
+    left = processes_under(tree)
+    assert not left, f"{kind}: {what} left processes in the worktree: {_describe(left)}"
+
+
+async def _cancelled_turn(ctx: KitContext) -> None:
+    """A step cancelled by its caller once its turn is under way (the CLI reported an event or
+    called its model) stops every process of the step within :data:`DEATH_BOUND` seconds and
+    leaves the worktree free."""
+    kind, server = ctx.kind, ctx.server
+    tree = ctx.worktree("cancelled")
+    prompt = ctx.plan.hang(server)
+    seen: list[object] = []
+    before = len(server.model_requests)
+
+    async def turn() -> None:
+        await ctx.turn(tree, prompt, on_event=seen.append)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(turn)
+        with anyio.fail_after(START_BOUND):
+            while not seen and len(server.model_requests) == before:
+                await anyio.sleep(0.02)
+        await anyio.sleep(0.2)
+        groups = set(live_groups())
+        assert groups, f"{kind}: no process group of the step was live mid-turn"
+        cancelled_at = time.monotonic()
+        tg.cancel_scope.cancel()
+    while time.monotonic() - cancelled_at < DEATH_BOUND and (
+        any(group_alive(g) for g in groups) or processes_under(tree)
+    ):
+        await anyio.sleep(0.02)
+    took = time.monotonic() - cancelled_at
+    assert not any(group_alive(g) for g in groups), (
+        f"{kind}: a process group of the cancelled step outlived it by {took:.1f}s"
+    )
+    left = processes_under(tree)
+    assert not left, f"{kind}: the cancelled step left processes: {_describe(left)}"
+    assert not worktree_locked(tree), f"{kind}: the cancelled step left the worktree locked"
 
 
 async def _hung_cli(ctx: KitContext) -> None:
@@ -1194,6 +1276,8 @@ CHECKS: dict[str, Check] = {
     "fork_on_resume": _fork_on_resume,
     "hung_endpoint": _hung_endpoint,
     "hung_cli": _hung_cli,
+    "turn_deadline": _turn_deadline,
+    "cancelled_turn": _cancelled_turn,
     "bad_output": bad_output,
     "usage": _usage,
     "model_only": _model_only,
