@@ -270,3 +270,18 @@ async def test_max_budget_usd_stops_the_turn_at_its_cost(worktree, run_meta):
     assert error.usage.cost_usd == 0.03  # stopped at the first report over the budget
     assert error.session is not None
     _released(worktree)
+
+
+# ---------------------------------------------------------------- one turn at a time
+
+
+async def test_a_second_turn_while_one_streams_is_refused(worktree, run_meta):
+    async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta) as runner:
+        parts = aiter(stream_text(runner.model, prompt="sleep:1 first"))
+        got = [await anext(parts)]  # the first turn is under way
+        with pytest.raises(AgentTurnError, match="already running"):
+            await generate_text(runner.model, prompt="second")
+        got += [p async for p in parts]
+        texts = [p.text for p in got if isinstance(p, TextDeltaPart)]
+        assert texts == ["echo: sleep:1 first (turn 1)"]  # the first turn was not disturbed
+    _released(worktree)

@@ -1,24 +1,22 @@
-"""Failures of the claude kind: a fake CLI for crashes, garbage, huge lines and hangs; the real
-CLI for API errors, stale sessions and a missing CLI. Every path ends with typed errors, no live
-process group and a free worktree."""
+"""Failures the claude kind owns: a missing CLI, stale or foreign sessions, API errors and an
+unreachable endpoint as Claude Code reports them, and the descriptor checks (key, login,
+``IS_SANDBOX``). The turn engine's faults (a crash, garbage, huge lines, hangs, deadlines) are
+tested once for every kind: tests/core/test_turn_faults.py (the echo kind) and the conformance
+kit's ``bad_output``, ``hung_endpoint``, ``hung_cli``, ``turn_deadline`` and ``cancelled_turn``,
+which test_conformance_kinds runs on the real CLI."""
 
 from __future__ import annotations
 
 import os
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 from claude_helpers import AGENTS_ENV, descriptor_for
 from jigs import AgentSessionRef, RunMetadata
-from jigs._proctree import processes_under
 from jigs.errors import (
-    AgentCrashedError,
-    AgentOutputError,
     AgentSessionError,
-    AgentTimeoutError,
     AgentTurnError,
     CheckFailedError,
     CliNotFoundError,
@@ -65,92 +63,6 @@ async def assert_worktree_free(worktree: Path, run_meta: RunMetadata) -> None:
         agents_env=AGENTS_ENV,
     ):
         pass
-
-
-async def test_crash_is_agent_crashed_error_with_exit_code_and_stderr(
-    fake_cli: Path, worktree: Path, run_meta: RunMetadata
-) -> None:
-    with pytest.raises(AgentCrashedError) as caught:
-        await run_fake(worktree, run_meta, "crash")
-    assert caught.value.returncode == 3
-    assert "simulated crash" in caught.value.stderr_tail
-    assert "exited with code 3" in str(caught.value)
-    assert live_groups() == {}
-    await assert_worktree_free(worktree, run_meta)
-
-
-async def test_garbage_line_is_agent_output_error(
-    fake_cli: Path, worktree: Path, run_meta: RunMetadata
-) -> None:
-    with pytest.raises(AgentOutputError) as caught:
-        await run_fake(worktree, run_meta, "garbage")
-    assert caught.value.line == 2
-    assert "not a JSON object" in str(caught.value)
-    assert live_groups() == {}
-
-
-async def test_a_valid_2mb_line_is_read(
-    fake_cli: Path, worktree: Path, run_meta: RunMetadata
-) -> None:
-    assert await run_fake(worktree, run_meta, "bigline") == "fake done"
-    assert live_groups() == {}
-
-
-async def test_a_2mb_garbage_line_is_a_typed_error(
-    fake_cli: Path, worktree: Path, run_meta: RunMetadata
-) -> None:
-    with pytest.raises(AgentOutputError):
-        await run_fake(worktree, run_meta, "biggarbage")
-    assert live_groups() == {}
-
-
-async def test_stream_without_result_is_agent_output_error(
-    fake_cli: Path, worktree: Path, run_meta: RunMetadata
-) -> None:
-    with pytest.raises(AgentOutputError, match="without the end of its turn"):
-        await run_fake(worktree, run_meta, "noresult")
-    assert live_groups() == {}
-
-
-async def test_hang_hits_turn_timeout_and_leaves_no_orphans(
-    fake_cli: Path, worktree: Path, run_meta: RunMetadata
-) -> None:
-    started = time.monotonic()
-    with pytest.raises(AgentTimeoutError) as caught:
-        await run_fake(worktree, run_meta, "hang", turn_timeout=1.5)
-    assert time.monotonic() - started < 1.5 + 5
-    assert caught.value.limit == "turn_timeout"
-    assert caught.value.retryable
-    # the fake printed its init before hanging: the error keeps the session
-    assert caught.value.session_id == "00000000-0000-4000-8000-000000000001"
-    assert int((worktree / ".fake-claude-child.pid").read_text())  # the child was started
-    # the CLI runs in a PID namespace: its child's pid means nothing here; its cwd does
-    assert not processes_under(worktree), "the CLI's child outlived the turn"
-    assert live_groups() == {}
-    await assert_worktree_free(worktree, run_meta)
-
-
-async def test_silent_cli_hits_idle_timeout(
-    fake_cli: Path, worktree: Path, run_meta: RunMetadata
-) -> None:
-    """A CLI that prints nothing at all ends at idle_timeout, long before turn_timeout."""
-    started = time.monotonic()
-    with pytest.raises(AgentTimeoutError) as caught:
-        await run_fake(worktree, run_meta, "silent", idle_timeout=1.5, turn_timeout=120)
-    assert time.monotonic() - started < 1.5 + 5
-    assert caught.value.limit == "idle_timeout"
-    assert isinstance(caught.value, TimeoutError)
-    assert (worktree / ".fake-claude-marker").exists(), "the fake CLI never ran"
-    assert live_groups() == {}
-    await assert_worktree_free(worktree, run_meta)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 async def test_missing_cli_is_cli_not_found(

@@ -4,7 +4,6 @@ universe, outbound traffic and cancellation."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import anyio
@@ -13,7 +12,6 @@ from claude_helpers import AGENTS_ENV, KEY_ENV, descriptor_for
 from jigs import RunMetadata
 from jigs.env import BASE_ENV
 from jigs.models import generate_text
-from jigs.processes import group_alive, live_groups
 from jigs.steps import create_agent_runner
 from jigs_testing import ModelServer, text, tool_call
 
@@ -180,42 +178,6 @@ async def test_no_outside_connections_through_the_proxy(
             check=False,
         )
     assert server.connect_attempts, "the refusing proxy saw nothing from an unguarded CLI"
-
-
-async def test_cancel_mid_turn_stops_the_group_and_frees_the_lock(
-    claude_cli: Path, server: ModelServer, worktree: Path, run_meta: RunMetadata
-) -> None:
-    server.add(text("too late", delay=20))
-    runner = await create_agent_runner(
-        descriptor_for(server), cwd=worktree, run=run_meta, agents_env=AGENTS_ENV
-    )
-    pgids: list[int] = []
-    try:
-        with anyio.move_on_after(20) as scope:
-            async with anyio.create_task_group() as tg:
-
-                async def turn() -> None:
-                    await generate_text(runner.model, prompt="take your time")
-
-                tg.start_soon(turn)
-                while not server.model_requests:
-                    await anyio.sleep(0.02)
-                pgids = list(live_groups())
-                assert pgids, "no live process group during the turn"
-                cancelled_at = time.monotonic()
-                tg.cancel_scope.cancel()
-        assert not scope.cancelled_caught
-        while any(group_alive(p) for p in pgids) and time.monotonic() - cancelled_at < 2:
-            await anyio.sleep(0.02)
-        assert not any(group_alive(p) for p in pgids), "the group outlived the cancel by 2 s"
-    finally:
-        await runner.close()
-    assert live_groups() == {}
-    # the lock is free: another runner opens at once in the same worktree
-    async with create_agent_runner(
-        descriptor_for(server), cwd=worktree, run=run_meta, agents_env=AGENTS_ENV
-    ):
-        pass
 
 
 async def test_declared_mcp_server_reaches_the_agent_with_its_credential(

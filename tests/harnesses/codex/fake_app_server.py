@@ -1,15 +1,14 @@
-"""A fake ``codex app-server`` for fault injection; the mode is the first line after the shebang
-(the tests write a copy with ``MODE = "..."``). Modes:
+"""A fake ``codex app-server`` for fault injection in the kind's transport (mid-turn faults, the
+JSON-RPC protocol, the app server's stop); the mode is the first line after the shebang (the tests
+write a copy with ``MODE = "..."``). Faults at the server's start (a crash, garbage, a hang) and
+the turn deadlines are the conformance kit's (``bad_output``, ``hung_cli``, ``turn_deadline``).
+Modes:
 
 ok            a well-behaved server: one turn answers "fake answer" ({"ok": true} when the
               turn has an outputSchema)
-crash-init    exit 3 on ``initialize`` after writing to stderr
-garbage       answer ``initialize`` with a line that is not JSON
 rpc-error     answer ``turn/start`` with a JSON-RPC error
-hang          never answer anything
 hang-turn     accept ``turn/start``, then say nothing
 stubborn      accept ``turn/start``, start a ``setsid`` child, ignore SIGTERM and hang
-chatter       accept ``turn/start``, send one delta, then status notifications forever
 crash-turn    accept ``turn/start``, then exit 1
 cut-turn      accept ``turn/start``, then print half a line (no newline) and exit 3
 bigline       answer with a 2 MiB message (one 2 MiB JSON line per notification)
@@ -58,17 +57,7 @@ def main():
     while True:
         msg = read()
         method = msg.get("method")
-        if MODE == "hang":
-            time.sleep(3600)
         if method == "initialize":
-            if MODE == "crash-init":
-                sys.stderr.write("fake app server: simulated crash\n")
-                sys.stderr.flush()
-                return 3
-            if MODE == "garbage":
-                sys.stdout.write("this is not json-rpc\n")
-                sys.stdout.flush()
-                time.sleep(3600)
             send({"id": msg["id"], "result": {"userAgent": "fake/0.163.0"}})
         elif method == "initialized":
             continue
@@ -92,14 +81,6 @@ def main():
                 with open(os.path.join(os.getcwd(), "child.pid"), "w") as fh:
                     fh.write(str(child.pid))
                 time.sleep(3600)
-            if MODE == "chatter":
-                base = {"threadId": thread, "turnId": turn}
-                delta = {**base, "itemId": "m1", "delta": "chatting"}
-                send({"method": "item/agentMessage/delta", "params": delta})
-                while True:
-                    status = {"threadId": thread, "status": {"type": "active"}}
-                    send({"method": "thread/status/changed", "params": status})
-                    time.sleep(0.05)
             if MODE == "crash-turn":
                 sys.stderr.write("fake app server: died mid-turn\n")
                 sys.stderr.flush()

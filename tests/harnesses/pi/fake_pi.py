@@ -1,10 +1,10 @@
 """A stand-in for ``pi --mode json`` that misbehaves on demand (fault injection).
 
 The prompt (on stdin, as jigs sends it) picks the behaviour by its first word: ``ok``,
-``garbage``, ``nosettle``, ``crash``, ``hang``, ``silent`` (prints nothing and sleeps),
-``hang-after-settle``, ``wrong-session``, ``length``, ``error``, ``loop`` (model calls and tool
-calls without end). It writes ``pidfile:<path>`` words' path with its pid; ``argv:<path>``
-writes its arguments there (JSON), and ``echo`` answers with the prompt it read.
+``hang-after-settle``, ``wrong-session``, ``length``, ``error``; ``argv:<path>`` writes its
+arguments there (JSON), and ``echo`` answers with the prompt it read. The turn engine's faults
+(crash, garbage, hangs, deadlines, limits) are tested once for every kind:
+tests/core/test_turn_faults.py and the conformance kit.
 """
 
 import json
@@ -41,14 +41,9 @@ def main() -> int:
     prompt = sys.stdin.read().strip()
     mode = prompt.split()[0] if prompt.split() else "ok"
     for word in prompt.split()[:4]:
-        if word.startswith("pidfile:"):
-            with open(word.split(":", 1)[1], "w") as fh:
-                fh.write(str(os.getpid()))
         if word.startswith("argv:"):
             with open(word.split(":", 1)[1], "w") as fh:
                 json.dump(argv, fh)
-    if mode == "silent":
-        time.sleep(600)
     if "--session-id" in argv:  # a fresh session: write its file where Pi would
         session = argv[argv.index("--session-id") + 1]
         sessions = argv[argv.index("--session-dir") + 1]
@@ -61,22 +56,6 @@ def main() -> int:
         session = str(uuid.uuid4())
     emit({"type": "session", "version": 3, "id": session, "timestamp": "t", "cwd": os.getcwd()})
     emit({"type": "agent_start"})
-    if mode == "garbage":
-        sys.stdout.write("this is not json\n")
-        sys.stdout.flush()
-    if mode == "crash":
-        sys.stderr.write("fake pi: simulated crash\n")
-        return 3
-    if mode == "hang":
-        time.sleep(600)
-    if mode == "loop":
-        for n in range(10_000):
-            emit({"type": "turn_start"})
-            emit({"type": "message_start", "message": {"role": "assistant", "content": []}})
-            emit({"type": "message_end", "message": assistant("", "toolUse")})
-            emit({"type": "tool_execution_start", "toolCallId": f"c{n}", "toolName": "bash"})
-            emit({"type": "tool_execution_end", "toolCallId": f"c{n}", "toolName": "bash"})
-            time.sleep(0.01)
     stop, error = {"length": ("length", None), "error": ("error", "500 boom")}.get(
         mode, ("stop", None)
     )
@@ -84,8 +63,6 @@ def main() -> int:
     message = assistant(answer, stop, error)
     emit({"type": "message_end", "message": message})
     emit({"type": "agent_end", "messages": [message], "willRetry": False})
-    if mode == "nosettle":
-        return 0
     emit({"type": "agent_settled", "aborted": False})
     if mode == "hang-after-settle":
         time.sleep(600)

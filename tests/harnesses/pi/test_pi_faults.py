@@ -1,5 +1,9 @@
-"""Fault injection with a fake ``pi`` (a small Python script): every failure is typed, bounded in
-time, reaps the process group and releases the worktree lock; argv and env are what Pi gets."""
+"""The pi kind with a fake ``pi`` (a small Python script): what the kind owns. Its decoder (usage,
+cost, stop reasons, a session other than the one asked for, a hang after ``agent_settled``), argv
+and env, prompt files and provider options. The turn engine's faults (a crash, garbage, a stream
+without its end, hangs, deadlines, ``max_turns``, ``max_budget_usd``) are tested once for every
+kind: tests/core/test_turn_faults.py (the echo kind) and the conformance kit, which
+test_conformance_kinds runs on the real Pi."""
 
 from __future__ import annotations
 
@@ -13,19 +17,14 @@ import anyio
 import pytest
 from jigs import RunMetadata
 from jigs._lock import worktree_locked
-from jigs._proctree import processes_under
 from jigs.errors import (
-    AgentCrashedError,
-    AgentLimitError,
-    AgentOutputError,
     AgentSessionError,
-    AgentTimeoutError,
     AgentTurnError,
     InvalidInputError,
     StructuredOutputError,
 )
-from jigs.events import ModelCallStarted, SessionStarted, ToolCallFinished, UsageUpdated
-from jigs.processes import group_alive, live_groups, observe_launches
+from jigs.events import SessionStarted, UsageUpdated
+from jigs.processes import live_groups, observe_launches
 from jigs.steps import run_agent
 from pydantic import BaseModel
 
@@ -65,130 +64,6 @@ async def test_fake_ok_turn_reports_usage_cost_and_events(
     assert any(isinstance(e, UsageUpdated) for e in events)
     assert result.provider_metadata is not None
     assert result.provider_metadata["pi"]["model"] == "fake-model"
-    _assert_released(worktree)
-
-
-async def test_garbage_line_names_its_number(
-    pi_descriptor: Callable[..., dict[str, Any]], worktree: Path, run_meta: RunMetadata
-) -> None:
-    with pytest.raises(AgentOutputError, match=r"line 3") as info:
-        await _run(pi_descriptor(URL), worktree, run_meta, "garbage")
-    assert info.value.line == 3
-    _assert_released(worktree)
-
-
-async def test_stream_without_agent_settled_keeps_the_session(
-    pi_descriptor: Callable[..., dict[str, Any]], worktree: Path, run_meta: RunMetadata
-) -> None:
-    with pytest.raises(AgentOutputError, match="without the end of its turn") as info:
-        await _run(pi_descriptor(URL), worktree, run_meta, "nosettle")
-    assert info.value.session_id is not None
-    assert info.value.usage is not None
-    assert info.value.usage.input_tokens == 3
-    _assert_released(worktree)
-
-
-async def test_crash_is_typed_with_stderr(
-    pi_descriptor: Callable[..., dict[str, Any]], worktree: Path, run_meta: RunMetadata
-) -> None:
-    with pytest.raises(AgentCrashedError, match="exited with code 3") as info:
-        await _run(pi_descriptor(URL), worktree, run_meta, "crash")
-    assert info.value.returncode == 3
-    assert "simulated crash" in info.value.stderr_tail
-    _assert_released(worktree)
-
-
-async def test_hang_is_stopped_by_cancellation(
-    pi_descriptor: Callable[..., dict[str, Any]],
-    worktree: Path,
-    run_meta: RunMetadata,
-) -> None:
-    pidfile = worktree / ".pid"  # in the worktree: the only place the sandboxed fake may write
-    with anyio.move_on_after(1.5) as scope:
-        await run_agent(
-            harness=pi_descriptor(URL), cwd=worktree, prompt=f"hang pidfile:{pidfile}", run=run_meta
-        )
-    assert scope.cancelled_caught
-    # run_agent returns only after the group is stopped: within 2 s of the cancellation
-    assert time.monotonic() - scope.deadline < 2.0
-    assert int(pidfile.read_text())  # pi was started
-    # pi runs in a PID namespace: its pid means nothing here; its cwd does
-    assert not processes_under(worktree)
-    _assert_released(worktree)
-
-
-@pytest.mark.parametrize("mode", ["hang", "silent"])
-async def test_a_hung_cli_ends_at_idle_timeout(
-    pi_descriptor: Callable[..., dict[str, Any]],
-    worktree: Path,
-    run_meta: RunMetadata,
-    mode: str,
-) -> None:
-    """``silent`` prints nothing at all; ``hang`` prints its session header, then nothing."""
-    pidfile = worktree / ".pid"  # in the worktree: the only place the sandboxed fake may write
-    started = time.monotonic()
-    with pytest.raises(AgentTimeoutError, match="idle_timeout") as info:
-        await _run(
-            pi_descriptor(URL, idle_timeout=1), worktree, run_meta, f"{mode} pidfile:{pidfile}"
-        )
-    assert time.monotonic() - started < 1 + 5
-    assert info.value.limit == "idle_timeout"
-    assert isinstance(info.value, TimeoutError)
-    assert (info.value.session_id is not None) is (mode == "hang")
-    assert not group_alive(int(pidfile.read_text()))
-    # that pid is the one inside the step's PID namespace: its cwd says more out here
-    assert not processes_under(worktree)
-    _assert_released(worktree)
-
-
-async def test_turn_timeout_ends_a_turn_that_keeps_talking(
-    pi_descriptor: Callable[..., dict[str, Any]], worktree: Path, run_meta: RunMetadata
-) -> None:
-    started = time.monotonic()
-    with pytest.raises(AgentTimeoutError, match="turn_timeout") as info:
-        await _run(pi_descriptor(URL, turn_timeout=1.5, idle_timeout=1), worktree, run_meta, "loop")
-    assert time.monotonic() - started < 1.5 + 5
-    assert info.value.limit == "turn_timeout"
-    assert info.value.usage is not None
-    assert (info.value.usage.cost_usd or 0) > 0
-    _assert_released(worktree)
-
-
-async def test_max_turns_stops_a_tool_loop_with_the_session(
-    pi_descriptor: Callable[..., dict[str, Any]], worktree: Path, run_meta: RunMetadata
-) -> None:
-    seen: list[Any] = []
-    with pytest.raises(AgentLimitError, match="max_turns") as info, anyio.fail_after(20):
-        await run_agent(
-            harness=pi_descriptor(URL, max_turns=3),
-            cwd=worktree,
-            prompt="loop",
-            run=run_meta,
-            on_event=seen.append,
-        )
-    assert info.value.limit == "max_turns"
-    assert sum(isinstance(e, ModelCallStarted) for e in seen) == 4  # stopped at the 4th request
-    assert sum(isinstance(e, ToolCallFinished) for e in seen) == 3
-    session = info.value.session
-    assert session is not None
-    assert session.harness == "pi"
-    assert (
-        info.value.session_id == next(e for e in seen if isinstance(e, SessionStarted)).session_id
-    )
-    assert info.value.usage is not None
-    assert info.value.usage.cost_usd == 0.75
-    _assert_released(worktree)
-
-
-async def test_max_budget_usd_stops_the_turn_from_pis_cost(
-    pi_descriptor: Callable[..., dict[str, Any]], worktree: Path, run_meta: RunMetadata
-) -> None:
-    with pytest.raises(AgentLimitError, match="max_budget_usd") as info:
-        await _run(pi_descriptor(URL, max_budget_usd=0.6), worktree, run_meta, "loop")
-    assert info.value.limit == "max_budget_usd"
-    assert info.value.usage is not None
-    assert info.value.usage.cost_usd == 0.75
-    assert info.value.session is not None
     _assert_released(worktree)
 
 
