@@ -1,8 +1,16 @@
+"""The agent's environment: built from empty (only allowlisted names and what the factory's
+``agents_env`` declares, never from the worktree under edit), reserved names and secret shapes
+refused before anything runs, every step's process included."""
+
 import re
 
 import pytest
+from jigs import harnesses
+from jigs._lock import worktree_locked
 from jigs.env import BASE_ENV, build_env, find_agents_config, validate_agents_env
 from jigs.errors import EnvPolicyError
+from jigs.models import generate_text
+from jigs.steps import create_agent_runner, run_agent
 
 
 def test_env_is_built_from_empty():
@@ -96,3 +104,77 @@ def test_ordinary_names_are_not_mistaken_for_secrets(name):
 def test_key_shapes_are_refused(value):
     with pytest.raises(EnvPolicyError, match="looks like a secret"):
         validate_agents_env([value], source="t")
+
+
+@pytest.mark.anyio
+async def test_env_is_built_from_empty_and_no_canary_reaches_the_child(
+    worktree, run_meta, monkeypatch
+):
+    canaries = {
+        "ANTHROPIC_API_KEY": "sk-ant-canary",
+        "AWS_SECRET_ACCESS_KEY": "aws-canary",
+        "JIGS_CANARY_7F3A": "random-canary",
+    }
+    for name, value in canaries.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("DECLARED_BY_FACTORY", "yes")
+    async with create_agent_runner(
+        harnesses.echo(), cwd=worktree, run=run_meta, agents_env=["DECLARED_BY_FACTORY"]
+    ) as runner:
+        result = await generate_text(runner.model, prompt="env")
+    names = set(result.text.split())
+    assert not names & set(canaries)
+    assert "DECLARED_BY_FACTORY" in names
+    from jigs.env import BASE_ENV
+
+    # python itself may add a few names at start-up; nothing from the host may pass
+    allowed = set(BASE_ENV) | {"DECLARED_BY_FACTORY", "LC_CTYPE", "PWD", "SHLVL", "_"}
+    from jigs.env import LOCALE_ENV
+
+    leaked = {n for n in names if n not in allowed | LOCALE_ENV}
+    assert not leaked, leaked
+
+
+@pytest.mark.anyio
+async def test_agents_env_refuses_reserved_names_before_anything_runs(worktree, run_meta):
+    with pytest.raises(EnvPolicyError, match="OPENAI_API_KEY selects a model credential"):
+        await create_agent_runner(
+            harnesses.echo(), cwd=worktree, run=run_meta, agents_env=["OPENAI_API_KEY"]
+        )
+    assert not worktree_locked(worktree)
+
+
+@pytest.mark.anyio
+async def test_agents_env_is_read_from_the_factory_pyproject(tmp_path, run_meta, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text('[tool.jigs.agents]\nenv = ["FROM_FACTORY"]\n')
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    monkeypatch.setenv("FROM_FACTORY", "1")
+    result = await run_agent(harness=harnesses.echo(), cwd=tree, prompt="env", run=run_meta)
+    assert "FROM_FACTORY" in result.text.split()
+
+
+@pytest.mark.anyio
+async def test_agents_env_in_the_worktree_itself_is_ignored(tmp_path, run_meta, monkeypatch):
+    (tmp_path / "jigs.toml").write_text('[agents]\nenv = ["FROM_FACTORY"]\n')
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    # the code under edit tries to widen the agent's environment
+    (tree / "jigs.toml").write_text('[agents]\nenv = ["AWS_SECRET_ACCESS_KEY"]\n')
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-canary")
+    monkeypatch.setenv("FROM_FACTORY", "1")
+    result = await run_agent(harness=harnesses.echo(), cwd=tree, prompt="env", run=run_meta)
+    names = result.text.split()
+    assert "AWS_SECRET_ACCESS_KEY" not in names
+    assert "FROM_FACTORY" in names
+
+
+@pytest.mark.anyio
+async def test_an_mcp_server_may_not_read_a_reserved_name(worktree, run_meta):
+    descriptor = harnesses.echo(
+        mcp_servers={
+            "x": {"command": "srv", "env": {"FOO": "ANTHROPIC_API_KEY"}, "probe": {"tool": "p"}}
+        }
+    )
+    with pytest.raises(EnvPolicyError, match="MCP server 'x' reads ANTHROPIC_API_KEY"):
+        await create_agent_runner(descriptor, cwd=worktree, run=run_meta)

@@ -1,4 +1,7 @@
-"""The policy pipeline, end to end, through the echo kind (a real entry point, a real child)."""
+"""A step's pipeline end to end, through the echo kind (a real entry point, a real child): its
+stages in order, checks, resume, structured output, cancellation and a bounded close. The
+environment it builds is tested in test_env, the worktree lock in test_worktree_lock, the turn
+engine's faults in test_turn_faults."""
 
 import os
 import signal
@@ -6,23 +9,20 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 from typing import Literal
 
 import anyio
 import jigs._registry
 import pytest
-from jigs import AgentSessionRef, RunMetadata, harnesses
-from jigs._lock import lock_path_for, worktree_locked
+from jigs import AgentSessionRef, harnesses
+from jigs._lock import worktree_locked
 from jigs._proctree import processes_under
 from jigs._registry import Registry
 from jigs.descriptors import HarnessDescriptor
 from jigs.errors import (
     AgentSessionError,
-    EnvPolicyError,
     JitCheckError,
     ModelNotAvailableError,
-    WorktreeBusyError,
 )
 from jigs.models import ToolCallPart, generate_text, stream_text
 from jigs.plugin import Harness
@@ -74,112 +74,6 @@ async def test_generate_text_returns_text_warnings_and_session(worktree, run_met
     assert session is not None
     assert session.harness == "echo"
     assert session.descriptor == '{"kind":"echo"}'
-
-
-async def test_env_is_built_from_empty_and_no_canary_reaches_the_child(
-    worktree, run_meta, monkeypatch
-):
-    canaries = {
-        "ANTHROPIC_API_KEY": "sk-ant-canary",
-        "AWS_SECRET_ACCESS_KEY": "aws-canary",
-        "JIGS_CANARY_7F3A": "random-canary",
-    }
-    for name, value in canaries.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("DECLARED_BY_FACTORY", "yes")
-    async with create_agent_runner(
-        harnesses.echo(), cwd=worktree, run=run_meta, agents_env=["DECLARED_BY_FACTORY"]
-    ) as runner:
-        result = await generate_text(runner.model, prompt="env")
-    names = set(result.text.split())
-    assert not names & set(canaries)
-    assert "DECLARED_BY_FACTORY" in names
-    from jigs.env import BASE_ENV
-
-    # python itself may add a few names at start-up; nothing from the host may pass
-    allowed = set(BASE_ENV) | {"DECLARED_BY_FACTORY", "LC_CTYPE", "PWD", "SHLVL", "_"}
-    from jigs.env import LOCALE_ENV
-
-    leaked = {n for n in names if n not in allowed | LOCALE_ENV}
-    assert not leaked, leaked
-
-
-async def test_agents_env_refuses_reserved_names_before_anything_runs(worktree, run_meta):
-    with pytest.raises(EnvPolicyError, match="OPENAI_API_KEY selects a model credential"):
-        await create_agent_runner(
-            harnesses.echo(), cwd=worktree, run=run_meta, agents_env=["OPENAI_API_KEY"]
-        )
-    assert not worktree_locked(worktree)
-
-
-async def test_agents_env_is_read_from_the_factory_pyproject(tmp_path, run_meta, monkeypatch):
-    (tmp_path / "pyproject.toml").write_text('[tool.jigs.agents]\nenv = ["FROM_FACTORY"]\n')
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    monkeypatch.setenv("FROM_FACTORY", "1")
-    result = await run_agent(harness=harnesses.echo(), cwd=tree, prompt="env", run=run_meta)
-    assert "FROM_FACTORY" in result.text.split()
-
-
-async def test_a_second_runner_on_the_same_worktree_fails_at_once(worktree, run_meta):
-    async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta):
-        started = time.perf_counter()
-        other = RunMetadata(workflow_run_id="second-run")
-        with pytest.raises(WorktreeBusyError) as info:
-            await create_agent_runner(harnesses.echo(), cwd=worktree, run=other)
-        assert time.perf_counter() - started < 1
-        assert info.value.holder_run_id == run_meta.workflow_run_id
-        assert str(worktree) in str(info.value)
-        assert run_meta.workflow_run_id in str(info.value)
-    assert not worktree_locked(worktree)
-
-
-HOLDER = textwrap.dedent(
-    """
-    import sys, anyio
-    from jigs import harnesses, RunMetadata
-    from jigs.steps import create_agent_runner
-
-    async def main():
-        runner = await create_agent_runner(
-            harnesses.echo(), cwd=sys.argv[1], run=RunMetadata(workflow_run_id="holder-run"))
-        print("held", flush=True)
-        await anyio.sleep(60)
-
-    anyio.run(main)
-    """
-)
-
-
-async def test_lock_is_exclusive_across_processes_and_survives_sigkill_of_its_holder(
-    worktree, run_meta
-):
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(worktree)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=os.environ.copy(),
-    )
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(WorktreeBusyError) as info:
-            await create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta)
-        assert info.value.holder_run_id == "holder-run"
-        assert info.value.holder_pid == holder.pid
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait()
-        if holder.stdout is not None:
-            holder.stdout.close()
-    async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta) as runner:
-        assert (await generate_text(runner.model, prompt="after")).text.startswith("echo: after")
-
-
-async def test_lock_file_lives_outside_the_worktree(worktree, jigs_data_dir):
-    path = lock_path_for(worktree)
-    assert jigs_data_dir in path.parents
-    assert worktree not in path.parents
 
 
 async def test_a_failed_jit_check_raises_before_any_process_and_releases_the_lock(
@@ -397,26 +291,6 @@ async def test_a_closed_runner_refuses_to_start_the_agent_again(worktree, run_me
     assert not live_groups()
 
 
-async def test_a_busy_worktree_fails_before_the_checks_run(worktree, run_meta, tmp_path):
-    marker = tmp_path / "probe-started"
-    server = str(Path(__file__).resolve().parents[1] / "fixtures" / "mcp_server.py")
-    descriptor = harnesses.echo(
-        mcp_servers={
-            "m": {
-                "command": sys.executable,
-                "args": [server, "--marker", str(marker)],
-                "probe": {"tool": "probe"},
-            }
-        }
-    )
-    async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta):
-        with pytest.raises(WorktreeBusyError):
-            await create_agent_runner(
-                descriptor, cwd=worktree, run=RunMetadata(workflow_run_id="other")
-            )
-    assert not marker.exists()  # no MCP server was started for a step that could not run
-
-
 async def test_cleanup_that_hangs_is_bounded_and_the_lock_still_released(
     worktree, run_meta, monkeypatch
 ):
@@ -435,20 +309,6 @@ async def test_cleanup_that_hangs_is_bounded_and_the_lock_still_released(
         await runner.close()
     assert time.perf_counter() - started < 3
     assert not worktree_locked(worktree)
-
-
-async def test_agents_env_in_the_worktree_itself_is_ignored(tmp_path, run_meta, monkeypatch):
-    (tmp_path / "jigs.toml").write_text('[agents]\nenv = ["FROM_FACTORY"]\n')
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    # the code under edit tries to widen the agent's environment
-    (tree / "jigs.toml").write_text('[agents]\nenv = ["AWS_SECRET_ACCESS_KEY"]\n')
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-canary")
-    monkeypatch.setenv("FROM_FACTORY", "1")
-    result = await run_agent(harness=harnesses.echo(), cwd=tree, prompt="env", run=run_meta)
-    names = result.text.split()
-    assert "AWS_SECRET_ACCESS_KEY" not in names
-    assert "FROM_FACTORY" in names
 
 
 WORKER = textwrap.dedent(
@@ -490,16 +350,6 @@ def test_sigterm_to_the_worker_stops_its_agents(worktree, tmp_path):
     finally:
         worker.kill()
         worker.wait()
-
-
-async def test_an_mcp_server_may_not_read_a_reserved_name(worktree, run_meta):
-    descriptor = harnesses.echo(
-        mcp_servers={
-            "x": {"command": "srv", "env": {"FOO": "ANTHROPIC_API_KEY"}, "probe": {"tool": "p"}}
-        }
-    )
-    with pytest.raises(EnvPolicyError, match="MCP server 'x' reads ANTHROPIC_API_KEY"):
-        await create_agent_runner(descriptor, cwd=worktree, run=run_meta)
 
 
 async def test_a_session_said_complete_is_stored_while_the_close_runs(worktree, run_meta):

@@ -1,6 +1,7 @@
 """The worktree lock is keyed on the directory itself: every spelling of a held worktree, every
 directory inside it or containing it, from any data dir, HOME or process, is refused at once;
-siblings coexist; every race has exactly one winner; a dead holder frees it."""
+siblings coexist; every race has exactly one winner; a dead holder frees it. A step on a held
+worktree fails at once, before its checks or MCP servers run; the lock file lives outside it."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from jigs._lock import WorktreeLock, worktree_locked
+from jigs import RunMetadata, harnesses
+from jigs._lock import WorktreeLock, lock_path_for, worktree_locked
 from jigs.errors import WorktreeBusyError, WorktreeLockError
+from jigs.models import generate_text
+from jigs.steps import create_agent_runner
 
 
 @pytest.fixture
@@ -268,3 +272,88 @@ async def test_tree_fallback_refuses_a_worktree_a_dead_workers_command_still_wor
     finally:
         survivor.kill()
         _isolation.reset_isolation_cache()
+
+
+@pytest.mark.anyio
+async def test_a_second_runner_on_the_same_worktree_fails_at_once(worktree, run_meta):
+    async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta):
+        started = time.perf_counter()
+        other = RunMetadata(workflow_run_id="second-run")
+        with pytest.raises(WorktreeBusyError) as info:
+            await create_agent_runner(harnesses.echo(), cwd=worktree, run=other)
+        assert time.perf_counter() - started < 1
+        assert info.value.holder_run_id == run_meta.workflow_run_id
+        assert str(worktree) in str(info.value)
+        assert run_meta.workflow_run_id in str(info.value)
+    assert not worktree_locked(worktree)
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, anyio
+    from jigs import harnesses, RunMetadata
+    from jigs.steps import create_agent_runner
+
+    async def main():
+        runner = await create_agent_runner(
+            harnesses.echo(), cwd=sys.argv[1], run=RunMetadata(workflow_run_id="holder-run"))
+        print("held", flush=True)
+        await anyio.sleep(60)
+
+    anyio.run(main)
+    """
+)
+
+
+@pytest.mark.anyio
+async def test_lock_is_exclusive_across_processes_and_survives_sigkill_of_its_holder(
+    worktree, run_meta
+):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(worktree)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(WorktreeBusyError) as info:
+            await create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta)
+        assert info.value.holder_run_id == "holder-run"
+        assert info.value.holder_pid == holder.pid
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta) as runner:
+        assert (await generate_text(runner.model, prompt="after")).text.startswith("echo: after")
+
+
+@pytest.mark.anyio
+async def test_lock_file_lives_outside_the_worktree(worktree, jigs_data_dir):
+    path = lock_path_for(worktree)
+    assert jigs_data_dir in path.parents
+    assert worktree not in path.parents
+
+
+@pytest.mark.anyio
+async def test_a_busy_worktree_fails_before_the_checks_run(worktree, run_meta, tmp_path):
+    marker = tmp_path / "probe-started"
+    server = str(Path(__file__).resolve().parents[1] / "fixtures" / "mcp_server.py")
+    descriptor = harnesses.echo(
+        mcp_servers={
+            "m": {
+                "command": sys.executable,
+                "args": [server, "--marker", str(marker)],
+                "probe": {"tool": "probe"},
+            }
+        }
+    )
+    async with create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta):
+        with pytest.raises(WorktreeBusyError):
+            await create_agent_runner(
+                descriptor, cwd=worktree, run=RunMetadata(workflow_run_id="other")
+            )
+    assert not marker.exists()  # no MCP server was started for a step that could not run
