@@ -1,7 +1,8 @@
 """The kit's fault checks fail for the kinds they are meant to catch: ``bad_output`` (a crash
-read as bad output, a secret shown in an error, a kind that ignores ``resolve_executable``) and
-``stray_mcp_configs`` (a CLI that starts a server from a config it found); both leave HOME as
-they found it."""
+read as bad output, a secret shown in an error, a kind that ignores ``resolve_executable``),
+``turn_deadline`` (a turn that is not stopped at ``turn_timeout``: the kit's own bound ends it)
+and ``stray_mcp_configs`` (a CLI that starts a server from a config it found); they leave HOME
+as they found it."""
 
 from __future__ import annotations
 
@@ -52,6 +53,28 @@ async def test_bad_output_fails_a_kind_that_ignores_resolve_executable(tmp_path,
     monkeypatch.setattr(EchoHarness, "launch_turn", fixed)
     with pytest.raises(AssertionError, match=r"round 'crash': the step succeeded"):
         await check_harness("echo", tmp_path=tmp_path, only=["bad_output"])
+
+
+async def test_turn_deadline_fails_a_turn_not_stopped_at_turn_timeout(tmp_path, monkeypatch):
+    import time
+
+    from jigs._lock import worktree_locked
+    from jigs.processes import live_groups
+    from jigs_harness_echo._harness import EchoDescriptor
+
+    replace = EchoDescriptor.replace
+
+    def without_the_deadline(self, **changes):  # the kit's turn_timeout never reaches the step
+        changes.pop("turn_timeout", None)
+        return replace(self, **changes)
+
+    monkeypatch.setattr(EchoDescriptor, "replace", without_the_deadline)
+    started = time.monotonic()
+    with pytest.raises(AssertionError, match=r"check turn_deadline failed: .* still running after"):
+        await check_harness("echo", tmp_path=tmp_path, only=["turn_deadline"])
+    assert time.monotonic() - started < 30  # the kit's own bound, not the command's 10 minutes
+    assert not live_groups()
+    assert not any(worktree_locked(p) for p in tmp_path.glob("turn-deadline-*"))
 
 
 STARTER = """\

@@ -563,13 +563,21 @@ async def _expect_timeout(
     """Runs ``call``, which must end in the timeout error of ``limit`` within its bound
     (:data:`HANG_IDLE` + :data:`SLACK`), retryable, with nothing left running."""
     started = time.monotonic()
-    try:
-        await call()
-    except AgentTimeoutError as exc:
-        error = exc
-    else:
-        raise AssertionError(f"{kind}: {what} did not end in AgentTimeoutError")
+    error: AgentTimeoutError | None = None
+    # the kit's own bound: a kind that ignores the deadline fails here instead of hanging the run
+    with anyio.move_on_after(HANG_IDLE + 2 * SLACK):
+        try:
+            await call()
+        except AgentTimeoutError as exc:
+            error = exc
+        else:
+            raise AssertionError(f"{kind}: {what} did not end in AgentTimeoutError")
     took = time.monotonic() - started
+    if error is None:
+        raise AssertionError(
+            f"{kind}: {what} was still running after {took:.1f}s; jigs must stop it at "
+            f"{limit} (the kit cancelled it)"
+        )
     assert took < HANG_IDLE + SLACK, f"{kind}: {what} took {took:.1f}s to end"
     assert error.limit == limit, f"{kind}: {what} ended at {error.limit}, not {limit}"
     assert error.retryable, f"{kind}: the AgentTimeoutError of {what} is not retryable"
