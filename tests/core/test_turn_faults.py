@@ -24,7 +24,7 @@ from jigs.errors import (
 from jigs.events import ModelCallStarted, SessionStarted
 from jigs.executables import Resolved
 from jigs.models import TextDeltaPart, generate_text, stream_text
-from jigs.processes import live_groups
+from jigs.processes import MAX_LINE_BYTES, live_groups
 from jigs.steps import create_agent_runner, run_agent
 
 pytestmark = pytest.mark.anyio
@@ -94,8 +94,6 @@ async def test_a_2mb_output_line_does_not_break_the_reader(worktree, run_meta):
 
 
 async def test_a_line_over_the_cap_is_bad_output(fake_echo, worktree, run_meta):
-    from jigs.processes import MAX_LINE_BYTES
-
     fake_echo(f"head -c {MAX_LINE_BYTES + 1} /dev/zero | tr '\\0' x\necho\nexec sleep 30\n")
     started = time.monotonic()
     with pytest.raises(AgentOutputError):
