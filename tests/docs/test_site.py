@@ -126,3 +126,14 @@ def test_no_built_page_shows_raw_sphinx_markup(tmp_path: Path) -> None:
     cli = html.unescape((site / "cli/index.html").read_text())
     assert not re.findall(r".{0,30}\\[|_].{0,30}", cli)
     assert "jigs runs prune" in cli
+
+
+def test_the_kind_authors_guide_lists_every_kit_check_in_order():
+    import re
+    from pathlib import Path
+
+    from jigs_testing.conformance import CHECKS
+
+    guide = (Path(__file__).parents[2] / "docs/guide/write-a-harness-kind.md").read_text()
+    listed = guide.split("Each check is named", 1)[1].split(") and runs alone", 1)[0]
+    assert re.findall(r"`(\w+)`", listed.split("in order:", 1)[1]) == list(CHECKS)
