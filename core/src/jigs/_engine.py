@@ -90,6 +90,7 @@ __all__ = [
     "TurnRecord",
     "TurnRequest",
     "decode_line",
+    "emit_event",
 ]
 
 #: ``on_event(event)``; may return an awaitable.
@@ -547,7 +548,7 @@ class TurnEngine:
                     ) from exc
                 for event in events:
                     self._take(event, record)
-                    await _emit(request.on_event, event)
+                    await emit_event(request.on_event, event)
                     yield event
                     limit = self._over_limit(record)
                     if limit is not None:
@@ -799,7 +800,8 @@ def _step_secrets(
     return secret_values(ctx.env, extra)
 
 
-async def _emit(callback: EventCallback | None, event: AgentEvent) -> None:
+async def emit_event(callback: EventCallback | None, event: AgentEvent) -> None:
+    """Call ``callback`` with ``event``, awaiting what it returns when it is awaitable."""
     if callback is None:
         return
     outcome = callback(event)

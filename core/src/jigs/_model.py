@@ -7,14 +7,16 @@ become stream parts (text deltas, tool calls and results) and the call ends with
 
 Provider options (``provider_options={kind: {...}}``, never persisted): ``on_event`` (called with
 every :mod:`jigs.events` event; may be async) and whatever the kind reads itself (such as
-``approve_tool``).
+``approve_tool``). The runner's own ``provider_options`` and ``on_event`` (given to
+``create_agent_runner``) are the defaults of every call; a call's own win.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
-from jigs._engine import TurnEngine, TurnRecord, TurnRequest
+from jigs._engine import EventCallback, TurnEngine, TurnRecord, TurnRequest
 from jigs.events import TextDelta, ToolCallFinished, ToolCallStarted
 from jigs.models._protocol import StreamingModel
 from jigs.models._types import (
@@ -81,8 +83,17 @@ def result_of(
 class EngineModel(StreamingModel):
     """One kind's agent in one worktree, as a model object."""
 
-    def __init__(self, engine: TurnEngine) -> None:
+    def __init__(
+        self,
+        engine: TurnEngine,
+        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+        on_event: EventCallback | None = None,
+    ) -> None:
         self._engine = engine
+        # the runner's options: the defaults of every call (see create_agent_runner)
+        self._defaults = dict((provider_options or {}).get(engine.harness.kind, {}))
+        kind_event = self._defaults.pop("on_event", None)
+        self._on_event = on_event or kind_event
         self.provider = engine.harness.kind
         model = getattr(engine.target.descriptor, "model", None)
         self.model_id = model if isinstance(model, str) and model else f"{self.provider}-default"
@@ -106,8 +117,12 @@ class EngineModel(StreamingModel):
     async def _stream(self, request: ModelRequest, *, partial: bool) -> AsyncIterator[StreamPart]:
         engine = self._engine
         warnings = engine.warnings_for({name: getattr(request, name) for name in _PER_CALL})
-        options = dict(request.options_for(self.provider))
-        on_event = options.pop("on_event", None) or request.options_for("jigs").get("on_event")
+        options = {**self._defaults, **request.options_for(self.provider)}
+        on_event = (
+            options.pop("on_event", None)
+            or request.options_for("jigs").get("on_event")
+            or self._on_event
+        )
         record = TurnRecord()
         turn = TurnRequest(
             prompt=request.prompt,

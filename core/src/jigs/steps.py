@@ -17,12 +17,12 @@ import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Required, TypedDict, TypeVar, Unpack, overload
 
 import anyio
 from pydantic import BaseModel, Field
 
-from jigs._engine import TurnRecord, TurnRequest
+from jigs._engine import TurnEngine, TurnRecord, TurnRequest, emit_event
 from jigs._isolation import isolation, probe_soon
 from jigs._logging import logger
 from jigs._model import EngineModel, result_of
@@ -62,7 +62,9 @@ __all__ = [
     "AgentRunnerOpening",
     "AgentSessionError",
     "AgentStream",
+    "EngineStepOptions",
     "JitCheckError",
+    "StepOptions",
     "agent_session",
     "create_agent_runner",
     "run_agent",
@@ -70,6 +72,55 @@ __all__ = [
 ]
 
 T = TypeVar("T", bound="BaseModel")
+
+
+class _Options(TypedDict, total=False):
+    """The options all step functions share (see :class:`StepOptions`)."""
+
+    cwd: Required[str | Path]
+    resume: AgentSessionRef | Mapping[str, Any] | None
+    agents_env: Sequence[str] | None
+    provider_options: Mapping[str, Mapping[str, Any]] | None
+    on_event: EventCallback | None
+    registry: Registry | None
+    session_store: SessionStore | str | Mapping[str, Any] | None
+
+
+class StepOptions(_Options, total=False):
+    """The options of a step, the same for every step function (:func:`create_agent_runner`,
+    :func:`run_agent`, :func:`stream_agent`, :func:`agent_session`) and, but for ``run``, for
+    ``jigs_dbos`` and ``jigs_temporal`` (:class:`EngineStepOptions`). Passed as keywords:
+    ``run_agent(harness=..., cwd=..., prompt=..., run=...)``.
+
+    - ``cwd`` (required): the step's worktree (never the process's working directory).
+    - ``run`` (required): the step's :class:`~jigs.RunMetadata` (a mapping of its fields too).
+    - ``resume``: the :class:`~jigs.AgentSessionRef` to continue (forked, never changed), or its
+      mapping (a ref that went through JSON). :func:`agent_session` takes it as ``session=``.
+    - ``agents_env``: overrides the factory's ``agents.env`` (otherwise read from ``jigs.toml``
+      or ``pyproject.toml`` found from ``cwd`` upward).
+    - ``provider_options``: ``{kind: {...}}``, what the kind reads itself (``approve_tool``, ...)
+      and ``on_event``; never persisted. For a runner they are the defaults of every call of
+      ``runner.model`` (a call's own ``provider_options`` win).
+    - ``on_event``: called with every :mod:`jigs.events` event as it happens; may be async.
+    - ``registry``: resolves the kind (default: the installed plugins), for a descriptor object
+      and stored data alike, the way httpx takes ``transport=``.
+    - ``session_store``: a :class:`jigs.stores.SessionStore`, a URL or a table; overrides the
+      configured store (``JIGS_SESSION_STORE``, ``[tool.jigs.session_store]``, else the local
+      directory). At close the session's artifacts go there, and a resume of a ref that names a
+      stored copy fetches and verifies it first.
+    """
+
+    run: Required[RunMetadata]
+
+
+class EngineStepOptions(_Options, total=False):
+    """:class:`StepOptions` as ``jigs_dbos`` and ``jigs_temporal`` take them: ``run`` may be
+    left out, and is then filled from the engine's context (the DBOS step, the Temporal
+    activity). Everything else is the same."""
+
+    run: RunMetadata | None
+
+
 #: The structured output of a turn: a pydantic model, or None when none was asked for.
 OutputT = TypeVar("OutputT", bound="BaseModel | None")
 
@@ -89,11 +140,16 @@ class AgentResult(_Data, Generic[OutputT]):
 class AgentRunner:
     """An opened harness: its model, how to read a session from a result, and ``close``."""
 
-    def __init__(self, step: Step) -> None:
+    def __init__(
+        self,
+        step: Step,
+        provider_options: Mapping[str, Mapping[str, Any]] | None = None,
+        on_event: EventCallback | None = None,
+    ) -> None:
         engine = step.engine
         self._step = step
         self._harness = engine.harness
-        self._model = EngineModel(engine)
+        self._model = EngineModel(engine, provider_options, on_event)
         self.kind = engine.harness.kind
         self.run_id = engine.ctx.run.workflow_run_id
         self.descriptor: HarnessDescriptor = engine.target.descriptor
@@ -149,28 +205,38 @@ class AgentRunner:
 
 
 async def _open_runner(
-    harness: HarnessDescriptor | dict[str, Any],
-    *,
-    cwd: str | Path,
-    run: RunMetadata,
-    resume: AgentSessionRef | None,
-    agents_env: Sequence[str] | None,
-    registry: Registry | None,
-    session_store: object = None,
+    harness: HarnessDescriptor | Mapping[str, Any], options: StepOptions
 ) -> AgentRunner:
     probe_soon()  # the isolation probe runs while the step resolves and locks
 
-    step = Step(registry, session_store)
+    step = Step(options.get("registry"), options.get("session_store"))
     try:
-        await step.open(
-            harness, cwd=cwd, run=run, resume=resume, agents_env=agents_env, need_model=True
-        )
+        await _open_step(step, harness, options, need_model=True)
         step.log.info("runner.opened", total_seconds=round(time.perf_counter() - step.started, 4))
-        return AgentRunner(step)
+        return AgentRunner(step, options.get("provider_options"), options.get("on_event"))
     except BaseException as exc:
         await _close_after(step.aclose, exc)
         _collect_probe()
         raise
+
+
+async def _open_step(
+    step: Step,
+    harness: HarnessDescriptor | Mapping[str, Any],
+    options: StepOptions,
+    *,
+    need_model: bool,
+) -> TurnEngine:
+    """Run the step's stages with the caller's options (a missing ``run`` or ``cwd`` is the
+    pipeline's :class:`~jigs.errors.InvalidInputError`, as a wrong one is)."""
+    return await step.open(
+        harness,
+        cwd=options.get("cwd"),
+        run=options.get("run"),
+        resume=options.get("resume"),
+        agents_env=options.get("agents_env"),
+        need_model=need_model,
+    )
 
 
 def _check_arguments(prompt: object, output: object) -> None:
@@ -196,15 +262,18 @@ class AgentRunnerOpening:
     """What :func:`create_agent_runner` returns: await it, or use it as an async context
     manager (which closes the runner on exit)."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        self._kwargs = kwargs
+    def __init__(
+        self, harness: HarnessDescriptor | Mapping[str, Any], options: StepOptions
+    ) -> None:
+        self._harness = harness
+        self._options = options
         self._runner: AgentRunner | None = None
 
     def __await__(self) -> Generator[Any, None, AgentRunner]:
-        return _open_runner(**self._kwargs).__await__()
+        return _open_runner(self._harness, self._options).__await__()
 
     async def __aenter__(self) -> AgentRunner:
-        self._runner = await _open_runner(**self._kwargs)
+        self._runner = await _open_runner(self._harness, self._options)
         return self._runner
 
     async def __aexit__(
@@ -236,168 +305,154 @@ async def _close_after(
 
 
 def create_agent_runner(
-    harness: HarnessDescriptor | dict[str, Any],
-    *,
-    cwd: str | Path,
-    run: RunMetadata,
-    resume: AgentSessionRef | None = None,
-    agents_env: Sequence[str] | None = None,
-    registry: Registry | None = None,
-    session_store: SessionStore | str | Mapping[str, Any] | None = None,
+    harness: HarnessDescriptor | Mapping[str, Any], **options: Unpack[StepOptions]
 ) -> AgentRunnerOpening:
-    """Open a harness under jigs' policy and hand back its live model.
-
-    ``agents_env`` overrides the factory's ``agents.env`` (otherwise read from ``jigs.toml`` or
-    ``pyproject.toml`` found from ``cwd`` upward). ``registry`` resolves the kind (default: the
-    installed plugins), for a descriptor object and stored data alike.
+    """Open a harness under jigs' policy and hand back its live model. ``options``:
+    :class:`StepOptions` (``provider_options`` and ``on_event`` become the defaults of every
+    call of ``runner.model``).
 
     Raises :class:`~jigs.errors.ModelNotAvailableError` at once for a kind without a model (use
     :func:`run_agent`), :class:`~jigs.errors.InvalidInputError` for an unusable ``cwd``, ``run``,
     ``resume`` or ``agents_env``, :class:`~jigs.errors.AgentSessionError` when ``resume`` cannot
     be resumed, :class:`~jigs.errors.CheckFailedError` / :class:`~jigs.errors.JitCheckError`
     when a check fails, :class:`~jigs.errors.WorktreeBusyError` when another agent holds the
-    worktree. Every failure releases what was acquired.
-
-    ``session_store`` (a :class:`jigs.stores.SessionStore`, a URL or a table) overrides the
-    configured store (``JIGS_SESSION_STORE``, ``[tool.jigs.session_store]``, else the local
-    directory): at close the session's artifacts go there, and a resume of a ref that names a
-    stored copy fetches and verifies it first (:class:`~jigs.errors.SessionStoreError` when
-    the store cannot be reached).
+    worktree, :class:`~jigs.errors.SessionStoreError` when the session store cannot be reached.
+    Every failure releases what was acquired.
     """
-    return AgentRunnerOpening(
-        harness=harness,
-        cwd=cwd,
-        run=run,
-        resume=resume,
-        agents_env=agents_env,
-        registry=registry,
-        session_store=session_store,
-    )
+    return AgentRunnerOpening(harness, options)
 
 
 @overload
 async def run_agent(
     *,
-    harness: HarnessDescriptor | dict[str, Any],
-    cwd: str | Path,
+    harness: HarnessDescriptor | Mapping[str, Any],
     prompt: str,
-    run: RunMetadata,
-    resume: AgentSessionRef | None = None,
     output: type[T],
-    agents_env: Sequence[str] | None = None,
-    provider_options: dict[str, dict[str, Any]] | None = None,
-    on_event: EventCallback | None = None,
-    registry: Registry | None = None,
-    session_store: SessionStore | str | Mapping[str, Any] | None = None,
+    **options: Unpack[StepOptions],
 ) -> AgentResult[T]: ...
 
 
 @overload
 async def run_agent(
     *,
-    harness: HarnessDescriptor | dict[str, Any],
-    cwd: str | Path,
+    harness: HarnessDescriptor | Mapping[str, Any],
     prompt: str,
-    run: RunMetadata,
-    resume: AgentSessionRef | None = None,
     output: None = None,
-    agents_env: Sequence[str] | None = None,
-    provider_options: dict[str, dict[str, Any]] | None = None,
-    on_event: EventCallback | None = None,
-    registry: Registry | None = None,
-    session_store: SessionStore | str | Mapping[str, Any] | None = None,
+    **options: Unpack[StepOptions],
 ) -> AgentResult[None]: ...
 
 
 async def run_agent(
     *,
-    harness: HarnessDescriptor | dict[str, Any],
-    cwd: str | Path,
+    harness: HarnessDescriptor | Mapping[str, Any],
     prompt: str,
-    run: RunMetadata,
-    resume: AgentSessionRef | None = None,
     output: type[T] | None = None,
-    agents_env: Sequence[str] | None = None,
-    provider_options: dict[str, dict[str, Any]] | None = None,
-    on_event: EventCallback | None = None,
-    registry: Registry | None = None,
-    session_store: SessionStore | str | Mapping[str, Any] | None = None,
+    **options: Unpack[StepOptions],
 ) -> AgentResult[Any]:
-    """Run one whole agent turn in ``cwd`` for any kind, with or without a model.
+    """Run one whole agent turn in ``cwd`` for any kind, with or without a model. ``options``:
+    :class:`StepOptions`.
 
     With ``output`` (a pydantic model) the answer is validated into it. An answer that does not
     fit is sent back once ("Your answer was rejected: ..."), in the same step and the same
-    session; a second misfit raises :class:`~jigs.errors.StructuredOutputError`. ``on_event`` is
-    called with every :mod:`jigs.events` event as it happens (it may be async). Raises what
+    session; a second misfit raises :class:`~jigs.errors.StructuredOutputError`. Raises what
     :func:`create_agent_runner` raises (except that kinds without a model are supported),
     :class:`~jigs.errors.PromptError` for an empty prompt or one with a NUL byte, and the turn
     errors (:class:`~jigs.errors.AgentTurnError` and its subclasses, which keep the session id,
     usage and cost).
     """
+    return await _run_agent(harness, prompt, output, options)
+
+
+async def _run_agent(
+    harness: HarnessDescriptor | Mapping[str, Any],
+    prompt: str,
+    output: type[BaseModel] | None,
+    options: StepOptions,
+) -> AgentResult[Any]:
     probe_soon()  # the isolation probe runs while the step resolves and locks
 
     _check_arguments(prompt, output)
     schema = output.model_json_schema() if output is not None else None
-    step = Step(registry, session_store)
+    step = Step(options.get("registry"), options.get("session_store"))
     try:
-        engine = await step.open(
-            harness, cwd=cwd, run=run, resume=resume, agents_env=agents_env, need_model=False
-        )
-        kind = engine.harness.kind
-        options = dict((provider_options or {}).get(kind, {}))
-        callback = on_event or options.pop("on_event", None)
-
-        async def turn(text: str) -> TurnRecord:
-            record = TurnRecord()
-            request = TurnRequest(
-                prompt=text, output_schema=schema, options=options, on_event=callback
-            )
-            async for _ in engine.run(request, record):
-                pass
-            return record
-
-        record = await turn(prompt)
-        usage = record.usage
-        parsed = None
-        if output is not None:
-            try:
-                parsed = parse_output(output, result_of(kind, record, [], None))
-            except StructuredOutputError as exc:
-                # ask once more, in the same step and session (the worktree stays locked)
-                problem = record.output_problem or str(exc)
-                step.log.info("run_agent.output.rejected", error=problem[:200])
-
-                again = reask_prompt(problem, schema or {})
-                if engine.session_id is None:
-                    again = f"{prompt}\n\n{again}"
-                first = usage
-                record = await turn(again)
-                usage = _add_usage(first, record.usage)
-                parsed = parse_output(output, result_of(kind, record, [], None))
-        descriptor = engine.target.descriptor
+        engine = await _open_step(step, harness, options, need_model=False)
+        turn = _Turns(step, engine, schema, options)
+        record, usage, parsed = await turn.answer(prompt, output)
     except BaseException as exc:
         await _close_after(step.aclose, exc, step)
         _collect_probe()
         raise
     await step.aclose()  # raises SessionSaveError when the session could not be stored
-    stored = step.stored.get(record.session_id) if record.session_id else None
-    session = (
-        AgentSessionRef(
-            harness=kind,
-            id=record.session_id,
-            descriptor=descriptor.describe(),
-            store_key=stored[0] if stored else None,
-            digest=stored[1] if stored else None,
-        )
-        if record.session_id
-        else None
-    )
+    kind = engine.harness.kind
     return AgentResult(
         text=record.text,
-        session=session,
+        session=_session_ref(step, engine, record.session_id),
         output=parsed,
         usage=usage,
         provider_metadata=record.provider_metadata(kind),
+    )
+
+
+class _Turns:
+    """The turns of one :func:`run_agent` call: the prompt's, and the one re-ask when the
+    answer does not fit ``output``."""
+
+    def __init__(
+        self, step: Step, engine: TurnEngine, schema: dict[str, Any] | None, options: StepOptions
+    ) -> None:
+        self._step = step
+        self._engine = engine
+        self._schema = schema
+        self._kind = engine.harness.kind
+        provider_options = options.get("provider_options") or {}
+        self._options = dict(provider_options.get(self._kind, {}))
+        self._on_event = options.get("on_event") or self._options.pop("on_event", None)
+
+    async def turn(self, text: str) -> TurnRecord:
+        record = TurnRecord()
+        request = TurnRequest(
+            prompt=text, output_schema=self._schema, options=self._options, on_event=self._on_event
+        )
+        async for _ in self._engine.run(request, record):
+            pass
+        return record
+
+    async def answer(
+        self, prompt: str, output: type[BaseModel] | None
+    ) -> tuple[TurnRecord, Usage, Any]:
+        """The turn's record, its usage (both turns' when it re-asked) and the parsed output."""
+        record = await self.turn(prompt)
+        if output is None:
+            return record, record.usage, None
+        try:
+            return record, record.usage, self._parse(output, record)
+        except StructuredOutputError as exc:
+            # ask once more, in the same step and session (the worktree stays locked)
+            problem = record.output_problem or str(exc)
+            self._step.log.info("run_agent.output.rejected", error=problem[:200])
+
+            again = reask_prompt(problem, self._schema or {})
+            if self._engine.session_id is None:
+                again = f"{prompt}\n\n{again}"
+            first = record.usage
+            record = await self.turn(again)
+            return record, _add_usage(first, record.usage), self._parse(output, record)
+
+    def _parse(self, output: type[BaseModel], record: TurnRecord) -> BaseModel:
+        return parse_output(output, result_of(self._kind, record, [], None))
+
+
+def _session_ref(step: Step, engine: TurnEngine, session_id: str | None) -> AgentSessionRef | None:
+    """The ref a later step resumes, with where the closed step stored the session."""
+    if not session_id:
+        return None
+    stored = step.stored.get(session_id)
+    return AgentSessionRef(
+        harness=engine.harness.kind,
+        id=session_id,
+        descriptor=engine.target.descriptor.describe(),
+        store_key=stored[0] if stored else None,
+        digest=stored[1] if stored else None,
     )
 
 
@@ -406,8 +461,14 @@ class AgentStream:
     :func:`stream_agent`). After the iteration, :attr:`result` holds the
     :class:`AgentResult`; a failed turn raises its error from the iteration."""
 
-    def __init__(self, kwargs: dict[str, Any]) -> None:
-        self._kwargs = kwargs
+    def __init__(
+        self,
+        harness: HarnessDescriptor | Mapping[str, Any],
+        prompt: str,
+        output: type[BaseModel] | None,
+        options: StepOptions,
+    ) -> None:
+        self._call = (harness, prompt, output, options)
         self.result: AgentResult[Any] | None = None
         self._error: BaseException | None = None
         self._group: Any = None
@@ -417,10 +478,18 @@ class AgentStream:
         self._group = anyio.create_task_group()
         await self._group.__aenter__()
 
+        harness, prompt, output, options = self._call
+        also = options.get("on_event")
+
+        async def on_event(event: AgentEvent) -> None:
+            await emit_event(also, event)
+            await send.send(event)
+
         async def turn() -> None:
             async with send:
                 try:
-                    self.result = await run_agent(**self._kwargs, on_event=send.send)
+                    calling: StepOptions = {**options, "on_event": on_event}
+                    self.result = await _run_agent(harness, prompt, output, calling)
                 except Exception as exc:  # handed to the consumer when the events run out
                     self._error = exc
 
@@ -455,18 +524,13 @@ class AgentStream:
 
 def stream_agent(
     *,
-    harness: HarnessDescriptor | dict[str, Any],
-    cwd: str | Path,
+    harness: HarnessDescriptor | Mapping[str, Any],
     prompt: str,
-    run: RunMetadata,
-    resume: AgentSessionRef | None = None,
     output: type[BaseModel] | None = None,
-    agents_env: Sequence[str] | None = None,
-    provider_options: dict[str, dict[str, Any]] | None = None,
-    registry: Registry | None = None,
-    session_store: SessionStore | str | Mapping[str, Any] | None = None,
+    **options: Unpack[StepOptions],
 ) -> AgentStream:
-    """:func:`run_agent` as a stream of events, for any kind::
+    """:func:`run_agent` as a stream of events, for any kind (``options``:
+    :class:`StepOptions`; an ``on_event`` is called too, before each event is handed on)::
 
         async with stream_agent(harness=..., cwd=..., prompt=..., run=...) as turn:
             async for event in turn:
@@ -475,20 +539,7 @@ def stream_agent(
 
     Leaving the block before the turn ends stops the agent and releases the worktree.
     """
-    return AgentStream(
-        {
-            "harness": harness,
-            "cwd": cwd,
-            "prompt": prompt,
-            "run": run,
-            "resume": resume,
-            "output": output,
-            "agents_env": agents_env,
-            "provider_options": provider_options,
-            "registry": registry,
-            "session_store": session_store,
-        }
-    )
+    return AgentStream(harness, prompt, output, options)
 
 
 def _is_model_class(value: object) -> bool:
@@ -505,53 +556,38 @@ def _add_usage(a: Usage, b: Usage) -> Usage:
 @overload
 async def agent_session(
     *,
-    harness: HarnessDescriptor | dict[str, Any],
-    cwd: str | Path,
-    run: RunMetadata,
+    harness: HarnessDescriptor | Mapping[str, Any],
     session: AgentSessionRef | None,
     resume_prompt: str,
     fresh_prompt: str,
     output: type[T],
     name: str = "agent",
-    agents_env: Sequence[str] | None = None,
-    on_event: EventCallback | None = None,
-    registry: Registry | None = None,
-    session_store: SessionStore | str | Mapping[str, Any] | None = None,
+    **options: Unpack[StepOptions],
 ) -> AgentResult[T]: ...
 
 
 @overload
 async def agent_session(
     *,
-    harness: HarnessDescriptor | dict[str, Any],
-    cwd: str | Path,
-    run: RunMetadata,
+    harness: HarnessDescriptor | Mapping[str, Any],
     session: AgentSessionRef | None,
     resume_prompt: str,
     fresh_prompt: str,
     output: None = None,
     name: str = "agent",
-    agents_env: Sequence[str] | None = None,
-    on_event: EventCallback | None = None,
-    registry: Registry | None = None,
-    session_store: SessionStore | str | Mapping[str, Any] | None = None,
+    **options: Unpack[StepOptions],
 ) -> AgentResult[None]: ...
 
 
 async def agent_session(
     *,
-    harness: HarnessDescriptor | dict[str, Any],
-    cwd: str | Path,
-    run: RunMetadata,
+    harness: HarnessDescriptor | Mapping[str, Any],
     session: AgentSessionRef | None,
     resume_prompt: str,
     fresh_prompt: str,
     output: type[T] | None = None,
     name: str = "agent",
-    agents_env: Sequence[str] | None = None,
-    on_event: EventCallback | None = None,
-    registry: Registry | None = None,
-    session_store: SessionStore | str | Mapping[str, Any] | None = None,
+    **options: Unpack[StepOptions],
 ) -> AgentResult[Any]:
     """Continue a held session when it still fits, else start fresh.
 
@@ -559,10 +595,18 @@ async def agent_session(
     same descriptor (``describe()``); otherwise, or when the harness cannot resume it
     (:class:`~jigs.errors.AgentSessionError`), runs ``fresh_prompt`` without resume, logging
     why. A turn error that carries a session (a turn stopped by ``max_turns``, say) can be
-    continued by passing ``error.session`` as ``session``.
+    continued by passing ``error.session`` as ``session``. ``options``: :class:`StepOptions`,
+    but for ``resume`` (:class:`~jigs.errors.InvalidInputError`): the held session is
+    ``session``.
     """
-    descriptor = load(harness, registry=registry)
-    run_id = getattr(run, "workflow_run_id", None)
+    if "resume" in options:
+        raise InvalidInputError(
+            "agent_session resumes the session given as session= when it still fits; pass the "
+            "ref there, not as resume=",
+            argument="resume",
+        )
+    descriptor = load(harness, registry=options.get("registry"))
+    run_id = getattr(options.get("run"), "workflow_run_id", None)
     log = logger.bind(session_name=name, run_id=run_id, kind=descriptor.kind)
     if session is not None:
         if session.harness != descriptor.kind or session.descriptor != descriptor.describe():
@@ -573,28 +617,8 @@ async def agent_session(
             )
         else:
             try:
-                return await run_agent(
-                    harness=descriptor,
-                    cwd=cwd,
-                    prompt=resume_prompt,
-                    run=run,
-                    resume=session,
-                    output=output,
-                    agents_env=agents_env,
-                    on_event=on_event,
-                    registry=registry,
-                    session_store=session_store,
-                )
+                resuming: StepOptions = {**options, "resume": session}
+                return await _run_agent(descriptor, resume_prompt, output, resuming)
             except AgentSessionError as exc:
                 log.info("agent_session.fresh", reason=str(exc), session_id=session.id)
-    return await run_agent(
-        harness=descriptor,
-        cwd=cwd,
-        prompt=fresh_prompt,
-        run=run,
-        output=output,
-        agents_env=agents_env,
-        on_event=on_event,
-        registry=registry,
-        session_store=session_store,
-    )
+    return await _run_agent(descriptor, fresh_prompt, output, options)

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack, overload
 
-from jigs import AgentSessionRef, RunMetadata
 from pydantic import BaseModel
 
 from jigs_dbos._context import current_step_name, run_metadata
@@ -15,7 +13,7 @@ from jigs_dbos._retry import should_retry
 
 if TYPE_CHECKING:
     from jigs.descriptors import HarnessDescriptor
-    from jigs.steps import AgentResult, AgentRunnerOpening
+    from jigs.steps import AgentResult, AgentRunnerOpening, EngineStepOptions, StepOptions
 
 __all__ = ["create_agent_runner", "run_agent", "step"]
 
@@ -88,24 +86,19 @@ def step(
     return decorate
 
 
-def _resume(resume: AgentSessionRef | Mapping[str, Any] | None) -> AgentSessionRef | None:
-    # a ref that went through DBOS' portable JSON arrives as a plain mapping
-    if resume is None or isinstance(resume, AgentSessionRef):
-        return resume
-    return AgentSessionRef(**dict(resume))
+def _filled(options: EngineStepOptions) -> StepOptions:
+    """The options with ``run`` filled from the DBOS step unless given."""
+    filled: StepOptions = {**options, "run": options.get("run") or run_metadata()}
+    return filled
 
 
 @overload
 async def run_agent(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
-    cwd: str | Path,
     prompt: str,
-    run: RunMetadata | None = None,
-    resume: AgentSessionRef | Mapping[str, Any] | None = None,
     output: type[T],
-    agents_env: Sequence[str] | None = None,
-    **options: Any,
+    **options: Unpack[EngineStepOptions],
 ) -> AgentResult[T]: ...
 
 
@@ -113,64 +106,35 @@ async def run_agent(
 async def run_agent(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
-    cwd: str | Path,
     prompt: str,
-    run: RunMetadata | None = None,
-    resume: AgentSessionRef | Mapping[str, Any] | None = None,
     output: None = None,
-    agents_env: Sequence[str] | None = None,
-    **options: Any,
+    **options: Unpack[EngineStepOptions],
 ) -> AgentResult[None]: ...
 
 
 async def run_agent(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
-    cwd: str | Path,
     prompt: str,
-    run: RunMetadata | None = None,
-    resume: AgentSessionRef | Mapping[str, Any] | None = None,
     output: type[T] | None = None,
-    agents_env: Sequence[str] | None = None,
-    **options: Any,
+    **options: Unpack[EngineStepOptions],
 ) -> AgentResult[Any]:
     """:func:`jigs.steps.run_agent` with ``run`` filled from the DBOS step
-    (:func:`run_metadata`) unless given. ``resume`` may also be a ref's plain mapping (what
-    DBOS' portable JSON hands back). Every retry of the step passes the step's own input ref
-    again, never a session the failed attempt produced. ``options`` go to ``run_agent``
-    (``provider_options``, ``on_event``, ``registry``)."""
+    (:func:`run_metadata`) unless given (:class:`~jigs.steps.EngineStepOptions`). Every retry
+    of the step passes the step's own input ref again, never a session the failed attempt
+    produced."""
     from jigs.steps import run_agent as _run_agent
 
-    result: AgentResult[Any] = await _run_agent(
-        harness=harness if not isinstance(harness, Mapping) else dict(harness),
-        cwd=cwd,
-        prompt=prompt,
-        run=run or run_metadata(),
-        resume=_resume(resume),
-        output=output,
-        agents_env=agents_env,
-        **options,
-    )
-    return result
+    if output is None:
+        return await _run_agent(harness=harness, prompt=prompt, **_filled(options))
+    return await _run_agent(harness=harness, prompt=prompt, output=output, **_filled(options))
 
 
 def create_agent_runner(
-    harness: HarnessDescriptor | Mapping[str, Any],
-    *,
-    cwd: str | Path,
-    run: RunMetadata | None = None,
-    resume: AgentSessionRef | Mapping[str, Any] | None = None,
-    agents_env: Sequence[str] | None = None,
-    **options: Any,
+    harness: HarnessDescriptor | Mapping[str, Any], **options: Unpack[EngineStepOptions]
 ) -> AgentRunnerOpening:
-    """:func:`jigs.steps.create_agent_runner` with ``run`` filled from the DBOS step."""
+    """:func:`jigs.steps.create_agent_runner` with ``run`` filled from the DBOS step
+    (:func:`run_metadata`) unless given (:class:`~jigs.steps.EngineStepOptions`)."""
     from jigs.steps import create_agent_runner as _create
 
-    return _create(
-        harness if not isinstance(harness, Mapping) else dict(harness),
-        cwd=cwd,
-        run=run or run_metadata(),
-        resume=_resume(resume),
-        agents_env=agents_env,
-        **options,
-    )
+    return _create(harness, **_filled(options))

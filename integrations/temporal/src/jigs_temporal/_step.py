@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
-from jigs import AgentSessionRef, RunMetadata
 from jigs.descriptors import HarnessDescriptor
 from pydantic import BaseModel
 
 from jigs_temporal._context import run_metadata
 
 if TYPE_CHECKING:
-    from jigs.steps import AgentResult, AgentRunnerOpening
+    from jigs.steps import AgentResult, AgentRunnerOpening, EngineStepOptions, StepOptions
 
 __all__ = ["Descriptor", "create_agent_runner", "run_agent"]
 
@@ -66,17 +64,19 @@ else:
             )
 
 
+def _filled(options: EngineStepOptions) -> StepOptions:
+    """The options with ``run`` filled from the activity unless given."""
+    filled: StepOptions = {**options, "run": options.get("run") or run_metadata()}
+    return filled
+
+
 @overload
 async def run_agent(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
-    cwd: str | Path,
     prompt: str,
-    run: RunMetadata | None = None,
-    resume: AgentSessionRef | None = None,
     output: type[T],
-    agents_env: Sequence[str] | None = None,
-    **options: Any,
+    **options: Unpack[EngineStepOptions],
 ) -> AgentResult[T]: ...
 
 
@@ -84,62 +84,35 @@ async def run_agent(
 async def run_agent(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
-    cwd: str | Path,
     prompt: str,
-    run: RunMetadata | None = None,
-    resume: AgentSessionRef | None = None,
     output: None = None,
-    agents_env: Sequence[str] | None = None,
-    **options: Any,
+    **options: Unpack[EngineStepOptions],
 ) -> AgentResult[None]: ...
 
 
 async def run_agent(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
-    cwd: str | Path,
     prompt: str,
-    run: RunMetadata | None = None,
-    resume: AgentSessionRef | None = None,
     output: type[T] | None = None,
-    agents_env: Sequence[str] | None = None,
-    **options: Any,
+    **options: Unpack[EngineStepOptions],
 ) -> AgentResult[Any]:
     """:func:`jigs.steps.run_agent` with ``run`` filled from the activity
-    (:func:`run_metadata`). Every attempt of the activity gets the same arguments from
-    Temporal, so a retry resumes the step's input ref, never a session a failed attempt made."""
+    (:func:`run_metadata`) unless given (:class:`~jigs.steps.EngineStepOptions`). Every attempt
+    of the activity gets the same arguments from Temporal, so a retry resumes the step's input
+    ref, never a session a failed attempt made."""
     from jigs.steps import run_agent as _run_agent
 
-    result: AgentResult[Any] = await _run_agent(
-        harness=harness if not isinstance(harness, Mapping) else dict(harness),
-        cwd=cwd,
-        prompt=prompt,
-        run=run or run_metadata(),
-        resume=resume,
-        output=output,
-        agents_env=agents_env,
-        **options,
-    )
-    return result
+    if output is None:
+        return await _run_agent(harness=harness, prompt=prompt, **_filled(options))
+    return await _run_agent(harness=harness, prompt=prompt, output=output, **_filled(options))
 
 
 def create_agent_runner(
-    harness: HarnessDescriptor | Mapping[str, Any],
-    *,
-    cwd: str | Path,
-    run: RunMetadata | None = None,
-    resume: AgentSessionRef | None = None,
-    agents_env: Sequence[str] | None = None,
-    **options: Any,
+    harness: HarnessDescriptor | Mapping[str, Any], **options: Unpack[EngineStepOptions]
 ) -> AgentRunnerOpening:
-    """:func:`jigs.steps.create_agent_runner` with ``run`` filled from the activity."""
+    """:func:`jigs.steps.create_agent_runner` with ``run`` filled from the activity
+    (:func:`run_metadata`) unless given (:class:`~jigs.steps.EngineStepOptions`)."""
     from jigs.steps import create_agent_runner as _create
 
-    return _create(
-        harness if not isinstance(harness, Mapping) else dict(harness),
-        cwd=cwd,
-        run=run or run_metadata(),
-        resume=resume,
-        agents_env=agents_env,
-        **options,
-    )
+    return _create(harness, **_filled(options))
