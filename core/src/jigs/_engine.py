@@ -440,113 +440,53 @@ class TurnEngine:
         self._busy = True
         self._turns += 1
         number = self._turns
-        descriptor = self.target.descriptor
-        span = _otel.start(
-            f"invoke_agent {self.harness.kind}",
-            self.span,
-            **{
-                "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.agent.name": self.harness.kind,
-                "gen_ai.request.model": getattr(descriptor, "model", None),
-                "gen_ai.conversation.id": self.session_id,
-            },
-        )
-        if isinstance(self.transport, ProcessTransport):
-            self.transport.traceparent = _otel.traceparent(span)
-        tools: dict[str, Any] = {}
+        span = self._turn_span()
+        tools = _ToolSpans(span)
         error: BaseException | None = None
         try:
             async for event in self._run(request, record):
                 if self.step_log is not None:
                     self.step_log.write(number, event)
-                if isinstance(event, ToolCallStarted):
-                    tools[event.id] = _otel.start(
-                        f"execute_tool {event.name}",
-                        span,
-                        **{
-                            "gen_ai.operation.name": "execute_tool",
-                            "gen_ai.tool.name": event.name,
-                            "gen_ai.tool.call.id": event.id,
-                        },
-                    )
-                elif isinstance(event, ToolCallFinished) and event.id in tools:
-                    _otel.end(tools.pop(event.id), None, **{"jigs.tool.is_error": event.is_error})
+                tools.see(event)
                 yield event
         except BaseException as exc:
             error = exc
             raise
         finally:
             self._busy = False
-            for tool in tools.values():
-                _otel.end(tool)
-            usage = record.usage
-            _otel.end(
-                span,
-                error,
-                **{
-                    "gen_ai.conversation.id": record.session_id,
-                    "gen_ai.usage.input_tokens": usage.input_tokens,
-                    "gen_ai.usage.output_tokens": usage.output_tokens,
-                    "gen_ai.response.finish_reasons": (
-                        [record.stop_reason] if record.stop_reason else None
-                    ),
-                    "jigs.cost_usd": usage.cost_usd,
-                },
-            )
+            tools.end()
+            _end_turn_span(span, error, record)
+
+    def _turn_span(self) -> Any:
+        """The turn's span (a child of the step's), its trace context handed to the process."""
+        span = _otel.start(
+            f"invoke_agent {self.harness.kind}",
+            self.span,
+            **{
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": self.harness.kind,
+                "gen_ai.request.model": getattr(self.target.descriptor, "model", None),
+                "gen_ai.conversation.id": self.session_id,
+            },
+        )
+        if isinstance(self.transport, ProcessTransport):
+            self.transport.traceparent = _otel.traceparent(span)
+        return span
 
     async def _run(self, request: TurnRequest, record: TurnRecord) -> AsyncIterator[AgentEvent]:
-        descriptor = self.target.descriptor
-        kind = self.harness.kind
         spec = self._spec(request)
         record.session_id = self.session_id
         log = self.ctx.log.bind(resumed=self.session_id is not None)
         started = time.monotonic()
-        turn_limit = float(descriptor.turn_timeout)
-        idle_limit = float(descriptor.idle_timeout)
-        ends = started + turn_limit
+        ends = started + float(self.target.descriptor.turn_timeout)
         stream: TurnStream | None = None
         finished = False
         try:
-            with anyio.fail_after(min(idle_limit, turn_limit)) as opening:
-                stream = await self.transport.start_turn(spec)
-            del opening
-            # a kind whose turn launched no process through ctx.launch: its proxy serves now
-            begin_proxy = getattr(self.ctx, "begin_proxy", None)
-            if begin_proxy is not None:
-                begin_proxy()
-            self._start_count()
+            stream = await self._start(spec)
+            self._started()
             log.info("turn.started", session_id=self.session_id)
             while not record.ended:
-                left = ends - time.monotonic()
-                wait = min(idle_limit, left)
-                message: dict[str, Any] | None = None
-                got = False
-                if wait > 0:
-                    with anyio.move_on_after(wait):
-                        message = await stream.receive()
-                        got = True
-                if not got:
-                    raise self._timeout(
-                        record,
-                        stream,
-                        turn=time.monotonic() >= ends,
-                        seconds=time.monotonic() - started,
-                    )
-                if message is None:
-                    raise await self._ended(stream, record)
-                try:
-                    events = list(stream.decoder.decode(message))
-                except JigsError:
-                    raise
-                except Exception as exc:
-                    raise AgentOutputError(
-                        f"the {kind} kind could not decode a message of its CLI "
-                        f"({type(exc).__name__}: {str(exc)[:200]}); the CLI may be a version "
-                        f"the kind does not know: run `jigs doctor`",
-                        kind=kind,
-                        session_id=record.session_id,
-                    ) from exc
-                for event in events:
+                for event in await self._next_events(stream, record, started, ends):
                     self._take(event, record)
                     await emit_event(request.on_event, event)
                     yield event
@@ -563,24 +503,96 @@ class TurnEngine:
         except TimeoutError:
             if stream is not None:
                 raise
-            raise AgentTimeoutError(
-                f"the {self.harness.display_name} turn did not start within "
-                f"{min(idle_limit, turn_limit):g}s (idle_timeout); jigs stopped it. Check the "
-                f"model endpoint, or raise the descriptor's idle_timeout",
-                kind=kind,
-                limit="idle_timeout",
-                seconds=min(idle_limit, turn_limit),
-                session_id=record.session_id,
-                descriptor=self.describe,
-            ) from None
+            raise self._start_timeout(record) from None
         finally:
-            if not finished and stream is not None:
-                with anyio.CancelScope(shield=True):
-                    await stream.abort()
-            if record.session_id:
-                self.session_id = record.session_id
-                if record.session_id != self._fork_from:
-                    self._fork_from = None  # forked: later turns continue the fork
+            await self._after(stream, finished, record)
+        self._complete(request, record, stream)
+        log.info(
+            "turn.finished",
+            seconds=round(time.monotonic() - started, 4),
+            session_id=record.session_id,
+            model_calls=record.model_calls,
+            tool_calls=len(record.tool_calls),
+        )
+
+    async def _start(self, spec: TurnSpec[Any]) -> TurnStream:
+        """Start the turn within the first deadline (a ``TimeoutError`` past it)."""
+        with anyio.fail_after(self._start_limit()):
+            return await self.transport.start_turn(spec)
+
+    def _started(self) -> None:
+        # a kind whose turn launched no process through ctx.launch: its proxy serves now
+        begin_proxy = getattr(self.ctx, "begin_proxy", None)
+        if begin_proxy is not None:
+            begin_proxy()
+        self._start_count()
+
+    def _start_limit(self) -> float:
+        descriptor = self.target.descriptor
+        return min(float(descriptor.idle_timeout), float(descriptor.turn_timeout))
+
+    def _start_timeout(self, record: TurnRecord) -> AgentTimeoutError:
+        limit = self._start_limit()
+        return AgentTimeoutError(
+            f"the {self.harness.display_name} turn did not start within {limit:g}s "
+            f"(idle_timeout); jigs stopped it. Check the model endpoint, or raise the "
+            f"descriptor's idle_timeout",
+            kind=self.harness.kind,
+            limit="idle_timeout",
+            seconds=limit,
+            session_id=record.session_id,
+            descriptor=self.describe,
+        )
+
+    async def _next_events(
+        self, stream: TurnStream, record: TurnRecord, started: float, ends: float
+    ) -> list[AgentEvent]:
+        """The events of the stream's next message, read under the idle and turn deadlines."""
+        kind = self.harness.kind
+        wait = min(float(self.target.descriptor.idle_timeout), ends - time.monotonic())
+        message: dict[str, Any] | None = None
+        got = False
+        if wait > 0:
+            with anyio.move_on_after(wait):
+                message = await stream.receive()
+                got = True
+        if not got:
+            raise self._timeout(
+                record,
+                stream,
+                turn=time.monotonic() >= ends,
+                seconds=time.monotonic() - started,
+            )
+        if message is None:
+            raise await self._ended(stream, record)
+        try:
+            return list(stream.decoder.decode(message))
+        except JigsError:
+            raise
+        except Exception as exc:
+            raise AgentOutputError(
+                f"the {kind} kind could not decode a message of its CLI "
+                f"({type(exc).__name__}: {str(exc)[:200]}); the CLI may be a version "
+                f"the kind does not know: run `jigs doctor`",
+                kind=kind,
+                session_id=record.session_id,
+            ) from exc
+
+    async def _after(self, stream: TurnStream | None, finished: bool, record: TurnRecord) -> None:
+        """On every path: stop a turn that did not finish; later turns continue its session."""
+        if not finished and stream is not None:
+            with anyio.CancelScope(shield=True):
+                await stream.abort()
+        if record.session_id:
+            self.session_id = record.session_id
+            if record.session_id != self._fork_from:
+                self._fork_from = None  # forked: later turns continue the fork
+
+    def _complete(
+        self, request: TurnRequest, record: TurnRecord, stream: TurnStream | None
+    ) -> None:
+        """The ended turn into ``record`` (its structured output extracted when asked for), or
+        its failure raised."""
         if record.failed is not None:
             raise self._failure(record.failed, record, stream)
         assert record.completed is not None
@@ -593,13 +605,6 @@ class TurnEngine:
             record.output, record.output_problem = _structured.extract(
                 record.text, request.output_schema
             )
-        log.info(
-            "turn.finished",
-            seconds=round(time.monotonic() - started, 4),
-            session_id=record.session_id,
-            model_calls=record.model_calls,
-            tool_calls=len(record.tool_calls),
-        )
 
     # ---------------------------------------------------------------- helpers
 
@@ -783,6 +788,50 @@ class TurnEngine:
                 error.stderr_tail = stream.stderr_tail()
             except Exception:  # a tail is a courtesy
                 error.stderr_tail = ""
+
+
+class _ToolSpans:
+    """One span per tool call of a turn, a child of the turn's, from its start to its end."""
+
+    def __init__(self, turn: Any) -> None:
+        self._turn = turn
+        self._open: dict[str, Any] = {}
+
+    def see(self, event: AgentEvent) -> None:
+        if isinstance(event, ToolCallStarted):
+            self._open[event.id] = _otel.start(
+                f"execute_tool {event.name}",
+                self._turn,
+                **{
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": event.name,
+                    "gen_ai.tool.call.id": event.id,
+                },
+            )
+        elif isinstance(event, ToolCallFinished) and event.id in self._open:
+            _otel.end(self._open.pop(event.id), None, **{"jigs.tool.is_error": event.is_error})
+
+    def end(self) -> None:
+        """End the spans of tool calls the turn left unfinished."""
+        for tool in self._open.values():
+            _otel.end(tool)
+
+
+def _end_turn_span(span: Any, error: BaseException | None, record: TurnRecord) -> None:
+    usage = record.usage
+    _otel.end(
+        span,
+        error,
+        **{
+            "gen_ai.conversation.id": record.session_id,
+            "gen_ai.usage.input_tokens": usage.input_tokens,
+            "gen_ai.usage.output_tokens": usage.output_tokens,
+            "gen_ai.response.finish_reasons": (
+                [record.stop_reason] if record.stop_reason else None
+            ),
+            "jigs.cost_usd": usage.cost_usd,
+        },
+    )
 
 
 def _step_secrets(

@@ -89,6 +89,9 @@ from jigs.sandbox._runtime import stdio_server_paths
 from jigs.stores import resolve_store
 
 if TYPE_CHECKING:
+    import socket
+
+    from jigs.plugin import ModelEndpoint, ModelRoute
     from jigs.processes import ManagedProcess
     from jigs.stores import SessionStore
 
@@ -397,23 +400,9 @@ class Step:
         need_model: bool,
     ) -> TurnEngine:
         probe_soon()  # a fresh process's probe runs while the step resolves and locks
-        registry = self.registry or default_registry()
         run_meta = _validate_run(run)
-        with timed("runner.resolve", run_id=run_meta.workflow_run_id) as fields:
-            harness, descriptor = _resolve(registry, descriptor_or_data)
-            fields["kind"] = harness.kind
+        harness, descriptor = self._resolve(descriptor_or_data, run_meta)
         kind = harness.kind
-        log = logger.bind(run_id=run_meta.workflow_run_id, kind=kind)
-        self.log = log
-
-        self.span = span = _otel.start(
-            "jigs.step",
-            **{
-                "jigs.kind": kind,
-                "jigs.run_id": run_meta.workflow_run_id,
-                "jigs.step_name": run_meta.step_name,
-            },
-        )
         if need_model and not harness.has_model:
             raise ModelNotAvailableError(kind)
         session = _validate_resume(resume)
@@ -426,18 +415,53 @@ class Step:
             )
         workdir = _validate_cwd(cwd)
         names = _validate_agents_env(agents_env)
-        sandboxed = _sandbox_or_refuse(descriptor, log)
+        sandboxed = _sandbox_or_refuse(descriptor, self.log)
 
-        self.store = resolve_store(self._store_spec, cwd=workdir)
+        self.store = store = resolve_store(self._store_spec, cwd=workdir)
         self.harness, self.workdir = harness, workdir
 
-        with timed("runner.env.built", log, span=span) as fields:
+        with timed("runner.env.built", self.log, span=self.span) as fields:
             env, source = agent_env_for(harness, descriptor, workdir, names)
             fields.update(names=sorted(env), agents_env_source=source)
+        self._lock(workdir, run_meta)
 
+        target: HarnessTarget[Any] = HarnessTarget(
+            descriptor=descriptor, cwd=workdir, resume=session
+        )
+        await self._checks(harness, descriptor, env, target)
+        ctx = self._context(harness, target, env, run_meta, sandboxed)
+        self.ctx = ctx
+        record_run(run_meta)
+        if session is not None:
+            await self._verify_resume(store, harness, target, ctx, session)
+        return await self._open_engine(harness, target, ctx)
+
+    def _resolve(
+        self, descriptor_or_data: object, run_meta: RunMetadata
+    ) -> tuple[Harness[Any], HarnessDescriptor]:
+        """Resolve the kind; the step's log and span carry the run id and the kind from here."""
+        registry = self.registry or default_registry()
+        with timed("runner.resolve", run_id=run_meta.workflow_run_id) as fields:
+            harness, descriptor = _resolve(registry, descriptor_or_data)
+            fields["kind"] = harness.kind
+        self.log = logger.bind(run_id=run_meta.workflow_run_id, kind=harness.kind)
+        self.span = _otel.start(
+            "jigs.step",
+            **{
+                "jigs.kind": harness.kind,
+                "jigs.run_id": run_meta.workflow_run_id,
+                "jigs.step_name": run_meta.step_name,
+            },
+        )
+        return harness, descriptor
+
+    def _lock(self, workdir: Path, run_meta: RunMetadata) -> None:
+        """Take the worktree lock (released when the step closes), then refuse a worktree a
+        dead worker's agent still works in."""
+        log = self.log
         lock = WorktreeLock(workdir, run_meta.workflow_run_id)
         with timed(
-            "runner.lock.acquired", log, span=span, worktree=str(workdir), lock=str(lock.path)
+            "runner.lock.acquired", log, span=self.span, worktree=str(workdir), lock=str(lock.path)
         ):
             lock.acquire()
         self.lock = lock
@@ -449,81 +473,118 @@ class Step:
         self.stack.callback(release)
         _refuse_leftovers(workdir, log)
 
-        target: HarnessTarget[Any] = HarnessTarget(
-            descriptor=descriptor, cwd=workdir, resume=session
+    async def _checks(
+        self,
+        harness: Harness[Any],
+        descriptor: HarnessDescriptor,
+        env: Mapping[str, str],
+        target: HarnessTarget[Any],
+    ) -> None:
+        first, jit = await check_stage(
+            harness, descriptor, env, target, log=self.log, span=self.span
         )
-        first, jit = await check_stage(harness, descriptor, env, target, log=log, span=span)
         failed = [o for o in first if not o.ok]
         if failed:
-            raise CheckFailedError(failed, what=f"{kind} descriptor checks")
+            raise CheckFailedError(failed, what=f"{harness.kind} descriptor checks")
         failed = [o for o in jit if not o.ok]
         if failed:
             raise JitCheckError(failed)
 
-        endpoint = None
-        begin_proxy = None
+    def _context(
+        self,
+        harness: Harness[Any],
+        target: HarnessTarget[Any],
+        env: dict[str, str],
+        run_meta: RunMetadata,
+        sandboxed: bool,
+    ) -> _StepContext:
+        """The kind's context: the credential proxy started when the kind routes the key, the
+        sandbox's view and what it serves inside."""
+        kind = harness.kind
+        descriptor = target.descriptor
+        endpoint = begin_proxy = None
         route = harness.model_route(descriptor)
         if route is not None:
-            with timed(
-                "runner.proxy.started",
-                log,
-                span=span,
-                upstream=route.upstream,
-                key_env=route.key_env,
-                scheme=route.scheme,
-            ):
-                endpoint, begin_proxy, self._stop_proxy, serve_also = (
-                    _endpoint.prepare_model_endpoint(route, kind=kind, stack=self.stack, log=log)
-                )
+            endpoint, begin_proxy, serve_also = self._start_proxy(route, kind)
             # the key never reaches the agent: the kind gives its CLI the endpoint instead
             env = {name: value for name, value in env.items() if name != route.key_env}
             env = _bypass_proxy_for_loopback(env)
-
         state_dir = run_state_dir(run_meta.workflow_run_id, kind)
         view = None
         if sandboxed:
-            view = _sandbox_view(descriptor, env, workdir, state_dir)
+            view = _sandbox_view(descriptor, env, target.cwd, state_dir)
             if endpoint is not None:
                 view.listen[_port_of(endpoint.base_url)] = serve_also
-            proxies = _serve_in_sandbox(view, descriptor, self.stack, log)
+            proxies = _serve_in_sandbox(view, descriptor, self.stack, self.log)
             env = {**env, **proxies}
-        ctx = _StepContext(
+        return _StepContext(
             begin_proxy=begin_proxy,
             run=run_meta,
             env=env,
             state_dir=state_dir,
             kind=kind,
             stack=self.stack,
-            log=log,
-            inherit_fds=tuple(getattr(lock, "fds", ())),
+            log=self.log,
+            inherit_fds=tuple(getattr(self.lock, "fds", ())),
             model_endpoint=endpoint,
             sandbox=view,
         )
-        self.ctx = ctx
-        record_run(run_meta)
-        if session is not None:
-            with timed("runner.resume.verified", log, span=span, session_id=session.id):
-                try:
-                    await restore_session(
-                        self.store, harness, ref=session, ctx=ctx, cwd=workdir, log=log
-                    )
-                    await harness.verify_resume(target, ctx)
-                except JigsError:
-                    raise
-                except (OSError, ValueError) as exc:
-                    raise AgentSessionError(
-                        f"the {kind} session {session.id[:64]} cannot be read "
-                        f"({type(exc).__name__}); start without resume",
-                        kind=kind,
-                        session_id=session.id,
-                    ) from None
+
+    def _start_proxy(
+        self, route: ModelRoute, kind: str
+    ) -> tuple[ModelEndpoint, Callable[[], None], Callable[[socket.socket], None]]:
+        """Start the step's credential proxy: its endpoint, what starts it serving, and what
+        serves it inside the sandbox."""
+        with timed(
+            "runner.proxy.started",
+            self.log,
+            span=self.span,
+            upstream=route.upstream,
+            key_env=route.key_env,
+            scheme=route.scheme,
+        ):
+            endpoint, begin_proxy, self._stop_proxy, serve_also = _endpoint.prepare_model_endpoint(
+                route, kind=kind, stack=self.stack, log=self.log
+            )
+        return endpoint, begin_proxy, serve_also
+
+    async def _verify_resume(
+        self,
+        store: SessionStore,
+        harness: Harness[Any],
+        target: HarnessTarget[Any],
+        ctx: HarnessContext,
+        session: AgentSessionRef,
+    ) -> None:
+        """Prove the session to resume is here (fetched from the store when it is not)."""
+        kind = harness.kind
+        with timed("runner.resume.verified", self.log, span=self.span, session_id=session.id):
+            try:
+                await restore_session(
+                    store, harness, ref=session, ctx=ctx, cwd=target.cwd, log=self.log
+                )
+                await harness.verify_resume(target, ctx)
+            except JigsError:
+                raise
+            except (OSError, ValueError) as exc:
+                raise AgentSessionError(
+                    f"the {kind} session {session.id[:64]} cannot be read "
+                    f"({type(exc).__name__}); start without resume",
+                    kind=kind,
+                    session_id=session.id,
+                ) from None
+
+    async def _open_engine(
+        self, harness: Harness[Any], target: HarnessTarget[Any], ctx: HarnessContext
+    ) -> TurnEngine:
+        descriptor = target.descriptor
         limit = float(descriptor.idle_timeout)
-        with timed("runner.engine.opened", log, span=span):
+        with timed("runner.engine.opened", self.log, span=self.span):
             try:
                 # a little past the limit, so a kind's own, more precise timeout wins
                 with anyio.fail_after(limit + 2.0):
                     self._engine = await TurnEngine.open(harness, target, ctx)
-                    self._engine.span = span
+                    self._engine.span = self.span
             except TimeoutError as exc:
                 if isinstance(exc, JigsError):
                     raise
@@ -532,7 +593,7 @@ class Step:
                     f"the {harness.display_name} CLI did not get ready within {limit:g}s (the "
                     f"descriptor's idle_timeout); jigs stopped it. Run `jigs doctor`, or raise "
                     f"idle_timeout if it starts that slowly",
-                    kind=kind,
+                    kind=harness.kind,
                     limit="idle_timeout",
                     seconds=limit,
                     descriptor=descriptor.describe(),

@@ -19,6 +19,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -84,11 +85,23 @@ def _stop(processes: Sequence[subprocess.Popen[bytes]]) -> None:
         process.wait()
 
 
+@dataclass
+class _Demo:
+    """One run of the demo: its kind, worktree, workers' command lines and logs."""
+
+    kind: str
+    worktree: Path
+    env: dict[str, str]
+    worker: list[str]
+    start: list[str]
+    workflow_id: str
+    log1: Path
+    log2: Path
+
+
 def main(kinds: Sequence[str] | None = None) -> int:
     """Run the demo with the first of ``kinds`` that is installed (default: claude, codex, pi)."""
-    from jigs._registry import default_registry
-    from jigs_testing import ModelServer, text
-    from jigs_testing.plan import demo_plan_of
+    from jigs_testing import ModelServer
 
     kind = _pick_kind(kinds)
     print("jigs demo --workflow dbos: a two-step workflow on DBOS (SQLite), its worker killed")
@@ -101,75 +114,18 @@ def main(kinds: Sequence[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="jigs-demo-dbos-") as tmp,
         ModelServer.run_in_thread() as server,
     ):
-        root = Path(tmp)
-        plan = demo_plan_of(default_registry().get(kind), server)
-        if plan is None:
+        demo = _prepare(Path(tmp), kind, server)
+        if demo is None:
             print(f"the {kind} harness has no demo plan; pick another with --harness")
             return 1
-        trees = root / "trees"
-        worktree = trees / "demo"
-        worktree.mkdir(parents=True)
-        subprocess.run(["git", "init", "-q", str(worktree)], check=True)
-        (trees / "jigs.toml").write_text(f"[agents]\nenv = {json.dumps(list(plan.agents_env))}\n")
-        first = plan.write_file(server, "notes.txt", "written in step 1")
-        if kind == "echo":  # the echo kind has no model: its turn is slow by a directive
-            second = f"sleep:3 {plan.recall(server)}"
-        else:  # step 2's first model request hangs; the recovered attempt gets the recall reply
-            server.add(text("too late", delay=600))
-            second = plan.recall(server)
-        env = {**os.environ, **plan.host_env, "JIGS_DATA_DIR": str(root / "data")}
-        if "JIGS_CLI_DIR" not in os.environ:
-            from jigs._paths import data_dir
-
-            env["JIGS_CLI_DIR"] = str(data_dir() / "clis")
-        db = f"sqlite:///{root / 'dbos.sqlite'}"
-        workflow_id = f"demo-{uuid.uuid4().hex[:8]}"
-        worker = [sys.executable, "-m", "jigs_dbos._demo", "worker", "--db", db]
-        harness = json.dumps(plan.descriptor.to_data())
-        start = [*worker, "--worktree", str(worktree), "--harness", harness, "--id", workflow_id]
-        log1, log2 = root / "worker-1.log", root / "worker-2.log"
-        print(f"kind: {kind}; workflow {workflow_id}; worktree {worktree}")
+        print(f"kind: {kind}; workflow {demo.workflow_id}; worktree {demo.worktree}")
         started_here: list[subprocess.Popen[bytes]] = []
         try:
-            with log1.open("wb") as out:
-                one = subprocess.Popen(
-                    [*start, "--first", first, "--second", second], stdout=out, stderr=out, env=env
-                )
-            started_here.append(one)
-            step1 = _wait(lambda: _read_json(log1, "step1"), 180, one, "step 1 ended")
-            asked = len(server.model_requests)
-            print(f"step 1: {step1['step1']!r}")
-            written = worktree / "notes.txt"
-            if written.exists():
-                print(f"        the agent wrote notes.txt: {written.read_text()!r}")
-            agents = _wait(lambda: _processes_in(worktree), 60, one, "step 2's agent started")
-            if kind == "echo":  # no model to ask: its turn sleeps (a directive) instead
-                time.sleep(0.5)
-            else:
-                # the kill waits for step 2's model request (the one that hangs), not a timer:
-                # on a loaded machine a CLI can take seconds to send it, and killed before, the
-                # recovered attempt would meet the hanging reply instead of the recall one
-                _wait(lambda: len(server.model_requests) > asked, 120, one, "step 2's request")
-            one.send_signal(signal.SIGKILL)
-            one.wait()
-            killed = time.monotonic()
-            print(
-                f"step 2: the agent runs (pid {agents[0]}); SIGKILL to the worker (pid {one.pid})"
-            )
-            while _processes_in(worktree):
-                if time.monotonic() - killed > 2:
-                    print("        FAILED: the agent outlived its worker")
-                    return 1
-                time.sleep(0.02)
-            print(f"        the agent died with it ({time.monotonic() - killed:.2f} s later)")
-            with log2.open("wb") as out:
-                two = subprocess.Popen(
-                    [*worker, "--recover", workflow_id], stdout=out, stderr=out, env=env
-                )
-            started_here.append(two)
-            result = _wait(lambda: _read_json(log2, "texts"), 180, two, "the recovery ended")
-            two.wait(30)
+            if not _kill_during_step_two(demo, server, started_here):
+                return 1
+            result = _recover(demo, started_here)
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            log1, log2 = demo.log1, demo.log2
             print(
                 f"FAILED: {exc}\n{log1.read_text()[-2000:]}\n{log2.read_text()[-2000:]}"
                 if log2.exists()
@@ -184,19 +140,137 @@ def main(kinds: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _prepare(root: Path, kind: str, server: Any) -> _Demo | None:
+    """The worktree, the factory's ``jigs.toml``, the model's replies and the workers' command
+    lines; None when the kind has no demo plan."""
+    from jigs._registry import default_registry
+    from jigs_testing import text
+    from jigs_testing.plan import demo_plan_of
+
+    plan = demo_plan_of(default_registry().get(kind), server)
+    if plan is None:
+        return None
+    trees = root / "trees"
+    worktree = trees / "demo"
+    worktree.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(worktree)], check=True)
+    (trees / "jigs.toml").write_text(f"[agents]\nenv = {json.dumps(list(plan.agents_env))}\n")
+    first = plan.write_file(server, "notes.txt", "written in step 1")
+    if kind == "echo":  # the echo kind has no model: its turn is slow by a directive
+        second = f"sleep:3 {plan.recall(server)}"
+    else:  # step 2's first model request hangs; the recovered attempt gets the recall reply
+        server.add(text("too late", delay=600))
+        second = plan.recall(server)
+    env = {**os.environ, **plan.host_env, "JIGS_DATA_DIR": str(root / "data")}
+    if "JIGS_CLI_DIR" not in os.environ:
+        from jigs._paths import data_dir
+
+        env["JIGS_CLI_DIR"] = str(data_dir() / "clis")
+    db = f"sqlite:///{root / 'dbos.sqlite'}"
+    workflow_id = f"demo-{uuid.uuid4().hex[:8]}"
+    worker = [sys.executable, "-m", "jigs_dbos._demo", "worker", "--db", db]
+    harness = json.dumps(plan.descriptor.to_data())
+    start = [*worker, "--worktree", str(worktree), "--harness", harness, "--id", workflow_id]
+    start += ["--first", first, "--second", second]
+    return _Demo(
+        kind,
+        worktree,
+        env,
+        worker,
+        start,
+        workflow_id,
+        root / "worker-1.log",
+        root / "worker-2.log",
+    )
+
+
+def _kill_during_step_two(
+    demo: _Demo, server: Any, started_here: list[subprocess.Popen[bytes]]
+) -> bool:
+    """Start the first worker, SIGKILL it while step 2's agent runs, and prove the agent died
+    with it (False, said, when it outlived it)."""
+    worktree, log1 = demo.worktree, demo.log1
+    with log1.open("wb") as out:
+        one = subprocess.Popen(demo.start, stdout=out, stderr=out, env=demo.env)
+    started_here.append(one)
+    step1 = _wait(lambda: _read_json(log1, "step1"), 180, one, "step 1 ended")
+    asked = len(server.model_requests)
+    print(f"step 1: {step1['step1']!r}")
+    written = worktree / "notes.txt"
+    if written.exists():
+        print(f"        the agent wrote notes.txt: {written.read_text()!r}")
+    agents = _wait(lambda: _processes_in(worktree), 60, one, "step 2's agent started")
+    if demo.kind == "echo":  # no model to ask: its turn sleeps (a directive) instead
+        time.sleep(0.5)
+    else:
+        # the kill waits for step 2's model request (the one that hangs), not a timer: on a
+        # loaded machine a CLI can take seconds to send it, and killed before, the recovered
+        # attempt would meet the hanging reply instead of the recall one
+        _wait(lambda: len(server.model_requests) > asked, 120, one, "step 2's request")
+    one.send_signal(signal.SIGKILL)
+    one.wait()
+    killed = time.monotonic()
+    print(f"step 2: the agent runs (pid {agents[0]}); SIGKILL to the worker (pid {one.pid})")
+    while _processes_in(worktree):
+        if time.monotonic() - killed > 2:
+            print("        FAILED: the agent outlived its worker")
+            return False
+        time.sleep(0.02)
+    print(f"        the agent died with it ({time.monotonic() - killed:.2f} s later)")
+    return True
+
+
+def _recover(demo: _Demo, started_here: list[subprocess.Popen[bytes]]) -> Any:
+    """A second worker recovers the workflow; its result."""
+    with demo.log2.open("wb") as out:
+        two = subprocess.Popen(
+            [*demo.worker, "--recover", demo.workflow_id], stdout=out, stderr=out, env=demo.env
+        )
+    started_here.append(two)
+    result = _wait(lambda: _read_json(demo.log2, "texts"), 180, two, "the recovery ended")
+    two.wait(30)
+    return result
+
+
 def _worker(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m jigs_dbos._demo worker")
+    for flag in ("--worktree", "--harness", "--first", "--second", "--id", "--recover"):
+        parser.add_argument(flag)
     parser.add_argument("--db", required=True)
-    parser.add_argument("--worktree")
-    parser.add_argument("--harness")
-    parser.add_argument("--first")
-    parser.add_argument("--second")
-    parser.add_argument("--id")
-    parser.add_argument("--recover")
     args = parser.parse_args(argv)
 
-    from dbos import DBOS, SetWorkflowID
-    from jigs import AgentSessionRef, harnesses
+    from dbos import DBOS
+    from jigs import harnesses
+
+    import jigs_dbos
+
+    two_steps = _workflow()
+    DBOS(
+        config={
+            "name": "jigs-demo",
+            "system_database_url": args.db,
+            "serializer": jigs_dbos.JigsSerializer(),
+            "log_level": "WARNING",
+            "application_version": "jigs-demo",
+        }
+    )
+    DBOS.launch()
+    try:
+        if args.recover:
+            texts: list[str] = DBOS.retrieve_workflow(args.recover).get_result()
+        else:
+            descriptor = harnesses.load(json.loads(args.harness))
+            texts = asyncio.run(_start(two_steps, descriptor, args))
+        print(json.dumps({"texts": texts}), flush=True)
+    finally:
+        DBOS.destroy()
+    return 0
+
+
+def _workflow() -> Any:
+    """The demo's workflow: step 1 starts a session, step 2 resumes it."""
+    from dbos import DBOS
+    from jigs import AgentSessionRef
 
     import jigs_dbos
 
@@ -219,35 +293,18 @@ def _worker(argv: Sequence[str]) -> int:
         two = await continue_session(harness, worktree, second, one.session)
         return [one.text, two.text]
 
-    DBOS(
-        config={
-            "name": "jigs-demo",
-            "system_database_url": args.db,
-            "serializer": jigs_dbos.JigsSerializer(),
-            "log_level": "WARNING",
-            "application_version": "jigs-demo",
-        }
-    )
-    DBOS.launch()
-    try:
-        if args.recover:
-            texts: list[str] = DBOS.retrieve_workflow(args.recover).get_result()
-        else:
-            descriptor = harnesses.load(json.loads(args.harness))
+    return two_steps
 
-            async def run() -> list[str]:
-                with SetWorkflowID(args.id):
-                    handle = await DBOS.start_workflow_async(
-                        two_steps, descriptor, args.worktree, args.first, args.second
-                    )
-                result: list[str] = await handle.get_result()
-                return result
 
-            texts = asyncio.run(run())
-        print(json.dumps({"texts": texts}), flush=True)
-    finally:
-        DBOS.destroy()
-    return 0
+async def _start(two_steps: Any, descriptor: Any, args: argparse.Namespace) -> list[str]:
+    from dbos import DBOS, SetWorkflowID
+
+    with SetWorkflowID(args.id):
+        handle = await DBOS.start_workflow_async(
+            two_steps, descriptor, args.worktree, args.first, args.second
+        )
+    result: list[str] = await handle.get_result()
+    return result
 
 
 if __name__ == "__main__":

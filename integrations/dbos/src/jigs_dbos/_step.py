@@ -54,24 +54,6 @@ def step(
         from dbos import DBOS
 
         step_name = name or func.__qualname__
-        from jigs.checkpoints import worktree_parameter
-
-        worktree_of = worktree_parameter(func, checkpoint)
-
-        @functools.wraps(func)
-        async def body(*args: P.args, **kwargs: P.kwargs) -> R:
-            token = current_step_name.set(step_name)
-            try:
-                if worktree_of is None:
-                    return await func(*args, **kwargs)
-                from jigs.checkpoints import step_checkpoint
-
-                key = f"dbos/{DBOS.workflow_id}/{DBOS.step_id}"
-                async with step_checkpoint(worktree_of(args, kwargs), key):
-                    return await func(*args, **kwargs)
-            finally:
-                current_step_name.reset(token)
-
         decorated: Callable[P, Awaitable[R]] = DBOS.step(
             name=step_name,
             retries_allowed=max_attempts > 1,
@@ -80,10 +62,37 @@ def step(
             backoff_rate=backoff_rate,
             should_retry=should_retry,
             preemptible=preemptible,
-        )(body)
+        )(_step_body(func, step_name, checkpoint))
         return decorated
 
     return decorate
+
+
+def _step_body(
+    func: Callable[P, Awaitable[R]], step_name: str, checkpoint: str | None
+) -> Callable[P, Awaitable[R]]:
+    """``func`` as the step runs it: under its step name (for :func:`run_metadata`), and in
+    the worktree's checkpoint when ``checkpoint`` names its parameter."""
+    from dbos import DBOS
+    from jigs.checkpoints import worktree_parameter
+
+    worktree_of = worktree_parameter(func, checkpoint)
+
+    @functools.wraps(func)
+    async def body(*args: P.args, **kwargs: P.kwargs) -> R:
+        token = current_step_name.set(step_name)
+        try:
+            if worktree_of is None:
+                return await func(*args, **kwargs)
+            from jigs.checkpoints import step_checkpoint
+
+            key = f"dbos/{DBOS.workflow_id}/{DBOS.step_id}"
+            async with step_checkpoint(worktree_of(args, kwargs), key):
+                return await func(*args, **kwargs)
+        finally:
+            current_step_name.reset(token)
+
+    return body
 
 
 def _filled(options: EngineStepOptions) -> StepOptions:
