@@ -27,6 +27,7 @@ from jigs._logging import timed
 from jigs.errors import AgentOutputError, AgentTurnError, CliNotFoundError, DescriptorError
 from jigs.executables import Resolved
 from jigs.plugin import HarnessContext, HarnessTarget, SessionTransport, TurnDecoder, TurnSpec
+from jigs.processes import ManagedProcess
 
 from jigs_harness_codex._approvals import Approver, turn_options
 from jigs_harness_codex._descriptor import CodexDescriptor
@@ -277,86 +278,16 @@ async def open_transport(
         ctx.log,
         timeout=min(5.0, descriptor.startup_timeout / 2, descriptor.idle_timeout / 2),
     )
-    endpoint = ctx.model_endpoint
-    if descriptor.api_key_env and endpoint is None:
-        raise DescriptorError(
-            f"the codex descriptor names {descriptor.api_key_env} for its model key, but the "
-            f"step has no proxied model endpoint; run the step through jigs (run_agent or "
-            f"create_agent_runner), which starts the credential proxy",
-            kind="codex",
-            key="api_key_env",
-        )
-    with timed("codex.home.built", ctx.log):
-        home = build_home(
-            descriptor,
-            ctx.env,
-            ctx.state_dir,
-            seed=seed,
-            base_url=endpoint.base_url if endpoint is not None else None,
-        )
-    cleanup = _HomeCleanup(home, seed, sessions_dir(ctx.state_dir), ctx.log)
-    ctx.callback(cleanup)
-    if target.resume is not None:
-        link_rollout(sessions_dir(ctx.state_dir), home.path, target.resume.id)
-    env = {**ctx.env, **home.extra_env, "CODEX_HOME": str(home.path)}
-    if endpoint is not None and descriptor.api_key_env:
-        # the provider's env_key: Codex sends the placeholder, the proxy the real key
-        env[descriptor.api_key_env] = endpoint.key
-    try:
-        with timed("codex.app_server.launched", ctx.log):
-            process = await ctx.launch(
-                [str(resolved.path), "app-server"], cwd=target.cwd, env=env, stdin="pipe"
-            )
-    except (FileNotFoundError, PermissionError) as exc:
-        raise CliNotFoundError(
-            "codex", [f"{resolved.source}: {resolved.path} cannot run ({exc})"], fix_hint()
-        ) from None
-
+    _require_endpoint(descriptor, ctx)
+    home, cleanup = _open_home(target, ctx, seed)
+    process = await _launch_app_server(target, ctx, resolved, _server_env(descriptor, ctx, home))
     if seed is not None:
         prepare_spare(seed, ctx.log)  # the next step's home, copied while this server starts
     server = AppServer(process, on_request=Approver(None, {}, ctx.log), log=ctx.log)
-    idle_first = descriptor.idle_timeout < descriptor.startup_timeout
-    await server.request(
-        "initialize",
-        {
-            "clientInfo": {"name": "jigs", "title": "jigs", "version": __version__},
-            "capabilities": {"experimentalApi": False},
-        },
-        timeout=min(descriptor.startup_timeout, descriptor.idle_timeout),
-        limit="idle_timeout" if idle_first else "startup_timeout",
-    )
-    await server.send({"method": "initialized"})
+    await _initialize(server, descriptor)
     ctx.log.info("codex.app_server.ready", pid=process.pid, source=resolved.source)
-    params: dict[str, Any] = {
-        "cwd": str(target.cwd),
-        "approvalPolicy": POLICY_APPROVAL,
-        "sandbox": POLICY_SANDBOX,
-        "model": descriptor.model,
-        "developerInstructions": descriptor.developer_instructions,
-        "baseInstructions": descriptor.base_instructions,
-        "personality": descriptor.personality,
-        "serviceTier": descriptor.service_tier,
-    }
-    params = {key: value for key, value in params.items() if value is not None}
-    try:
-        if target.resume is not None:
-            # a fork: the resumed thread stays as its ref names it, whatever this step does
-            params.update(threadId=target.resume.id, excludeTurns=True)
-            method = "thread/fork"
-        else:
-            method = "thread/start"
-        result = await server.request(
-            method, params, timeout=descriptor.startup_timeout, limit="startup_timeout"
-        )
-    except AppServerRpcError as exc:
-        raise _mcp_startup_error(exc, descriptor) from None
-    thread_id = str(((result or {}).get("thread") or {}).get("id") or "")
-    if not thread_id:
-        raise AgentOutputError(
-            "the Codex app server started a thread without an id; check the CLI version with "
-            "`jigs doctor`",
-            kind="codex",
-        )
+    thread = await _open_thread(server, target)
+    thread_id = str(thread.get("id") or "")
     ctx.log.info("codex.thread.opened", thread_id=thread_id, resumed=target.resume is not None)
 
     def killed() -> None:  # the rollouts to the run's store, then stored while Codex dies
@@ -370,11 +301,132 @@ async def open_transport(
         ctx.log,
         store=home.path / "sessions",
         on_killed=killed,
-        rollout=((result or {}).get("thread") or {}).get("path"),
+        rollout=thread.get("path"),
     )
     # registered last, so it runs first at close: before the core's stop of the namespace
     ctx.async_callback(transport.end_input)
     return transport
+
+
+def _require_endpoint(descriptor: CodexDescriptor, ctx: HarnessContext) -> None:
+    """A descriptor that names a model key needs the credential proxy's endpoint."""
+    if descriptor.api_key_env and ctx.model_endpoint is None:
+        raise DescriptorError(
+            f"the codex descriptor names {descriptor.api_key_env} for its model key, but the "
+            f"step has no proxied model endpoint; run the step through jigs (run_agent or "
+            f"create_agent_runner), which starts the credential proxy",
+            kind="codex",
+            key="api_key_env",
+        )
+
+
+def _open_home(
+    target: HarnessTarget[CodexDescriptor], ctx: HarnessContext, seed: Path | None
+) -> tuple[CodexHome, _HomeCleanup]:
+    """The step's private home, its cleanup on ``ctx``, the resumed thread's rollout linked in."""
+    endpoint = ctx.model_endpoint
+    with timed("codex.home.built", ctx.log):
+        home = build_home(
+            target.descriptor,
+            ctx.env,
+            ctx.state_dir,
+            seed=seed,
+            base_url=endpoint.base_url if endpoint is not None else None,
+        )
+    cleanup = _HomeCleanup(home, seed, sessions_dir(ctx.state_dir), ctx.log)
+    ctx.callback(cleanup)
+    if target.resume is not None:
+        link_rollout(sessions_dir(ctx.state_dir), home.path, target.resume.id)
+    return home, cleanup
+
+
+def _server_env(
+    descriptor: CodexDescriptor, ctx: HarnessContext, home: CodexHome
+) -> dict[str, str]:
+    """The step's environment plus the home's, ``CODEX_HOME`` and the proxy's placeholder key."""
+    env = {**ctx.env, **home.extra_env, "CODEX_HOME": str(home.path)}
+    endpoint = ctx.model_endpoint
+    if endpoint is not None and descriptor.api_key_env:
+        # the provider's env_key: Codex sends the placeholder, the proxy the real key
+        env[descriptor.api_key_env] = endpoint.key
+    return env
+
+
+async def _launch_app_server(
+    target: HarnessTarget[CodexDescriptor],
+    ctx: HarnessContext,
+    resolved: Resolved,
+    env: dict[str, str],
+) -> ManagedProcess:
+    """``codex app-server`` in the step's namespace, stdin a pipe; a binary that cannot run is
+    :class:`CliNotFoundError`."""
+    try:
+        with timed("codex.app_server.launched", ctx.log):
+            return await ctx.launch(
+                [str(resolved.path), "app-server"], cwd=target.cwd, env=env, stdin="pipe"
+            )
+    except (FileNotFoundError, PermissionError) as exc:
+        raise CliNotFoundError(
+            "codex", [f"{resolved.source}: {resolved.path} cannot run ({exc})"], fix_hint()
+        ) from None
+
+
+async def _initialize(server: AppServer, descriptor: CodexDescriptor) -> None:
+    """The protocol's handshake, bounded by the smaller of the start-up and idle timeouts."""
+    idle_first = descriptor.idle_timeout < descriptor.startup_timeout
+    await server.request(
+        "initialize",
+        {
+            "clientInfo": {"name": "jigs", "title": "jigs", "version": __version__},
+            "capabilities": {"experimentalApi": False},
+        },
+        timeout=min(descriptor.startup_timeout, descriptor.idle_timeout),
+        limit="idle_timeout" if idle_first else "startup_timeout",
+    )
+    await server.send({"method": "initialized"})
+
+
+def _thread_params(target: HarnessTarget[CodexDescriptor]) -> dict[str, Any]:
+    """``thread/start``'s (or ``thread/fork``'s) settings from the descriptor, unset ones out."""
+    descriptor = target.descriptor
+    params: dict[str, Any] = {
+        "cwd": str(target.cwd),
+        "approvalPolicy": POLICY_APPROVAL,
+        "sandbox": POLICY_SANDBOX,
+        "model": descriptor.model,
+        "developerInstructions": descriptor.developer_instructions,
+        "baseInstructions": descriptor.base_instructions,
+        "personality": descriptor.personality,
+        "serviceTier": descriptor.service_tier,
+    }
+    return {key: value for key, value in params.items() if value is not None}
+
+
+async def _open_thread(server: AppServer, target: HarnessTarget[CodexDescriptor]) -> dict[str, Any]:
+    """Start the step's thread, or fork the resumed one; the server's ``thread`` record, which
+    has an id (:class:`AgentOutputError` otherwise)."""
+    descriptor = target.descriptor
+    params = _thread_params(target)
+    try:
+        if target.resume is not None:
+            # a fork: the resumed thread stays as its ref names it, whatever this step does
+            params.update(threadId=target.resume.id, excludeTurns=True)
+            method = "thread/fork"
+        else:
+            method = "thread/start"
+        result = await server.request(
+            method, params, timeout=descriptor.startup_timeout, limit="startup_timeout"
+        )
+    except AppServerRpcError as exc:
+        raise _mcp_startup_error(exc, descriptor) from None
+    thread = (result or {}).get("thread") or {}
+    if not str(thread.get("id") or ""):
+        raise AgentOutputError(
+            "the Codex app server started a thread without an id; check the CLI version with "
+            "`jigs doctor`",
+            kind="codex",
+        )
+    return thread
 
 
 class _HomeCleanup:
