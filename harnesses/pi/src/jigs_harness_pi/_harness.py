@@ -327,77 +327,16 @@ class PiHarness(Harness[PiDescriptor]):
         self, turn: TurnSpec[PiDescriptor], ctx: HarnessContext, state: Any
     ) -> TurnLaunch:
         prepared: _Prepared = state
-        descriptor = turn.descriptor
-        if turn.options:
-            raise InvalidInputError(
-                f"the pi kind takes no provider options besides on_event (got "
-                f"{', '.join(sorted(map(str, turn.options)))}); Pi runs its tools without asking, "
-                f"so there is no approve_tool: restrict them with the descriptor's tools",
-                argument="provider_options",
-            )
-        try:
-            prompt = turn.prompt.encode("utf-8")
-        except UnicodeEncodeError:
-            raise PromptError(
-                "the prompt holds text that is not valid Unicode (a lone surrogate); encode "
-                "binary data or keep it in a file in the worktree"
-            ) from None
-        argv = [*prepared.pi.argv, "--mode", "json", "--model", model_flag(descriptor)]
-        argv += ["--session-dir", str(prepared.sessions)]
-        if turn.session_id is not None:
-            resume_file = _session_file(prepared.sessions, turn.session_id)
-            if resume_file is None:  # removed since verify_resume
-                raise _missing(turn.session_id, prepared.sessions)
-            if turn.fork:
-                # a copy under Pi's new id: the resumed file stays as its ref names it
-                expected = None
-                argv += ["--fork", str(resume_file)]
-            else:
-                expected = turn.session_id
-                argv += ["--session", str(resume_file)]
-        else:
-            expected = str(uuid.uuid4())
-            argv += ["--session-id", expected]
-        argv += ["-ne", "-ns", "-np", "--no-themes", "-na"]
-        excluded = list(descriptor.exclude_tools)
-        if descriptor.mcp_servers:
-            argv += ["-e", "builtin:mcp"]
-            excluded += excluded_tools(descriptor.mcp_servers)
-        else:
-            argv.append("--no-mcp")
-        if excluded:
-            argv += ["--exclude-tools", ",".join(excluded)]
-        if not descriptor.context_files:
-            argv.append("-nc")
-        if not descriptor.builtin_tools:
-            argv.append("--no-builtin-tools")
-        for skill in descriptor.skills:
-            argv += ["--skill", skill]
-        for template in descriptor.prompt_templates:
-            argv += ["--prompt-template", template]
-        if descriptor.thinking is not None:
-            argv += ["--thinking", descriptor.thinking]
-        if descriptor.tools is not None:
-            tools = allowed_tools(descriptor.tools, descriptor.mcp_servers)
-            argv += ["--tools", ",".join(tools)] if tools else ["-nt"]
-        if descriptor.session_name is not None:
-            argv += ["--name", descriptor.session_name]
+        _refuse_options(turn.options)
+        prompt = _prompt_bytes(turn.prompt)
+        argv = [*prepared.pi.argv, "--mode", "json", "--model", model_flag(turn.descriptor)]
+        session_args, expected = _session_args(turn, prepared.sessions)
+        argv += session_args
+        argv += _descriptor_args(turn.descriptor)
         argv += prepared.prompt_args
-        env = {
-            "PI_CODING_AGENT_DIR": str(prepared.home),
-            "PI_OFFLINE": "1",
-            "PI_SKIP_VERSION_CHECK": "1",
-            "PI_TELEMETRY": "0",
-        }
-        if prepared.compile_cache is not None:
-            env["NODE_COMPILE_CACHE"] = str(prepared.compile_cache)
-        if prepared.key_env is not None:
-            name, placeholder = prepared.key_env
-            env[name] = placeholder
-
         return TurnLaunch(
             argv,
-            env=env,
+            env=_turn_env(prepared),
             stdin=prompt,
             exit_grace=SETTLE_GRACE,
             decoder=PiDecoder(expected, cli=str(prepared.pi.path)),
@@ -405,6 +344,91 @@ class PiHarness(Harness[PiDescriptor]):
 
     def decoder(self, turn: TurnSpec[PiDescriptor]) -> PiDecoder:
         return PiDecoder(turn.session_id)
+
+
+def _refuse_options(options: Mapping[str, Any]) -> None:
+    """Pi takes no provider options: it runs its tools without asking."""
+    if options:
+        raise InvalidInputError(
+            f"the pi kind takes no provider options besides on_event (got "
+            f"{', '.join(sorted(map(str, options)))}); Pi runs its tools without asking, "
+            f"so there is no approve_tool: restrict them with the descriptor's tools",
+            argument="provider_options",
+        )
+
+
+def _prompt_bytes(prompt: str) -> bytes:
+    """The prompt as Pi reads it on stdin; a lone surrogate is :class:`PromptError`."""
+    try:
+        return prompt.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PromptError(
+            "the prompt holds text that is not valid Unicode (a lone surrogate); encode "
+            "binary data or keep it in a file in the worktree"
+        ) from None
+
+
+def _session_args(turn: TurnSpec[PiDescriptor], sessions: Path) -> tuple[list[str], str | None]:
+    """The session flags (a new id, the resumed file, or a fork of it) and the session id the
+    turn must report (None for a fork: Pi picks the copy's id)."""
+    argv = ["--session-dir", str(sessions)]
+    if turn.session_id is None:
+        expected = str(uuid.uuid4())
+        return [*argv, "--session-id", expected], expected
+    resume_file = _session_file(sessions, turn.session_id)
+    if resume_file is None:  # removed since verify_resume
+        raise _missing(turn.session_id, sessions)
+    if turn.fork:
+        # a copy under Pi's new id: the resumed file stays as its ref names it
+        return [*argv, "--fork", str(resume_file)], None
+    return [*argv, "--session", str(resume_file)], turn.session_id
+
+
+def _descriptor_args(descriptor: PiDescriptor) -> list[str]:
+    """The flags for what Pi loads (no extensions, skills, prompt templates, themes or context
+    files but those the descriptor names), its tools, thinking level and session name."""
+    argv = ["-ne", "-ns", "-np", "--no-themes", "-na"]
+    excluded = list(descriptor.exclude_tools)
+    if descriptor.mcp_servers:
+        argv += ["-e", "builtin:mcp"]
+        excluded += excluded_tools(descriptor.mcp_servers)
+    else:
+        argv.append("--no-mcp")
+    if excluded:
+        argv += ["--exclude-tools", ",".join(excluded)]
+    if not descriptor.context_files:
+        argv.append("-nc")
+    if not descriptor.builtin_tools:
+        argv.append("--no-builtin-tools")
+    for skill in descriptor.skills:
+        argv += ["--skill", skill]
+    for template in descriptor.prompt_templates:
+        argv += ["--prompt-template", template]
+    if descriptor.thinking is not None:
+        argv += ["--thinking", descriptor.thinking]
+    if descriptor.tools is not None:
+        tools = allowed_tools(descriptor.tools, descriptor.mcp_servers)
+        argv += ["--tools", ",".join(tools)] if tools else ["-nt"]
+    if descriptor.session_name is not None:
+        argv += ["--name", descriptor.session_name]
+    return argv
+
+
+def _turn_env(prepared: _Prepared) -> dict[str, str]:
+    """Pi's variables on top of the step's: its private agent dir, offline, no telemetry, the
+    compile cache and the proxy's placeholder key."""
+    env = {
+        "PI_CODING_AGENT_DIR": str(prepared.home),
+        "PI_OFFLINE": "1",
+        "PI_SKIP_VERSION_CHECK": "1",
+        "PI_TELEMETRY": "0",
+    }
+    if prepared.compile_cache is not None:
+        env["NODE_COMPILE_CACHE"] = str(prepared.compile_cache)
+    if prepared.key_env is not None:
+        name, placeholder = prepared.key_env
+        env[name] = placeholder
+    return env
 
 
 def _expose(
