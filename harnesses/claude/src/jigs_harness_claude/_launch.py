@@ -127,17 +127,40 @@ def build_env(
 def launch(turn: TurnSpec[ClaudeDescriptor], prepared: Prepared) -> TurnLaunch:
     """One turn's :class:`TurnLaunch`. ``turn.options["approve_tool"]`` switches to stream-json
     input with the approval driver (see :mod:`._approval`)."""
-    # here, not at module level: the approval driver brings anyio, which resolving the kind
-    # does not need
-
-    d = turn.descriptor
     approve = approve_tool(turn.options)
+    argv = [
+        *_policy_args(turn, prepared, streamed_input=approve is not None),
+        *_session_args(turn),
+        *_descriptor_args(turn.descriptor),
+        *_system_args(turn, prepared),
+    ]
+    env = build_env(
+        turn.descriptor,
+        endpoint=prepared.endpoint,
+        max_output_tokens=turn.max_output_tokens,
+        shell_prefix=prepared.shell_prefix,
+    )
+    if approve is not None:
+        return TurnLaunch(argv, env, driver=ApprovalDriver(approve, turn.prompt))
+    encoded = turn.prompt.encode("utf-8")
+    if len(encoded) > MAX_ARG:
+        return TurnLaunch(argv, env, stdin=encoded)
+    # "--" ends the options, so a prompt that starts with "-" is never read as a flag
+    return TurnLaunch([*argv, "--", turn.prompt], env)
+
+
+def _policy_args(
+    turn: TurnSpec[ClaudeDescriptor], prepared: Prepared, *, streamed_input: bool
+) -> list[str]:
+    """The CLI in print mode with stream-json output, and jigs' policy: no prompts, the step's
+    MCP servers only, no settings file."""
     argv = [str(prepared.executable), "-p", "--output-format", "stream-json", "--verbose"]
     if turn.partial:
         argv.append("--include-partial-messages")
-    if approve is not None:
+    if streamed_input:
         argv += ["--input-format", "stream-json"]
-    argv += [
+    return [
+        *argv,
         "--permission-mode",
         "bypassPermissions",
         "--strict-mcp-config",
@@ -148,13 +171,21 @@ def launch(turn: TurnSpec[ClaudeDescriptor], prepared: Prepared) -> TurnLaunch:
         "--setting-sources",
         "",
     ]
+
+
+def _session_args(turn: TurnSpec[ClaudeDescriptor]) -> list[str]:
+    """A fresh session's id, or the resumed one (forked when the turn says so)."""
     if turn.session_id is None:
-        argv += ["--session-id", str(uuid.uuid4())]
-    else:
-        argv.append(f"--resume={turn.session_id}")
-        if turn.fork:
-            # a copy under a new id: the resumed transcript stays as its ref names it
-            argv.append("--fork-session")
+        return ["--session-id", str(uuid.uuid4())]
+    if turn.fork:
+        # a copy under a new id: the resumed transcript stays as its ref names it
+        return [f"--resume={turn.session_id}", "--fork-session"]
+    return [f"--resume={turn.session_id}"]
+
+
+def _descriptor_args(d: ClaudeDescriptor) -> list[str]:
+    """The descriptor's flags: model, effort, budgets, tools, directories, betas."""
+    argv: list[str] = []
     _value(argv, "--model", d.model)
     _value(argv, "--fallback-model", d.fallback_model)
     _value(argv, "--effort", d.effort)
@@ -175,6 +206,14 @@ def launch(turn: TurnSpec[ClaudeDescriptor], prepared: Prepared) -> TurnLaunch:
         argv.append("--exclude-dynamic-system-prompt-sections")
     if d.disable_slash_commands:
         argv.append("--disable-slash-commands")
+    return argv
+
+
+def _system_args(turn: TurnSpec[ClaudeDescriptor], prepared: Prepared) -> list[str]:
+    """The system prompt, the appended one (the descriptor's, then the call's ``system``) and
+    the output schema; texts too long for one argument go to files in the private dir."""
+    d = turn.descriptor
+    argv: list[str] = []
     _text(argv, "--system-prompt", d.system_prompt, prepared.private)
     if turn.system and "\x00" in turn.system:
         raise InvalidInputError(
@@ -185,19 +224,7 @@ def launch(turn: TurnSpec[ClaudeDescriptor], prepared: Prepared) -> TurnLaunch:
     _text(argv, "--append-system-prompt", appended or None, prepared.private)
     if turn.output_schema is not None:
         _text(argv, "--json-schema", json.dumps(turn.output_schema, separators=(",", ":")), None)
-    env = build_env(
-        d,
-        endpoint=prepared.endpoint,
-        max_output_tokens=turn.max_output_tokens,
-        shell_prefix=prepared.shell_prefix,
-    )
-    if approve is not None:
-        return TurnLaunch(argv, env, driver=ApprovalDriver(approve, turn.prompt))
-    encoded = turn.prompt.encode("utf-8")
-    if len(encoded) > MAX_ARG:
-        return TurnLaunch(argv, env, stdin=encoded)
-    # "--" ends the options, so a prompt that starts with "-" is never read as a flag
-    return TurnLaunch([*argv, "--", turn.prompt], env)
+    return argv
 
 
 def _value(argv: list[str], flag: str, value: object) -> None:
