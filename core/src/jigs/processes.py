@@ -654,6 +654,86 @@ async def _open_listeners(
         raise
 
 
+def _plan(
+    mode: Isolation,
+    argv: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    sandbox: SandboxView | None,
+) -> tuple[Listeners | None, list[str]]:
+    """The sandbox's listeners (a sandbox without network that serves ports has some) and the
+    command to start; the listeners are closed when the command cannot be built."""
+    listeners = None
+    if sandbox is not None and sandbox.network == "deny" and sandbox.listen:
+        listeners = Listeners(sandbox)
+    try:
+        return listeners, _command(mode, argv, cwd, env, sandbox=sandbox, listeners=listeners)
+    except BaseException:
+        if listeners is not None:
+            listeners.close()
+        raise
+
+
+async def _open_process(
+    command: list[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin: Literal["closed", "pipe"],
+    stdout: Literal["pipe", "discard"],
+    stderr_file: IO[bytes],
+    pass_fds: Sequence[int],
+    listeners: Listeners | None,
+) -> anyio.abc.Process:
+    """Start ``command`` in a session of its own, its stderr to ``stderr_file``, then open the
+    sandbox's ``listeners``; whatever fails, the file and the listeners are closed."""
+    try:
+        process = await anyio.open_process(
+            command,
+            stdin=subprocess.PIPE if stdin == "pipe" else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if stdout == "pipe" else subprocess.DEVNULL,
+            stderr=stderr_file,
+            cwd=cwd,
+            env=dict(env),
+            start_new_session=True,
+            pass_fds=(*pass_fds, *(listeners.inherited if listeners else ())),
+        )
+    except BaseException:
+        stderr_file.close()
+        if listeners is not None:
+            listeners.close()
+        raise
+    if listeners is not None:
+        await _open_listeners(process, listeners, stderr_file)
+    return process
+
+
+def _record_launch(
+    pid: int,
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    owner: str,
+    mode: Isolation,
+    started: float,
+) -> None:
+    """Log the launch (the variables' names, never their values) and tell the observers."""
+    logger.debug(
+        "process.launched",
+        owner=owner,
+        pid=pid,
+        executable=argv[0],
+        env_names=sorted(env),
+        isolation=mode.mode,
+        seconds=round(time.perf_counter() - started, 4),
+    )
+    for seen in _observers:
+        digests = frozenset(value_digest(v) for v in env.values())
+        seen.append(Launch(tuple(argv), frozenset(env), digests, Path(cwd), pid, owner, mode.mode))
+
+
 async def launch(
     argv: Sequence[str],
     *,
@@ -687,50 +767,20 @@ async def launch(
         mode = sandbox_isolation()
     else:
         mode = isolation_override if isolation_override is not None else isolation()
-    listeners = None
-    if sandbox is not None and sandbox.network == "deny" and sandbox.listen:
-        listeners = Listeners(sandbox)
-    try:
-        command = _command(mode, argv, Path(cwd), env, sandbox=sandbox, listeners=listeners)
-    except BaseException:
-        if listeners is not None:
-            listeners.close()
-        raise
+    listeners, command = _plan(mode, argv, Path(cwd), env, sandbox=sandbox)
     stderr_file = anonymous_file("jigs-stderr-")  # owned by the process
     started = time.perf_counter()
-    try:
-        process = await anyio.open_process(
-            command,
-            stdin=subprocess.PIPE if stdin == "pipe" else subprocess.DEVNULL,
-            stdout=subprocess.PIPE if stdout == "pipe" else subprocess.DEVNULL,
-            stderr=stderr_file,
-            cwd=cwd,
-            env=dict(env),
-            start_new_session=True,
-            pass_fds=(*pass_fds, *(listeners.inherited if listeners else ())),
-        )
-    except BaseException:
-        stderr_file.close()
-        if listeners is not None:
-            listeners.close()
-        raise
-    if listeners is not None:
-        await _open_listeners(process, listeners, stderr_file)
-
-    logger.debug(
-        "process.launched",
-        owner=owner,
-        pid=process.pid,
-        executable=argv[0],
-        env_names=sorted(env),
-        isolation=mode.mode,
-        seconds=round(time.perf_counter() - started, 4),
+    process = await _open_process(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=stdin,
+        stdout=stdout,
+        stderr_file=stderr_file,
+        pass_fds=pass_fds,
+        listeners=listeners,
     )
-    for seen in _observers:
-        digests = frozenset(value_digest(v) for v in env.values())
-        seen.append(
-            Launch(tuple(argv), frozenset(env), digests, Path(cwd), process.pid, owner, mode.mode)
-        )
+    _record_launch(process.pid, argv, cwd=cwd, env=env, owner=owner, mode=mode, started=started)
     return ManagedProcess(
         process,
         argv=argv,
