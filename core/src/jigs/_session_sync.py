@@ -322,41 +322,13 @@ def _restore_sync(
     ctx: HarnessContext,
     cwd: Path,
 ) -> int:
-    assert ref.store_key is not None
-    assert ref.digest is not None
-
+    """Place the ref's snapshot for ``harness`` in ``cwd``: the number of files written, 0 when
+    every one is already here, -1 when the session's own worktree is on this machine (the
+    kind's ``verify_resume`` decides). Refuses, before writing anything, whatever does not
+    check out."""
     prefix = session_prefix(ctx.run.workflow_run_id, harness.kind, ref.id)
-    try:
-        check_key(ref.store_key)
-    except SessionStoreError:
-        raise _refuse(ref, "its store key is not one jigs wrote") from None
-    if not ref.store_key.startswith(f"{prefix}/manifests/"):
-        raise _refuse(ref, "its store key belongs to another run, kind or session")
-    manifest_bytes = store.get(ref.store_key)
-    if manifest_bytes is None:
-        raise _refuse(ref, f"it is not in the store ({describe_store(store)}; pruned?)")
-    if f"sha256:{sha256_hex(manifest_bytes)}" != ref.digest:
-        raise _refuse(ref, "its manifest in the store does not match the ref's digest (altered)")
-    try:
-        manifest = json.loads(manifest_bytes[:_MAX_MANIFEST])
-        artifacts = manifest["artifacts"]
-        ok = (
-            manifest.get("session_id") == ref.id
-            and manifest.get("kind") == harness.kind
-            and isinstance(artifacts, dict)
-            and artifacts
-            and all(
-                isinstance(v, dict)
-                and isinstance(v.get("sha256"), str)
-                and re.fullmatch(r"[0-9a-f]{64}", v["sha256"])
-                and isinstance(v.get("size"), int)
-                for v in artifacts.values()
-            )
-        )
-    except (ValueError, KeyError, TypeError, AttributeError):
-        ok = False
-    if not ok:
-        raise _refuse(ref, "its manifest is not one jigs wrote for this session")
+    manifest = _parse_manifest(_fetch_manifest(store, ref, prefix), ref, harness.kind)
+    artifacts: dict[str, Any] = manifest["artifacts"]
     try:
         paths = harness.session_artifacts(ref.id, ctx, cwd, names=list(artifacts))
     except ValueError as exc:
@@ -378,22 +350,73 @@ def _restore_sync(
                     ref, f"its local copy ({name}) is not the snapshot the ref names (edited?)"
                 )
         return -1
-    to_write: list[tuple[Path, bytes]] = []
-    for name, info in wanted:
-        path = paths[name]
-        data = store.get(f"{prefix}/files/{info['sha256']}")
-        if data is None:
-            raise _refuse(ref, f"its artifact {name} is missing from the store")
-        if len(data) != info["size"]:
-            raise _refuse(
-                ref, f"its artifact {name} has {len(data)} bytes, not {info['size']} (truncated)"
-            )
-        if sha256_hex(data) != info["sha256"]:
-            raise _refuse(ref, f"its artifact {name} does not match its digest (altered)")
-        to_write.append((path, data))
+    to_write = [
+        (paths[name], _fetch_artifact(store, ref, prefix, name, info)) for name, info in wanted
+    ]
     for path, data in to_write:
         write_atomic(path, data)
     return len(to_write)
+
+
+def _fetch_manifest(store: SessionStore, ref: AgentSessionRef, prefix: str) -> bytes:
+    """The manifest the ref names, from this run, kind and session's keys, matching the ref's
+    digest."""
+    assert ref.store_key is not None
+    assert ref.digest is not None
+    try:
+        check_key(ref.store_key)
+    except SessionStoreError:
+        raise _refuse(ref, "its store key is not one jigs wrote") from None
+    if not ref.store_key.startswith(f"{prefix}/manifests/"):
+        raise _refuse(ref, "its store key belongs to another run, kind or session")
+    manifest_bytes = store.get(ref.store_key)
+    if manifest_bytes is None:
+        raise _refuse(ref, f"it is not in the store ({describe_store(store)}; pruned?)")
+    if f"sha256:{sha256_hex(manifest_bytes)}" != ref.digest:
+        raise _refuse(ref, "its manifest in the store does not match the ref's digest (altered)")
+    return manifest_bytes
+
+
+def _parse_manifest(manifest_bytes: bytes, ref: AgentSessionRef, kind: str) -> dict[str, Any]:
+    """The manifest, when it is one jigs wrote for the ref's session and ``kind``: at least one
+    artifact, each with a sha256 and a size."""
+    try:
+        manifest: dict[str, Any] = json.loads(manifest_bytes[:_MAX_MANIFEST])
+        artifacts = manifest["artifacts"]
+        ok = (
+            manifest.get("session_id") == ref.id
+            and manifest.get("kind") == kind
+            and isinstance(artifacts, dict)
+            and artifacts
+            and all(
+                isinstance(v, dict)
+                and isinstance(v.get("sha256"), str)
+                and re.fullmatch(r"[0-9a-f]{64}", v["sha256"])
+                and isinstance(v.get("size"), int)
+                for v in artifacts.values()
+            )
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        ok = False
+    if not ok:
+        raise _refuse(ref, "its manifest is not one jigs wrote for this session")
+    return manifest
+
+
+def _fetch_artifact(
+    store: SessionStore, ref: AgentSessionRef, prefix: str, name: str, info: Mapping[str, Any]
+) -> bytes:
+    """The artifact's bytes from the store, of the manifest's size and digest."""
+    data = store.get(f"{prefix}/files/{info['sha256']}")
+    if data is None:
+        raise _refuse(ref, f"its artifact {name} is missing from the store")
+    if len(data) != info["size"]:
+        raise _refuse(
+            ref, f"its artifact {name} has {len(data)} bytes, not {info['size']} (truncated)"
+        )
+    if sha256_hex(data) != info["sha256"]:
+        raise _refuse(ref, f"its artifact {name} does not match its digest (altered)")
+    return data
 
 
 def _same(path: Path, info: Mapping[str, Any]) -> bool:
