@@ -36,7 +36,9 @@ from jigs.sandbox import sandbox_problem
 from jigs.sandbox._probe import FIX
 
 if TYPE_CHECKING:
+    from jigs._registry import Registry
     from jigs.checks import Check
+    from jigs.env import AgentsConfig
 
 __all__ = ["DoctorRow", "collect", "doctor"]
 
@@ -71,54 +73,56 @@ async def collect(kinds: list[str], cwd: str | None, settings: dict[str, Any]) -
             )
         ]
     for kind in kinds:
-        try:
-            harness = registry.get(kind)
-            checks: list[Check] = list(harness.installation_checks(build_env([*config.env])))
-            try:
-                descriptor = load({"kind": kind, **settings})
-            except DescriptorError as exc:
-                if settings or worktree is not None:
-                    raise
-                # a kind without usable defaults (pi needs a model): its descriptor checks wait
-                # for --settings; the installation checks still run
-                rows += await _outcomes(kind, checks)
-                rows.append(
-                    DoctorRow(
-                        kind,
-                        "descriptor",
-                        "descriptor checks",
-                        True,
-                        skipped=True,
-                        detail=f"the {kind} kind has no default descriptor ({exc}); "
-                        f"pass --settings to check one",
-                    )
-                )
-                continue
-            if worktree is None:
-                env, _ = agent_env_for(harness, descriptor, Path.cwd(), list(config.env))
-            else:
-                env, _ = agent_env_for(harness, descriptor, worktree, None)
-            route_row = _route_row(harness, descriptor)
-            seen = {c.id for c in checks}  # a kind may list a check in both groups
-            checks += [c for c in harness.descriptor_checks(descriptor, env) if c.id not in seen]
-            if worktree is not None:
-                # the pipeline's own list: the kind's JIT checks, then the MCP probes
-                target = HarnessTarget(descriptor=descriptor, cwd=worktree)
-                checks += jit_stage_checks(harness, target, env)
-        except JigsError as exc:
-            rows.append(
-                DoctorRow(
-                    kind,
-                    "plugin",
-                    "plugin and descriptor",
-                    False,
-                    reason=str(exc),
-                )
-            )
-            continue
-        rows += await _outcomes(kind, checks)
-        rows += [route_row, _sandbox_row(kind, descriptor)]
+        rows += await _kind_rows(registry, kind, config, worktree, settings)
     return rows
+
+
+async def _kind_rows(
+    registry: Registry,
+    kind: str,
+    config: AgentsConfig,
+    worktree: Path | None,
+    settings: dict[str, Any],
+) -> list[DoctorRow]:
+    """One kind's rows: its checks' outcomes, its model route and its sandbox; one failed row
+    when the kind cannot be loaded or the settings do not make a descriptor."""
+    try:
+        harness = registry.get(kind)
+        checks: list[Check] = list(harness.installation_checks(build_env([*config.env])))
+        try:
+            descriptor = load({"kind": kind, **settings})
+        except DescriptorError as exc:
+            if settings or worktree is not None:
+                raise
+            # a kind without usable defaults (pi needs a model): its descriptor checks wait
+            # for --settings; the installation checks still run
+            return [*await _outcomes(kind, checks), _no_default_row(kind, exc)]
+        if worktree is None:
+            env, _ = agent_env_for(harness, descriptor, Path.cwd(), list(config.env))
+        else:
+            env, _ = agent_env_for(harness, descriptor, worktree, None)
+        route_row = _route_row(harness, descriptor)
+        seen = {c.id for c in checks}  # a kind may list a check in both groups
+        checks += [c for c in harness.descriptor_checks(descriptor, env) if c.id not in seen]
+        if worktree is not None:
+            # the pipeline's own list: the kind's JIT checks, then the MCP probes
+            target = HarnessTarget(descriptor=descriptor, cwd=worktree)
+            checks += jit_stage_checks(harness, target, env)
+    except JigsError as exc:
+        return [DoctorRow(kind, "plugin", "plugin and descriptor", False, reason=str(exc))]
+    return [*await _outcomes(kind, checks), route_row, _sandbox_row(kind, descriptor)]
+
+
+def _no_default_row(kind: str, exc: DescriptorError) -> DoctorRow:
+    """The skipped descriptor checks of a kind that has no default descriptor."""
+    return DoctorRow(
+        kind,
+        "descriptor",
+        "descriptor checks",
+        True,
+        skipped=True,
+        detail=f"the {kind} kind has no default descriptor ({exc}); pass --settings to check one",
+    )
 
 
 def _sandbox_row(kind: str, descriptor: Any) -> DoctorRow:
