@@ -293,7 +293,12 @@ def _command(sub: Any, name: str, summary: str, details: str = "") -> argparse.A
     return parser
 
 
+_JSON_HELP = "print one JSON document instead of text (for scripts)"
+_SETTINGS_HELP = 'descriptor settings as a JSON object, e.g. \'{"model": "..."}\' (default: {})'
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The ``jigs`` command line: the global options, then one subcommand each."""
     parser = argparse.ArgumentParser(prog="jigs", description=_DESCRIPTION, epilog=_EPILOG)
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="log every pipeline stage on stderr"
@@ -304,13 +309,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the version of jigs-core and of each installed kind's distribution, and exit",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    json_help = "print one JSON document instead of text (for scripts)"
-    settings_help = 'descriptor settings as a JSON object, e.g. \'{"model": "..."}\' (default: {})'
+    _add_harnesses(sub)
+    _add_doctor(sub)
+    _add_run(sub)
+    _add_install(sub)
+    _add_model_server(sub)
+    _add_demo(sub)
+    _add_new_kind(sub)
+    add_runs_parser(sub, _command)
+    return parser
 
+
+def _add_harnesses(sub: Any) -> None:
+    """``jigs harnesses``: the installed kinds."""
     p = _command(sub, "harnesses", "list the installed harness kinds")
-    p.add_argument("--json", action="store_true", help=json_help)
+    p.add_argument("--json", action="store_true", help=_JSON_HELP)
     p.set_defaults(func=cmd_harnesses)
 
+
+def _add_doctor(sub: Any) -> None:
+    """``jigs doctor``: each kind's checks."""
     p = _command(
         sub,
         "doctor",
@@ -322,10 +340,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--cwd", metavar="DIR", help="also run the just-in-time checks and MCP probes in DIR"
     )
-    p.add_argument("--settings", default="{}", metavar="JSON", help=settings_help)
-    p.add_argument("--json", action="store_true", help=json_help)
+    p.add_argument("--settings", default="{}", metavar="JSON", help=_SETTINGS_HELP)
+    p.add_argument("--json", action="store_true", help=_JSON_HELP)
     p.set_defaults(func=cmd_doctor)
 
+
+def _add_run(sub: Any) -> None:
+    """``jigs run``: one turn."""
     p = _command(
         sub,
         "run",
@@ -340,11 +361,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--run-id", metavar="ID", help="the workflow run id (sessions are per run; default: new)"
     )
-    p.add_argument("--settings", default="{}", metavar="JSON", help=settings_help)
-    p.add_argument("--json", action="store_true", help=json_help)
+    p.add_argument("--settings", default="{}", metavar="JSON", help=_SETTINGS_HELP)
+    p.add_argument("--json", action="store_true", help=_JSON_HELP)
     p.add_argument("prompt", help="what to ask the agent")
     p.set_defaults(func=cmd_run)
 
+
+def _add_install(sub: Any) -> None:
+    """``jigs install``: the CLIs pip does not bring."""
     p = _command(
         sub,
         "install",
@@ -356,6 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_install)
 
+
+def _add_model_server(sub: Any) -> None:
+    """``jigs model-server``: the scripted fake model API."""
     p = _command(
         sub,
         "model-server",
@@ -383,6 +410,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_model_server)
 
+
+def _add_demo(sub: Any) -> None:
+    """``jigs demo``: every kind end to end, or a workflow on DBOS."""
     p = _command(
         sub,
         "demo",
@@ -404,6 +434,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_demo)
 
+
+def _add_new_kind(sub: Any) -> None:
+    """``jigs new-kind``: a new harness distribution."""
     p = _command(
         sub,
         "new-kind",
@@ -417,9 +450,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--dir", default=".", metavar="DIR", help="create jigs-harness-NAME in DIR (default: .)"
     )
     p.set_defaults(func=cmd_new_kind)
-
-    add_runs_parser(sub, _command)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
