@@ -803,7 +803,7 @@ async def _worker_death(ctx: KitContext) -> None:
     Under the ``tree`` fallback a SIGKILLed worker leaves its step's descendants running (the
     documented limit); the kit then asserts the worktree stays locked while they live, and
     kills them itself."""
-    kind, server, tmp_path = ctx.kind, ctx.server, ctx.tmp_path
+    kind, server = ctx.kind, ctx.server
     mode = _isolation_mode(ctx)
     tree = ctx.worktree("worker-death")
     # a script file, not an inline command: CLIs refuse some inline forms (Claude Code blocks a
@@ -811,88 +811,133 @@ async def _worker_death(ctx: KitContext) -> None:
     script = tree / "descendants.sh"  # in the worktree: the sandbox shows the agent nothing else
     script.write_text(DESCENDANTS + "\n")
     for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
-        what = f"a worker {sig.name}ed mid-turn"
-        args = {
-            "descriptor": json.dumps(ctx.descriptor.to_data()),
-            "cwd": str(tree),
-            "prompt": ctx.shell_prompt(f"sh {shlex.quote(str(script))}", "worker_death"),
-            "run": ctx.run.workflow_run_id,
-            "agents_env": list(ctx.plan.agents_env),
-        }
-        log = tmp_path / f"worker-{sig.name}.log"
-        with log.open("wb") as err:
-            worker = await anyio.open_process(
-                [sys.executable, "-c", WORKER_SCRIPT, json.dumps(args)],
-                cwd=tmp_path,  # outside the worktree: only the step's processes work in it
-                stdin=subprocess.DEVNULL,
-                stdout=err,
-                stderr=err,
-                start_new_session=True,
-            )
-        try:
-            deadline = time.monotonic() + START_BOUND
-            while len(sleepers(processes_under(tree))) < SLEEPERS:
-                if worker.returncode is not None:
-                    raise AssertionError(
-                        f"{kind}: the step of the worker to be {sig.name}ed ended (exit "
-                        f"{worker.returncode}) before its agent started every descendant; a "
-                        f"refusal here means the previous step's lock outlived it: "
-                        f"{log.read_text(errors='replace')[-2000:]}"
-                    )
-                assert time.monotonic() < deadline, (
-                    f"{kind}: the agent's shell did not start {SLEEPERS} sleeps in "
-                    f"{START_BOUND:.0f}s (saw {sleepers(processes_under(tree))}): "
-                    f"{log.read_text(errors='replace')[-2000:]}"
-                )
-                await anyio.sleep(0.05)
-            step = processes_under(tree)
-            # in a namespace, also every member of the step's PID namespace (wherever it works)
-            namespace = pid_namespace(sleepers(step)[0][0]) if mode == "namespace" else None
-            if namespace is not None:
-                assert namespace != pid_namespace(os.getpid()), (
-                    f"{kind}: the agent's commands run in the worker's PID namespace"
-                )
-                step = sorted(set(step) | set(namespace_members(namespace)))
-            worker.send_signal(sig)
-            signalled = time.monotonic()
-            while _remaining(step, tree, namespace) and time.monotonic() - signalled < DEATH_BOUND:
-                await anyio.sleep(0.02)
-            left = _remaining(step, tree, namespace)
-            logger.info(
-                "conformance.worker_signalled",
-                kind=kind,
-                signal=sig.name,
-                isolation=mode,
-                step_processes=len(step),
-                left=len(left),
-                seconds=round(time.monotonic() - signalled, 3),
-            )
-            if mode == "tree" and sig is signal.SIGKILL:
-                # the fallback's documented limit: the lock lives as long as they do
-                assert left, f"{kind}: tree mode unexpectedly reaped a SIGKILLed worker's step"
-                assert worktree_locked(tree), (
-                    f"{kind}: {what} left {len(left)} processes and the worktree unlocked"
-                )
-                kill_procs(left)
-            else:
-                assert not left, (
-                    f"{kind}: {what} left {len(left)} processes of its step running "
-                    f"{DEATH_BOUND:.0f}s after the signal: {_describe(left)}"
-                )
-            with anyio.move_on_after(5.0):
-                await worker.wait()
-            assert worker.returncode is not None, f"{kind}: the worker outlived {sig.name} by 5s"
-        finally:
-            if worker.returncode is None:
-                worker.kill()
-                await worker.wait()
-            server.script.skip_remaining()
+        await _signal_worker(ctx, tree, script, sig, mode)
 
     # the next step on the worktree starts and does its work
     done = await ctx.turn(tree, ctx.write_prompt("after-death.txt", "after"))
     server.script.skip_remaining()
     assert done.text, f"{kind}: the step after the signalled workers returned no text"
     ctx.assert_wrote(tree, "after-death.txt", "after", done.text, "the step after the workers")
+
+
+async def _signal_worker(
+    ctx: KitContext, tree: Path, script: Path, sig: signal.Signals, mode: str
+) -> None:
+    """One worker whose step's agent runs ``script``, sent ``sig`` once every descendant is up;
+    judged by what is left of the step :data:`DEATH_BOUND` seconds later."""
+    kind = ctx.kind
+    log = ctx.tmp_path / f"worker-{sig.name}.log"
+    worker = await _start_worker(ctx, tree, script, log)
+    try:
+        await _wait_for_sleepers(kind, worker, tree, sig, log)
+        step, namespace = _step_processes(kind, tree, mode)
+        worker.send_signal(sig)
+        left = await _left_after_signal(
+            kind, sig, mode=mode, step=step, tree=tree, namespace=namespace
+        )
+        if mode == "tree" and sig is signal.SIGKILL:
+            # the fallback's documented limit: the lock lives as long as they do
+            assert left, f"{kind}: tree mode unexpectedly reaped a SIGKILLed worker's step"
+            assert worktree_locked(tree), (
+                f"{kind}: a worker {sig.name}ed mid-turn left {len(left)} processes and the "
+                f"worktree unlocked"
+            )
+            kill_procs(left)
+        else:
+            assert not left, (
+                f"{kind}: a worker {sig.name}ed mid-turn left {len(left)} processes of its step "
+                f"running {DEATH_BOUND:.0f}s after the signal: {_describe(left)}"
+            )
+        with anyio.move_on_after(5.0):
+            await worker.wait()
+        assert worker.returncode is not None, f"{kind}: the worker outlived {sig.name} by 5s"
+    finally:
+        if worker.returncode is None:
+            worker.kill()
+            await worker.wait()
+        ctx.server.script.skip_remaining()
+
+
+async def _start_worker(ctx: KitContext, tree: Path, script: Path, log: Path) -> anyio.abc.Process:
+    """A worker process (:data:`WORKER_SCRIPT`) running one step whose agent runs ``script``,
+    in a session of its own, its output to ``log``."""
+    args = {
+        "descriptor": json.dumps(ctx.descriptor.to_data()),
+        "cwd": str(tree),
+        "prompt": ctx.shell_prompt(f"sh {shlex.quote(str(script))}", "worker_death"),
+        "run": ctx.run.workflow_run_id,
+        "agents_env": list(ctx.plan.agents_env),
+    }
+    with log.open("wb") as err:
+        return await anyio.open_process(
+            [sys.executable, "-c", WORKER_SCRIPT, json.dumps(args)],
+            cwd=ctx.tmp_path,  # outside the worktree: only the step's processes work in it
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+            start_new_session=True,
+        )
+
+
+async def _wait_for_sleepers(
+    kind: str, worker: anyio.abc.Process, tree: Path, sig: signal.Signals, log: Path
+) -> None:
+    """Wait (at most :data:`START_BOUND` seconds) for the agent's shell to have started every
+    descendant; a worker whose step ended first fails."""
+    deadline = time.monotonic() + START_BOUND
+    while len(sleepers(processes_under(tree))) < SLEEPERS:
+        if worker.returncode is not None:
+            raise AssertionError(
+                f"{kind}: the step of the worker to be {sig.name}ed ended (exit "
+                f"{worker.returncode}) before its agent started every descendant; a "
+                f"refusal here means the previous step's lock outlived it: "
+                f"{log.read_text(errors='replace')[-2000:]}"
+            )
+        assert time.monotonic() < deadline, (
+            f"{kind}: the agent's shell did not start {SLEEPERS} sleeps in "
+            f"{START_BOUND:.0f}s (saw {sleepers(processes_under(tree))}): "
+            f"{log.read_text(errors='replace')[-2000:]}"
+        )
+        await anyio.sleep(0.05)
+
+
+def _step_processes(kind: str, tree: Path, mode: str) -> tuple[list[tuple[int, str]], str | None]:
+    """The step's processes (those working in ``tree``) and, in a namespace, its PID namespace
+    (whose every member counts, wherever it works), which must not be the worker's."""
+    step = processes_under(tree)
+    namespace = pid_namespace(sleepers(step)[0][0]) if mode == "namespace" else None
+    if namespace is not None:
+        assert namespace != pid_namespace(os.getpid()), (
+            f"{kind}: the agent's commands run in the worker's PID namespace"
+        )
+        step = sorted(set(step) | set(namespace_members(namespace)))
+    return step, namespace
+
+
+async def _left_after_signal(
+    kind: str,
+    sig: signal.Signals,
+    *,
+    mode: str,
+    step: list[tuple[int, str]],
+    tree: Path,
+    namespace: str | None,
+) -> list[tuple[int, str]]:
+    """What is left of the step once it is gone or :data:`DEATH_BOUND` seconds have passed."""
+    signalled = time.monotonic()
+    while _remaining(step, tree, namespace) and time.monotonic() - signalled < DEATH_BOUND:
+        await anyio.sleep(0.02)
+    left = _remaining(step, tree, namespace)
+    logger.info(
+        "conformance.worker_signalled",
+        kind=kind,
+        signal=sig.name,
+        isolation=mode,
+        step_processes=len(step),
+        left=len(left),
+        seconds=round(time.monotonic() - signalled, 3),
+    )
+    return left
 
 
 def _isolation_mode(ctx: KitContext) -> str:
@@ -1014,7 +1059,7 @@ async def _planted_round(
 ) -> None:
     """One round of :func:`_planted_config`: plant ``configs``, run turns until one runs (each
     refusal removes the files it names), then judge."""
-    kind, server, home = ctx.kind, ctx.server, ctx.home
+    kind, server = ctx.kind, ctx.server
     tree = _tree_under(root)
     # in the worktree: a sandboxed step can write nowhere else, so a marker outside it could
     # never prove that a planted hook ran
@@ -1027,12 +1072,7 @@ async def _planted_round(
         env_name=PLANTED_ENV,
         env_value=f"planted-{uuid.uuid4().hex[:12]}",
     )
-    where: dict[Path, Any] = {}
-    for config in configs:
-        path = (tree if config.root == "worktree" else home) / config.path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(config.hostile(planted), encoding="utf-8")
-        where[path] = config
+    where = _plant(configs, tree, ctx.home, planted)
     refused: list[str] = []
     try:
         for attempt in range(len(where) + 1):
@@ -1040,42 +1080,12 @@ async def _planted_round(
             command = f"env > {shlex.quote(dump)}" if ctx.writes else "env"
             prompt = ctx.shell_prompt(command, "planted_config")
             before = len(server.model_requests)
-            try:
-                turn = await ctx.turn(tree, prompt)
-            except JitCheckError as exc:
-                named = [p for p in where if str(p) in str(exc)]
-                if not named:
-                    raise AssertionError(
-                        f"{kind}: a JitCheckError names none of the planted files: {exc}"
-                    ) from exc
-                for path in named:
-                    refused.append(f"{where.pop(path).path}")
-                    path.unlink()
-                _assert_nothing_planted_ran(kind, markers, evil, f"refused {refused}")
-                server.script.skip_remaining()
+            turn = await _planted_turn(
+                ctx, tree, prompt, evil=evil, markers=markers, where=where, refused=refused
+            )
+            if turn is None:
                 continue
-            except Exception as exc:
-                _assert_nothing_planted_ran(kind, markers, evil, f"failed turn: {exc!r}")
-                raise AssertionError(
-                    f"{kind}: a turn with planted config files failed: {exc!r}"
-                ) from exc
-            server.script.skip_remaining()
-            _assert_nothing_planted_ran(kind, markers, evil, "a turn that ran")
-            if ctx.writes:
-                shown = tree / dump
-                assert shown.exists(), (
-                    f"{kind}: the scripted shell command did not run with planted config files "
-                    f"{sorted(c.path for c in where.values())}"
-                )
-                env = shown.read_text(errors="replace")
-            else:
-                # a read-only kind: the command's output reaches the model (or the answer)
-                texts = [r.text() for r in server.model_requests[before:]] + [turn.text]
-                env = "\n".join(texts)
-                assert "PATH=" in env, (
-                    f"{kind}: the scripted env command's output never reached the model with "
-                    f"planted config files {sorted(c.path for c in where.values())}"
-                )
+            env = _agent_env_shown(ctx, tree, dump=dump, before=before, turn=turn, where=where)
             injected = planted.env_name in env or planted.env_value in env
             assert not injected, (
                 f"{kind}: a planted config file injected {planted.env_name} into the agent's shell"
@@ -1085,6 +1095,82 @@ async def _planted_round(
         for path in where:
             path.unlink(missing_ok=True)
     raise AssertionError(f"{kind}: every attempt was refused ({refused}); no turn ran")
+
+
+def _plant(configs: Sequence[Any], tree: Path, home: Path, planted: Planted) -> dict[Path, Any]:
+    """Write each config's hostile version in the worktree or HOME: where each one went."""
+    where: dict[Path, Any] = {}
+    for config in configs:
+        path = (tree if config.root == "worktree" else home) / config.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(config.hostile(planted), encoding="utf-8")
+        where[path] = config
+    return where
+
+
+async def _planted_turn(
+    ctx: KitContext,
+    tree: Path,
+    prompt: str,
+    *,
+    evil: ModelServer,
+    markers: Path,
+    where: dict[Path, Any],
+    refused: list[str],
+) -> AgentResult[Any] | None:
+    """One turn among the planted files, after which nothing planted may have run. None when a
+    :class:`~jigs.errors.JitCheckError` refused it: the files it names are removed (from the
+    disk and ``where``) and added to ``refused``."""
+    kind, server = ctx.kind, ctx.server
+    try:
+        turn = await ctx.turn(tree, prompt)
+    except JitCheckError as exc:
+        named = [p for p in where if str(p) in str(exc)]
+        if not named:
+            raise AssertionError(
+                f"{kind}: a JitCheckError names none of the planted files: {exc}"
+            ) from exc
+        for path in named:
+            refused.append(f"{where.pop(path).path}")
+            path.unlink()
+        _assert_nothing_planted_ran(kind, markers, evil, f"refused {refused}")
+        server.script.skip_remaining()
+        return None
+    except Exception as exc:
+        _assert_nothing_planted_ran(kind, markers, evil, f"failed turn: {exc!r}")
+        raise AssertionError(f"{kind}: a turn with planted config files failed: {exc!r}") from exc
+    server.script.skip_remaining()
+    _assert_nothing_planted_ran(kind, markers, evil, "a turn that ran")
+    return turn
+
+
+def _agent_env_shown(
+    ctx: KitContext,
+    tree: Path,
+    *,
+    dump: str,
+    before: int,
+    turn: AgentResult[Any],
+    where: dict[Path, Any],
+) -> str:
+    """The environment the agent's shell printed: the ``dump`` file it wrote, or for a read-only
+    kind what reached the model (or the answer) since request ``before``."""
+    kind = ctx.kind
+    if ctx.writes:
+        shown = tree / dump
+        assert shown.exists(), (
+            f"{kind}: the scripted shell command did not run with planted config files "
+            f"{sorted(c.path for c in where.values())}"
+        )
+        return shown.read_text(errors="replace")
+    # a read-only kind: the command's output reaches the model (or the answer)
+    texts = [r.text() for r in ctx.server.model_requests[before:]] + [turn.text]
+    env = "\n".join(texts)
+    assert "PATH=" in env, (
+        f"{kind}: the scripted env command's output never reached the model with "
+        f"planted config files {sorted(c.path for c in where.values())}"
+    )
+    return env
 
 
 def _tree_under(root: Path) -> Path:
