@@ -15,9 +15,10 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 from jigs._paths import data_dir
@@ -31,7 +32,7 @@ from structlog.testing import capture_logs
 
 from jigs_testing import ModelServer
 from jigs_testing._environ import patched_environ
-from jigs_testing.plan import demo_plan_of, has_demo_plan, how_to_write_demo_plan
+from jigs_testing.plan import DemoPlan, demo_plan_of, has_demo_plan, how_to_write_demo_plan
 
 __all__ = ["KindReport", "main", "run_demo"]
 
@@ -83,6 +84,8 @@ async def _install_fix(kind: str, agents_env: Sequence[str]) -> str | None:
 
 
 async def _demo_kind(kind: str, root: Path) -> KindReport:
+    """One kind's demo: a turn whose tool writes a file, then a resumed turn that answers from
+    the session's history, against a local model server."""
     report = KindReport(kind)
     try:
         harness = default_registry().get(kind)
@@ -90,73 +93,110 @@ async def _demo_kind(kind: str, root: Path) -> KindReport:
         report.error = str(exc)
         return report
     async with ModelServer() as server:
-        if not has_demo_plan(harness):
-            report.error = how_to_write_demo_plan(kind)
-            return report
-        plan = demo_plan_of(harness, server)
+        plan = await _runnable_plan(report, harness, server)
         if plan is None:
-            report.skipped = f"the {kind} harness has no demo plan"
-            return report
-        with patched_environ(dict(plan.host_env)):
-            fix = await _install_fix(kind, plan.agents_env)
-        if fix is not None:
-            report.skipped = fix
             return report
         repo = _scratch_repo(root, kind)
         run = RunMetadata(workflow_run_id=f"demo-{kind}-{uuid.uuid4().hex[:8]}")
         name, content = "hello-from-jigs.txt", f"written by the {kind} agent"
         try:
             with patched_environ(dict(plan.host_env)), capture_logs() as logs:
-                started = time.perf_counter()
-                first = await run_agent(
-                    harness=plan.descriptor,
-                    cwd=repo,
-                    prompt=plan.write_file(server, name, content),
-                    run=run,
-                    agents_env=plan.agents_env,
+                await _two_turns(
+                    report, plan, server, repo=repo, run=run, name=name, content=content
                 )
-                report.timings.append(time.perf_counter() - started)
-                report.answers.append(first.text)
-                report.session_id = first.session.id if first.session else None
-                written = repo / name
-                report.file = str(written)
-                report.file_content = written.read_text() if written.exists() else None
-                started = time.perf_counter()
-                second = await run_agent(
-                    harness=plan.descriptor,
-                    cwd=repo,
-                    prompt=plan.recall(server),
-                    run=run,
-                    resume=first.session,
-                    agents_env=plan.agents_env,
-                )
-                report.timings.append(time.perf_counter() - started)
-                report.answers.append(second.text)
-                report.resumed_session_id = second.session.id if second.session else None
         except JigsError as exc:
             report.error = f"{type(exc).__name__}: {exc}"
             return report
         finally:
             report.model_requests = len(server.model_requests)
-        for event in logs:
-            if event["event"] == "runner.env.built" and not report.env_names:
-                report.env_names = list(event["names"])
-            elif event["event"] == "runner.proxy.started" and not report.proxied_key:
-                report.proxied_key = str(event["key_env"])
-            elif event["event"] == "runner.lock.acquired":
-                report.lock = str(event["lock"])
-            elif event["event"] == "runner.lock.released":
-                report.lock_released = True
-        problems = []
-        if report.file_content != content:
-            problems.append(f"the file {name} was not written by the agent's tool")
-        if report.session_id is None:
-            problems.append("the first turn reported no session")
-        if problems:
-            report.error = "; ".join(problems)
-        else:
-            report.ok = True
+        _read_logs(report, logs)
+        _judge(report, name, content)
     return report
+
+
+async def _runnable_plan(
+    report: KindReport, harness: object, server: ModelServer
+) -> DemoPlan | None:
+    """The kind's demo plan when its CLI can run; None (with why in ``report``) otherwise."""
+    kind = report.kind
+    if not has_demo_plan(harness):
+        report.error = how_to_write_demo_plan(kind)
+        return None
+    plan = demo_plan_of(harness, server)
+    if plan is None:
+        report.skipped = f"the {kind} harness has no demo plan"
+        return None
+    with patched_environ(dict(plan.host_env)):
+        fix = await _install_fix(kind, plan.agents_env)
+    if fix is not None:
+        report.skipped = fix
+        return None
+    return plan
+
+
+async def _two_turns(
+    report: KindReport,
+    plan: DemoPlan,
+    server: ModelServer,
+    *,
+    repo: Path,
+    run: RunMetadata,
+    name: str,
+    content: str,
+) -> None:
+    """The first turn (the file written by the CLI's tool), then the resumed one."""
+    started = time.perf_counter()
+    first = await run_agent(
+        harness=plan.descriptor,
+        cwd=repo,
+        prompt=plan.write_file(server, name, content),
+        run=run,
+        agents_env=plan.agents_env,
+    )
+    report.timings.append(time.perf_counter() - started)
+    report.answers.append(first.text)
+    report.session_id = first.session.id if first.session else None
+    written = repo / name
+    report.file = str(written)
+    report.file_content = written.read_text() if written.exists() else None
+    started = time.perf_counter()
+    second = await run_agent(
+        harness=plan.descriptor,
+        cwd=repo,
+        prompt=plan.recall(server),
+        run=run,
+        resume=first.session,
+        agents_env=plan.agents_env,
+    )
+    report.timings.append(time.perf_counter() - started)
+    report.answers.append(second.text)
+    report.resumed_session_id = second.session.id if second.session else None
+
+
+def _read_logs(report: KindReport, logs: Sequence[Mapping[str, Any]]) -> None:
+    """What the step's log events say: the environment's names, the proxied key, the lock."""
+    for event in logs:
+        if event["event"] == "runner.env.built" and not report.env_names:
+            report.env_names = list(event["names"])
+        elif event["event"] == "runner.proxy.started" and not report.proxied_key:
+            report.proxied_key = str(event["key_env"])
+        elif event["event"] == "runner.lock.acquired":
+            report.lock = str(event["lock"])
+        elif event["event"] == "runner.lock.released":
+            report.lock_released = True
+
+
+def _judge(report: KindReport, name: str, content: str) -> None:
+    """The demo passed when the agent's tool wrote the file and the first turn had a session."""
+    problems = []
+    if report.file_content != content:
+        problems.append(f"the file {name} was not written by the agent's tool")
+    if report.session_id is None:
+        problems.append("the first turn reported no session")
+    if problems:
+        report.error = "; ".join(problems)
+    else:
+        report.ok = True
 
 
 def _print_report(report: KindReport) -> None:
