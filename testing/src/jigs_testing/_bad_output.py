@@ -105,38 +105,22 @@ async def bad_output(ctx: KitContext) -> None:
 
 
 async def _round(ctx: KitContext, tree: Path, name: str, secret: str) -> None:
+    """One round: the kind pointed at the fake CLI ``name``; its step fails with the round's
+    error in time, that error carries no secret, and the step leaves nothing behind."""
     from jigs_testing.conformance import CANARIES, _quick
 
-    kind, harness = ctx.kind, ctx.harness
-    what = f"{kind}: bad_output round {name!r}"
+    what = f"{ctx.kind}: bad_output round {name!r}"
     expected: type[Exception] = AgentCrashedError if name == "crash" else AgentOutputError
     fake = ctx.tmp_path / f"fake-{name}-cli"
     fake.write_text(fake_cli(name, MAX_LINE_BYTES))
     os.chmod(fake, 0o755)
     before = len(ctx.launches)
-    harness.resolve_executable = lambda env: Resolved(fake, f"conformance: a {name} CLI")
     started = time.monotonic()
-    error: Any = None
-    try:
-        await ctx.turn(
-            tree,
-            "Say hello.",
-            harness=_quick(ctx),
-            agents_env=(*ctx.plan.agents_env, SECRET_ENV),
-        )
-    except expected as exc:
-        error = exc
-    except Exception as exc:
-        raise AssertionError(
-            f"{what}: the step raised {type(exc).__name__} instead of {expected.__name__}: "
-            f"{_shown(str(exc), secret)}"
-        ) from None
-    finally:
-        del harness.resolve_executable
-        ctx.server.script.skip_remaining()
+    resolved = Resolved(fake, f"conformance: a {name} CLI")
+    error = await _failing_turn(
+        ctx, tree, resolved, descriptor=_quick(ctx), expected=expected, what=what, secret=secret
+    )
     took = time.monotonic() - started
-    if error is None:
-        raise AssertionError(f"{what}: the step succeeded; it must raise {expected.__name__}")
     launched = [launch for launch in ctx.launches[before:] if launch.argv[:1] == (str(fake),)]
     assert launched, (
         f"{what}: the kind did not launch the executable resolve_executable returned "
@@ -157,21 +141,65 @@ async def _round(ctx: KitContext, tree: Path, name: str, secret: str) -> None:
                 f"redact secret values from what an error carries"
             )
     if name == "crash":
-        assert error.returncode == EXIT_CODE, (
-            f"{what}: AgentCrashedError.returncode is {error.returncode!r}, the CLI exited with "
-            f"{EXIT_CODE}"
-        )
-        own = f"jigs-kit fake CLI ({name}): "
-        tail = texts["stderr_tail"]
-        assert own in tail, (
-            f"{what}: AgentCrashedError.stderr_tail lacks the CLI's last stderr line: "
-            f"{tail[-300:]!r}"
-        )
-        assert f"{own}{REDACTED}" in tail, (
-            f"{what}: ${SECRET_ENV} (given with agents_env) never reached the CLI's environment, "
-            f"so its redaction is untested: {tail[-300:]!r}"
-        )
+        _assert_crash_seen(error, texts["stderr_tail"], name, what)
     assert took < ROUND_BOUND, f"{what}: the step took {took:.1f}s to fail"
+    _assert_nothing_left(ctx, tree, before, what)
+
+
+async def _failing_turn(
+    ctx: KitContext,
+    tree: Path,
+    resolved: Resolved,
+    *,
+    descriptor: Any,
+    expected: type[Exception],
+    what: str,
+    secret: str,
+) -> Any:
+    """A turn with the kind's ``resolve_executable`` returning ``resolved``: the ``expected`` error
+    it raised (any other outcome fails the round)."""
+    harness = ctx.harness
+    harness.resolve_executable = lambda env: resolved
+    try:
+        await ctx.turn(
+            tree,
+            "Say hello.",
+            harness=descriptor,
+            agents_env=(*ctx.plan.agents_env, SECRET_ENV),
+        )
+    except expected as exc:
+        return exc
+    except Exception as exc:
+        raise AssertionError(
+            f"{what}: the step raised {type(exc).__name__} instead of {expected.__name__}: "
+            f"{_shown(str(exc), secret)}"
+        ) from None
+    finally:
+        del harness.resolve_executable
+        ctx.server.script.skip_remaining()
+    raise AssertionError(f"{what}: the step succeeded; it must raise {expected.__name__}")
+
+
+def _assert_crash_seen(error: Any, tail: str, name: str, what: str) -> None:
+    """The crash's exit code, and the CLI's last stderr line (its secret redacted), reach the
+    :class:`~jigs.errors.AgentCrashedError`."""
+    assert error.returncode == EXIT_CODE, (
+        f"{what}: AgentCrashedError.returncode is {error.returncode!r}, the CLI exited with "
+        f"{EXIT_CODE}"
+    )
+    own = f"jigs-kit fake CLI ({name}): "
+    assert own in tail, (
+        f"{what}: AgentCrashedError.stderr_tail lacks the CLI's last stderr line: {tail[-300:]!r}"
+    )
+    assert f"{own}{REDACTED}" in tail, (
+        f"{what}: ${SECRET_ENV} (given with agents_env) never reached the CLI's environment, "
+        f"so its redaction is untested: {tail[-300:]!r}"
+    )
+
+
+def _assert_nothing_left(ctx: KitContext, tree: Path, before: int, what: str) -> None:
+    """The failed step left the worktree unlocked and no process: no group, none launched since
+    ``before``, none working in the worktree."""
     assert not worktree_locked(tree), f"{what}: the failed step left the worktree locked"
     assert not live_groups(), f"{what}: the failed step left processes: {live_groups()}"
     for launch in ctx.launches[before:]:
