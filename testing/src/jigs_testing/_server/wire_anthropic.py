@@ -74,62 +74,8 @@ class AnthropicRenderer:
         stop_reason = "tool_use" if reply.tool_calls else "end_turn"
         call_ids = [call.id or new_id("toolu_") for call in reply.tool_calls]
         if not stream:
-            content: list[dict[str, Any]] = []
-            if reply.text is not None:
-                content.append({"type": "text", "text": reply.text})
-            for call, call_id in zip(reply.tool_calls, call_ids, strict=True):
-                content.append(
-                    {
-                        "type": "tool_use",
-                        "id": call_id,
-                        "name": call.flat_name,
-                        "input": json.loads(call.arguments),
-                    }
-                )
-            message = _message(ctx, reply, content)
-            message["stop_reason"] = stop_reason
-            message["usage"] = _usage(ctx, _output_tokens(reply))
-            return JsonBody(200, message)
-
-        events = [
-            SseEvent.json(
-                "message_start",
-                {"type": "message_start", "message": _message(ctx, reply, [])},
-            )
-        ]
-        index = 0
-        if reply.text is not None:
-            events.append(_block_start(index, {"type": "text", "text": ""}))
-            events.append(_ping())
-            events.extend(
-                _block_delta(index, {"type": "text_delta", "text": piece})
-                for piece in pieces(reply.text)
-            )
-            events.append(_block_stop(index))
-            index += 1
-        for call, call_id in zip(reply.tool_calls, call_ids, strict=True):
-            block = {"type": "tool_use", "id": call_id, "name": call.flat_name, "input": {}}
-            events.append(_block_start(index, block))
-            if index == 0:
-                events.append(_ping())
-            events.extend(
-                _block_delta(index, {"type": "input_json_delta", "partial_json": piece})
-                for piece in pieces(call.arguments)
-            )
-            events.append(_block_stop(index))
-            index += 1
-        events.append(
-            SseEvent.json(
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                    "usage": {"output_tokens": _output_tokens(reply)},
-                },
-            )
-        )
-        events.append(SseEvent.json("message_stop", {"type": "message_stop"}))
-        return EventStream(events)
+            return JsonBody(200, _whole_message(reply, ctx, call_ids, stop_reason))
+        return EventStream(_message_events(reply, ctx, call_ids, stop_reason))
 
     def error(self, spec: ErrorSpec, ctx: RenderContext, *, stream: bool) -> Rendered:
         """An HTTP error, or ``message_start`` + ``ping`` + an ``error`` event in-stream."""
@@ -157,6 +103,73 @@ class AnthropicRenderer:
             "error": {"type": type_ or anthropic_error_type(status), "message": message},
             "request_id": new_id("req_"),
         }
+
+
+def _whole_message(
+    reply: Reply, ctx: RenderContext, call_ids: list[str], stop_reason: str
+) -> dict[str, Any]:
+    """The message as one JSON body."""
+    content: list[dict[str, Any]] = []
+    if reply.text is not None:
+        content.append({"type": "text", "text": reply.text})
+    for call, call_id in zip(reply.tool_calls, call_ids, strict=True):
+        content.append(
+            {
+                "type": "tool_use",
+                "id": call_id,
+                "name": call.flat_name,
+                "input": json.loads(call.arguments),
+            }
+        )
+    message = _message(ctx, reply, content)
+    message["stop_reason"] = stop_reason
+    message["usage"] = _usage(ctx, _output_tokens(reply))
+    return message
+
+
+def _message_events(
+    reply: Reply, ctx: RenderContext, call_ids: list[str], stop_reason: str
+) -> list[SseEvent]:
+    """The message as server-sent events, in the real API's order (see the module docstring)."""
+    events = [
+        SseEvent.json(
+            "message_start",
+            {"type": "message_start", "message": _message(ctx, reply, [])},
+        )
+    ]
+    index = 0
+    if reply.text is not None:
+        events.append(_block_start(index, {"type": "text", "text": ""}))
+        events.append(_ping())
+        events.extend(
+            _block_delta(index, {"type": "text_delta", "text": piece})
+            for piece in pieces(reply.text)
+        )
+        events.append(_block_stop(index))
+        index += 1
+    for call, call_id in zip(reply.tool_calls, call_ids, strict=True):
+        block = {"type": "tool_use", "id": call_id, "name": call.flat_name, "input": {}}
+        events.append(_block_start(index, block))
+        if index == 0:
+            events.append(_ping())
+        events.extend(
+            _block_delta(index, {"type": "input_json_delta", "partial_json": piece})
+            for piece in pieces(call.arguments)
+        )
+        events.append(_block_stop(index))
+        index += 1
+    events.append(
+        SseEvent.json(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                "usage": {"output_tokens": _output_tokens(reply)},
+            },
+        )
+    )
+    events.append(SseEvent.json("message_stop", {"type": "message_stop"}))
+    return events
 
 
 def _block_start(index: int, block: dict[str, Any]) -> SseEvent:
