@@ -36,9 +36,9 @@ from jigs.sandbox._isolation import isolation
 from jigs.sandbox._probe import FIX
 
 if TYPE_CHECKING:
-    from jigs._registry import Registry
     from jigs.checks import Check
     from jigs.env import AgentsConfig
+    from jigs.registry._registry import Registry
 
 __all__ = ["DoctorRow", "collect", "doctor"]
 
