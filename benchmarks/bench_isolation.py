@@ -5,7 +5,7 @@
 Both sides call :func:`jigs.processes.launch` on a fake agent (``sh`` that prints a line and
 sleeps), read that line and stop it: one with the isolation this machine gets (the namespace
 chain), one
-with :data:`jigs._isolation.PLAIN` (the launch as it was before namespaces). The sides
+with :data:`jigs.sandbox._isolation.PLAIN` (the launch as it was before namespaces). The sides
 alternate in order each pair so drift hits both alike. Prints both medians, the median added
 milliseconds per launch (start + stop; target < 5 ms) and the median ratio namespace / plain.
 """
@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 import anyio
-from jigs._isolation import PLAIN, Isolation, isolation
 from jigs.processes import launch
+from jigs.sandbox._isolation import PLAIN, Isolation, isolation
 
 AGENT = ["/bin/sh", "-c", "echo ready; exec sleep 30"]
 

@@ -6,8 +6,9 @@ CAP_SYS_ADMIN) against the bridge (any other worker, :mod:`jigs.sandbox._bridge`
 Every side calls :func:`jigs.processes.launch` on a fake agent (``sh`` that prints a line and
 sleeps), reads that line and stops it:
 
-- ``plain``: no isolation (:data:`jigs._isolation.PLAIN`);
-- ``namespace``: the process namespace of an unsandboxed step (:func:`jigs._isolation.isolation`);
+- ``plain``: no isolation (:data:`jigs.sandbox._isolation.PLAIN`);
+- ``namespace``: the process namespace of an unsandboxed step
+  (:func:`jigs.sandbox._isolation.isolation`);
 - ``sandbox``: bwrap, network ``deny``, no listener;
 - ``sandbox+setns``: the same with one listener made by entering the namespace (root only);
 - ``sandbox+bridge``: the same with one listener made by the bridge.
@@ -32,9 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anyio
-from jigs._isolation import PLAIN, isolation
 from jigs.processes import launch
 from jigs.sandbox import SandboxView, sandbox_problem
+from jigs.sandbox._isolation import PLAIN, isolation
 from jigs.sandbox._netns import _has_sys_admin, force_bridge
 
 AGENT = ["/bin/sh", "-c", "echo ready; exec sleep 30"]

@@ -62,10 +62,10 @@ def timed(fn, runs: int) -> float:
 
 async def resume_ms(store, runs: int, data: bytes) -> float:
     from jigs import RunMetadata
-    from jigs._logging import logger
-    from jigs._session_sync import restore_session, save_snapshot, snapshot
-    from jigs._types import AgentSessionRef
+    from jigs.engine._logging import logger
+    from jigs.engine._types import AgentSessionRef
     from jigs.plugin import HarnessContext
+    from jigs.stores._session_sync import restore_session, save_snapshot, snapshot
     from jigs_harness_echo._harness import EchoHarness
 
     harness = EchoHarness()

@@ -24,7 +24,7 @@ os.environ["JIGS_SHOW_TEST_KINDS"] = "1"
 # Installed CLIs (`jigs install pi`) live in the real data dir; every test gets its own data dir
 # below, so pin the CLI dir to the real one first.
 if "JIGS_CLI_DIR" not in os.environ:
-    from jigs._paths import data_dir
+    from jigs.policy._paths import data_dir
 
     os.environ["JIGS_CLI_DIR"] = str(data_dir() / "clis")
 
@@ -63,9 +63,9 @@ def require_cli() -> Iterator[Callable[[str], Path]]:
     """``require_cli(kind)`` -> the resolved CLI path of an installed kind."""
 
     def require(kind: str) -> Path:
-        from jigs._registry import default_registry
         from jigs.env import build_env
         from jigs.errors import CliNotFoundError
+        from jigs.registry._registry import default_registry
 
         harness = default_registry().get(kind)
         resolve = getattr(harness, "resolve_executable", None)

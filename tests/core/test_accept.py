@@ -1,4 +1,4 @@
-"""jigs._accept.accept_forever: serves each connection, survives a failed accept, stops when
+"""jigs.proxy._accept.accept_forever: serves each connection, survives a failed accept, stops when
 the listener closes, and refuses a listener that is not a socket listener."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import anyio
 import anyio.abc
 import pytest
-from jigs._accept import accept_forever
+from jigs.proxy._accept import accept_forever
 
 pytestmark = pytest.mark.anyio
 

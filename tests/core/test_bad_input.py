@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jigs import AgentSessionRef, RunMetadata
-from jigs._lock import worktree_locked
-from jigs._paths import data_dir
 from jigs.errors import InvalidInputError, JigsError, PromptError
+from jigs.policy._lock import worktree_locked
+from jigs.policy._paths import data_dir
 from jigs.processes import live_groups, observe_launches
 from jigs.steps import create_agent_runner, run_agent
 

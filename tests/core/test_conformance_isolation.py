@@ -13,10 +13,10 @@ from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
 
 import pytest
-from jigs import _isolation
-from jigs._proctree import kill_procs, processes_under
-from jigs._registry import default_registry
 from jigs.descriptors import HarnessDescriptor
+from jigs.registry._registry import default_registry
+from jigs.sandbox import _isolation
+from jigs.sandbox._proctree import kill_procs, processes_under
 from jigs_testing import conformance as kit
 from jigs_testing.plan import demo_plan_of
 
@@ -51,7 +51,7 @@ def echo_kit(tmp_path: Path, **settings: str) -> AbstractAsyncContextManager[kit
 
 def unsandboxed_kit(tmp_path: Path) -> AbstractAsyncContextManager[kit.KitContext]:
     """The kit on echo with ``sandbox="off"``: these tests weaken or choose the isolation jigs
-    uses without the sandbox (``jigs._isolation``), which a sandboxed step never uses (it gets
+    uses without the sandbox (``jigs.sandbox._isolation``), which a sandboxed step never uses (it gets
     bwrap's namespaces, whatever ``JIGS_ISOLATION`` says)."""
     return echo_kit(tmp_path, sandbox="off")
 
@@ -77,7 +77,7 @@ async def test_the_worker_death_check_catches_a_worker_without_isolation(
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(
-        "import jigs._isolation as i\n" + REPLACE.replace("NEW", "lambda: i.PLAIN")
+        "import jigs.sandbox._isolation as i\n" + REPLACE.replace("NEW", "lambda: i.PLAIN")
     )
     monkeypatch.setenv("PYTHONPATH", str(site))
     with reaped(tmp_path):
@@ -89,7 +89,7 @@ async def test_the_worker_death_check_catches_a_worker_without_isolation(
                 await kit.CHECKS["worker_death"](ctx)
 
 
-#: Replaces the probed isolation wherever jigs bound it (importing jigs._isolation imports jigs,
+#: Replaces the probed isolation wherever jigs bound it (importing jigs.sandbox._isolation imports jigs,
 #: whose modules import ``isolation`` by name).
 REPLACE = """
 import sys
@@ -101,7 +101,7 @@ for _module in list(sys.modules.values()):
 
 WEAK_NAMESPACE = """
 import dataclasses
-import jigs._isolation as i
+import jigs.sandbox._isolation as i
 
 _probed = i.isolation
 

@@ -14,8 +14,8 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from jigs._registry import default_registry
 from jigs.plugin import ConfigFile, Planted, TurnLaunch
+from jigs.registry._registry import default_registry
 from jigs_testing.conformance import CHECKS, kit_context
 
 pytestmark = pytest.mark.anyio

@@ -5,10 +5,10 @@ import json
 import pickle
 
 import pytest
-from jigs._contract import CORE_RELEASES, check_contract, core_releases_for, fits
-from jigs._registry import Registry
 from jigs.errors import HarnessContractError, HarnessNotFoundError
 from jigs.plugin import CONTRACT_VERSION
+from jigs.registry._contract import CORE_RELEASES, check_contract, core_releases_for, fits
+from jigs.registry._registry import Registry
 from jigs_harness_echo import EchoHarness
 from test_registry import GOOD, jigs_cli, make_dist
 
@@ -202,8 +202,8 @@ def test_a_refused_kind_is_refused_again_without_reimporting(site, monkeypatch):
 
 
 def test_a_short_malformed_contract_is_shown_with_the_fix_to_write_major_minor():
-    from jigs._contract import check_contract
     from jigs.errors import HarnessContractError
+    from jigs.registry._contract import check_contract
 
     harness = type("H", (), {"kind": "mini", "contract": "1"})()
     with pytest.raises(HarnessContractError) as caught:

@@ -6,10 +6,10 @@ import re
 
 import pytest
 from jigs import harnesses
-from jigs._lock import worktree_locked
 from jigs.env import BASE_ENV, build_env, find_agents_config, validate_agents_env
 from jigs.errors import EnvPolicyError
 from jigs.models import generate_text
+from jigs.policy._lock import worktree_locked
 from jigs.steps import create_agent_runner, run_agent
 
 

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from jigs import RunMetadata, harnesses
-from jigs._paths import run_state_dir
-from jigs._steplog import read_events, step_logs
+from jigs.engine._steplog import read_events, step_logs
 from jigs.events import (
     AgentEvent,
     ModelCallStarted,
@@ -22,6 +21,7 @@ from jigs.events import (
     TurnCompleted,
     UsageUpdated,
 )
+from jigs.policy._paths import run_state_dir
 from jigs.steps import run_agent
 from pydantic import TypeAdapter
 
@@ -108,9 +108,9 @@ async def test_spans_for_the_step_its_stages_turns_and_tools(
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("test")
-    import jigs._otel
+    import jigs.engine._otel
 
-    monkeypatch.setattr(jigs._otel, "_cache", {"tracer": provider.get_tracer("jigs")})
+    monkeypatch.setattr(jigs.engine._otel, "_cache", {"tracer": provider.get_tracer("jigs")})
     with tracer.start_as_current_span("workflow-step") as outer:
         await run_agent(
             harness=harnesses.echo(),
@@ -141,11 +141,11 @@ async def test_spans_for_the_step_its_stages_turns_and_tools(
 async def test_the_turn_process_gets_the_trace_context(
     worktree: Path, run_meta: RunMetadata, monkeypatch
 ):
-    import jigs._otel
+    import jigs.engine._otel
     from opentelemetry.sdk.trace import TracerProvider
 
     provider = TracerProvider()
-    monkeypatch.setattr(jigs._otel, "_cache", {"tracer": provider.get_tracer("jigs")})
+    monkeypatch.setattr(jigs.engine._otel, "_cache", {"tracer": provider.get_tracer("jigs")})
     result = await run_agent(harness=harnesses.echo(), cwd=worktree, prompt="env", run=run_meta)
     assert "TRACEPARENT" in result.text.split()
 
@@ -203,8 +203,8 @@ async def test_stream_agent_keeps_the_session_in_the_session_store(
 
 
 async def test_stream_agent_raises_the_turn_error_from_the_iteration(worktree: Path, run_meta):
-    from jigs._lock import worktree_locked
     from jigs.errors import AgentCrashedError
+    from jigs.policy._lock import worktree_locked
     from jigs.steps import stream_agent
 
     async def drain() -> None:
@@ -222,7 +222,7 @@ async def test_stream_agent_raises_the_turn_error_from_the_iteration(worktree: P
 async def test_leaving_a_stream_early_stops_the_agent(worktree: Path, run_meta):
     import time
 
-    from jigs._lock import worktree_locked
+    from jigs.policy._lock import worktree_locked
     from jigs.processes import live_groups
     from jigs.steps import stream_agent
 

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from jigs import _files
+from jigs.policy import _files
 
 
 def test_write_atomic_replaces_the_file_whole_and_private(tmp_path: Path) -> None:

@@ -163,7 +163,7 @@ def test_agent_result_keeps_its_name_and_resolvable_type_hints() -> None:
         """
         import pickle, typing
         from jigs.steps import AgentResult
-        from jigs._types import AgentSessionRef
+        from jigs.engine._types import AgentSessionRef
         from jigs.models._types import Usage
         hints = typing.get_type_hints(AgentResult)
         assert hints["session"] == AgentSessionRef | None, hints
@@ -198,7 +198,7 @@ def test_an_unconfigured_structlog_that_still_has_listeners_gets_every_event(cas
     done = _fresh(
         f"""
         import structlog
-        from jigs import _logging
+        from jigs.engine import _logging
         seen = []
         def keep(logger, method, event_dict):
             seen.append(event_dict["event"])
@@ -225,7 +225,7 @@ def test_stdlib_logging_at_info_receives_jigs_events_through_structlog(
         import logging, sys
         {first}
         logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s|%(message)s")
-        from jigs._logging import logger
+        from jigs.engine._logging import logger
         logger.bind(run_id="r-1").info("step.opened", kind="echo")
         print("structlog" in sys.modules)
         """
@@ -242,7 +242,7 @@ def test_stdlib_logging_at_info_receives_jigs_events_through_structlog(
 def test_a_warning_reaches_stderr_with_nothing_configured() -> None:
     done = _fresh(
         """
-        from jigs._logging import logger
+        from jigs.engine._logging import logger
         logger.warning("steplog.unwritable", path="x")
         """
     )
@@ -252,7 +252,7 @@ def test_a_warning_reaches_stderr_with_nothing_configured() -> None:
 
 
 def test_structlog_capture_sees_events_with_their_bound_fields() -> None:
-    from jigs._logging import logger
+    from jigs.engine._logging import logger
     from structlog.testing import capture_logs
 
     log = logger.bind(run_id="r", kind="echo")
@@ -278,7 +278,7 @@ def test_structlog_capture_sees_events_with_their_bound_fields() -> None:
 
 def test_the_redacting_logger_class_is_still_exported() -> None:
     import structlog
-    from jigs import _logging
+    from jigs.engine import _logging
 
     assert issubclass(_logging.RedactingLogger, structlog.stdlib.BoundLogger)
 
@@ -314,7 +314,7 @@ def test_imports_inside_functions_stay_pinned() -> None:
 
 
 def test_no_module_reads_entry_points_txt_itself() -> None:
-    """Every entry-point group is read through importlib.metadata (jigs._registry.entry_points)."""
+    """Every entry-point group is read through importlib.metadata (jigs.registry._registry.entry_points)."""
     readers = [p for p in shipped_files() if "entry_points.txt" in p.read_text()]
     assert readers == []
 
@@ -344,4 +344,4 @@ def test_importing_jigs_loads_no_optional_extra_nor_the_cli(code: str) -> None:
     loaded = json.loads(done.stdout)
     assert "jigs" in loaded
     assert [m for m in loaded if m.split(".")[0] in NOT_ON_IMPORT] == []
-    assert [m for m in loaded if m == "jigs.cli" or m.startswith("jigs._cli")] == []
+    assert [m for m in loaded if m == "jigs.cli" or m.startswith("jigs.cli.")] == []

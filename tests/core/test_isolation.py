@@ -25,12 +25,12 @@ from pathlib import Path
 
 import anyio
 import pytest
-from jigs import _isolation
-from jigs._isolation import PLAIN, isolation, reset_isolation_cache
-from jigs._lock import WorktreeLock, worktree_locked
-from jigs._proctree import Proc, live, processes_under, stat
 from jigs.errors import WorktreeBusyError
+from jigs.policy._lock import WorktreeLock, worktree_locked
 from jigs.processes import _on_sigterm, launch, live_groups, sigterm_handling, stop_all
+from jigs.sandbox import _isolation
+from jigs.sandbox._isolation import PLAIN, isolation, reset_isolation_cache
+from jigs.sandbox._proctree import Proc, live, processes_under, stat
 from jigs_testing._isolation_probe import RESET_SIGINT
 
 SH = "/bin/sh"
@@ -124,7 +124,7 @@ WORKER = RESET_SIGINT + textwrap.dedent(
     """
     import os, sys, anyio
     from pathlib import Path
-    from jigs._lock import WorktreeLock
+    from jigs.policy._lock import WorktreeLock
     from jigs.processes import launch
 
     worktree, script = Path(sys.argv[1]), sys.argv[2]
@@ -376,7 +376,7 @@ def test_a_non_root_worker_keeps_its_uid_inside() -> None:
         """
         import os, sys, anyio
         from pathlib import Path
-        from jigs._isolation import isolation
+        from jigs.sandbox._isolation import isolation
         from jigs.processes import launch
 
         async def main():
@@ -519,7 +519,7 @@ async def test_a_cli_that_exits_by_itself_as_it_is_killed_keeps_its_exit_code(
 ) -> None:
     """The namespace's first process is alive when jigs looks, and gone (exit 1) when its
     SIGKILL would land: the exit code stays the CLI's, not a -SIGKILL jigs never sent."""
-    from jigs import _proctree
+    from jigs.sandbox import _proctree
 
     reset_isolation_cache()
     flag = tmp_path / "go"
@@ -550,7 +550,8 @@ def test_a_sigterm_while_a_step_is_being_killed_leaves_nothing(tmp_path: Path) -
         f"""
         import os, signal, sys
         import anyio
-        from jigs import _proctree, processes
+        from jigs import processes
+        from jigs.sandbox import _proctree
 
         real = _proctree.kill_procs
         fired = []
@@ -587,7 +588,7 @@ def test_a_sigterm_while_a_step_is_being_killed_leaves_nothing(tmp_path: Path) -
 
 
 def test_doctor_says_which_isolation_is_in_force(monkeypatch: pytest.MonkeyPatch) -> None:
-    from jigs._cli_doctor import isolation_line
+    from jigs.cli._doctor import isolation_line
 
     reset_isolation_cache()
     assert isolation_line().startswith("isolation: namespace")
@@ -700,7 +701,7 @@ def test_an_early_probe_outlived_by_its_thread_does_not_weaken_isolation() -> No
     code = textwrap.dedent(
         """
         import sys, threading, time
-        from jigs import _isolation
+        from jigs.sandbox import _isolation
         if sys.argv[1] == "early":
             def start():
                 _isolation.probe_soon()
@@ -731,7 +732,7 @@ def test_a_forked_child_probes_for_itself(tmp_path: Path, monkeypatch: pytest.Mo
     code = textwrap.dedent(
         """
         import os
-        from jigs import _isolation
+        from jigs.sandbox import _isolation
         _isolation.probe_soon()
         read, write = os.pipe()
         pid = os.fork()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from jigs import harnesses
-from jigs._mcp_probe import PHASE_TIMEOUT, probe_server
 from jigs.checks import CheckFailure, CheckOk
+from jigs.engine._mcp_probe import PHASE_TIMEOUT, probe_server
 from jigs.errors import JitCheckError
 from jigs.mcp import McpStdioServer
 from jigs.steps import create_agent_runner
@@ -88,7 +88,7 @@ async def test_a_failing_probe_fails_the_step_with_jit_check_error_before_the_lo
     with pytest.raises(JitCheckError) as info:
         await create_agent_runner(descriptor, cwd=worktree, run=run_meta)
     assert str(info.value).startswith("MCP server broken: connected, but it exposes no tool")
-    from jigs._lock import WorktreeLock
+    from jigs.policy._lock import WorktreeLock
 
     probe = WorktreeLock(worktree, "x")
     probe.acquire()

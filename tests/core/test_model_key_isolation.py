@@ -273,9 +273,9 @@ async def test_a_step_that_cannot_start_its_proxy_leaves_nothing(
     scratch: Path, worktree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An unusable upstream fails the step before any process starts; the lock is released."""
-    from jigs._lock import worktree_locked
     from jigs.errors import CredentialProxyError
     from jigs.plugin import ModelRoute
+    from jigs.policy._lock import worktree_locked
     from jigs.steps import run_agent
     from jigs_harness_pi import OpenAICompatible, PiDescriptor, PiHarness
 
@@ -364,7 +364,7 @@ async def test_a_cli_said_done_has_its_proxy_stopped_while_the_close_waits(
 
 
 def test_an_http_proxy_in_the_agents_env_is_bypassed_for_the_loopback_proxy() -> None:
-    from jigs._pipeline import _bypass_proxy_for_loopback
+    from jigs.engine._pipeline import _bypass_proxy_for_loopback
 
     plain = {"PATH": "/bin"}
     assert _bypass_proxy_for_loopback(dict(plain)) == plain

@@ -241,9 +241,9 @@ async def test_a_proxy_closed_before_it_served_refuses_connections_and_will_not_
 async def test_the_steps_first_launch_begins_its_proxy_once(tmp_path):
     from contextlib import AsyncExitStack
 
-    from jigs._logging import logger
-    from jigs._pipeline import _StepContext
-    from jigs._types import RunMetadata
+    from jigs.engine._logging import logger
+    from jigs.engine._pipeline import _StepContext
+    from jigs.engine._types import RunMetadata
 
     began: list[int] = []
     async with AsyncExitStack() as stack:
@@ -294,7 +294,7 @@ def test_a_forked_worker_serves_its_steps_proxies_on_a_loop_of_its_own(tmp_path)
         sys.path.insert(0, {str(Path(__file__).parents[1] / "fixtures")!r})
         from h11_upstream import running_upstream
         from jigs.proxy import _endpoint
-        from jigs._logging import logger
+        from jigs.engine._logging import logger
         from jigs.plugin import ModelRoute
 
         os.environ["{KEY_ENV}"] = "{KEY}"

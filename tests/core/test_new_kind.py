@@ -7,7 +7,7 @@ import sys
 import tomllib
 
 import pytest
-from jigs._new_kind import new_kind, render
+from jigs.cli._new_kind import new_kind, render
 from jigs.errors import InvalidInputError
 from jigs.plugin import CONTRACT_VERSION
 

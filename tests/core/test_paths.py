@@ -11,8 +11,8 @@ from unittest import mock
 
 import platformdirs
 import pytest
-from jigs import _paths
 from jigs.errors import InvalidInputError
+from jigs.policy import _paths
 from jigs_testing._environ import patched_environ
 
 
@@ -33,7 +33,7 @@ def test_on_linux_it_follows_xdg_data_home_then_the_home(xdg: bool, tmp_path: Pa
     if xdg:
         env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
         expected = tmp_path / "xdg" / "jigs"
-    code = "from jigs._paths import data_dir; print(data_dir())"
+    code = "from jigs.policy._paths import data_dir; print(data_dir())"
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )

@@ -12,12 +12,9 @@ import time
 from typing import Literal
 
 import anyio
-import jigs._registry
+import jigs.registry._registry
 import pytest
 from jigs import AgentSessionRef, harnesses
-from jigs._lock import worktree_locked
-from jigs._proctree import processes_under
-from jigs._registry import Registry
 from jigs.descriptors import HarnessDescriptor
 from jigs.errors import (
     AgentSessionError,
@@ -26,7 +23,10 @@ from jigs.errors import (
 )
 from jigs.models import ToolCallPart, generate_text, stream_text
 from jigs.plugin import Harness
+from jigs.policy._lock import worktree_locked
 from jigs.processes import live_groups
+from jigs.registry._registry import Registry
+from jigs.sandbox._proctree import processes_under
 from jigs.steps import agent_session, create_agent_runner, run_agent
 from structlog.testing import capture_logs
 
@@ -193,7 +193,7 @@ async def test_a_kind_without_a_model_is_refused_before_anything_is_acquired(
 ):
     registry = Registry()
     registry.register(NoModelHarness())
-    monkeypatch.setattr(jigs._registry, "_default", [registry])
+    monkeypatch.setattr(jigs.registry._registry, "_default", [registry])
     with capture_logs() as logs, pytest.raises(ModelNotAvailableError) as info:
         await create_agent_runner({"kind": "nomodel"}, cwd=worktree, run=run_meta)
     assert isinstance(info.value, NotImplementedError)
@@ -294,9 +294,9 @@ async def test_a_closed_runner_refuses_to_start_the_agent_again(worktree, run_me
 async def test_cleanup_that_hangs_is_bounded_and_the_lock_still_released(
     worktree, run_meta, monkeypatch
 ):
-    import jigs._pipeline
+    import jigs.engine._pipeline
 
-    monkeypatch.setattr(jigs._pipeline, "CLOSE_TIMEOUT", 0.5)
+    monkeypatch.setattr(jigs.engine._pipeline, "CLOSE_TIMEOUT", 0.5)
     runner = await create_agent_runner(harnesses.echo(), cwd=worktree, run=run_meta)
 
     async def hang() -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from jigs import _private_dirs, harnesses
+from jigs import harnesses
+from jigs.sandbox import _private_dirs
 from jigs.steps import run_agent
 
 WORKER = textwrap.dedent(

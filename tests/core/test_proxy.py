@@ -874,7 +874,7 @@ def test_httpx_is_not_loaded_until_a_step_needs_it():
     import sys
 
     code = (
-        "import sys, jigs, jigs.steps, jigs.harnesses, jigs._pipeline, jigs.proxy._credential\n"
+        "import sys, jigs, jigs.steps, jigs.harnesses, jigs.engine._pipeline, jigs.proxy._credential\n"
         "print('httpx' in sys.modules)\n"
     )
     out = subprocess.run(
@@ -917,7 +917,7 @@ def test_no_proxy_variable_means_no_proxy_and_no_urllib_request(monkeypatch):
 def test_host_bytes_is_the_idna_codec(labels: list[str]) -> None:
     """``host_bytes`` answers as ``str.encode("idna")`` does, for ASCII and non-ASCII hosts:
     the same bytes, or a ``UnicodeError`` both ways."""
-    from jigs._hosts import host_bytes
+    from jigs.policy._hosts import host_bytes
 
     host = ".".join(labels)
     try:

@@ -16,9 +16,9 @@ import pytest
 from h11_upstream import Exchange, running_upstream
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jigs._redact import StreamRedactor, redact_bytes
 from jigs.errors import CredentialProxyError
 from jigs.plugin import ModelRoute
+from jigs.policy._redact import StreamRedactor, redact_bytes
 from jigs.proxy._accounting import ModelLedger
 from jigs.proxy._credential import CredentialProxy, parse_model_calls
 from jigs.proxy._endpoint import DEFAULT_MODEL_CALLS, model_calls_of

@@ -204,7 +204,7 @@ def test_a_test_kind_resolves_but_is_listed_only_when_asked(tmp_path: Path):
     shown = {**os.environ, "JIGS_SHOW_TEST_KINDS": "1"}
     code = (
         "import json\n"
-        "from jigs._registry import Registry\n"
+        "from jigs.registry._registry import Registry\n"
         "r = Registry()\n"
         "print(json.dumps([r.kinds(), r.enabled_kinds(), [i.kind for i in r.all_info()],"
         " r.get('echo').kind]))\n"
@@ -236,7 +236,7 @@ def test_every_group_is_read_afresh_through_importlib_metadata(
     """One reader for every jigs group: the first distribution of a name on ``sys.path`` wins
     (a shadowed copy further down is not listed), and a distribution installed after a first
     look is found by the next one (nothing is cached across looks)."""
-    from jigs._registry import distribution_of, entry_points
+    from jigs.registry._registry import distribution_of, entry_points
 
     first, second = tmp_path / "a", tmp_path / "b"
     monkeypatch.setattr(sys, "path", [str(first), str(second), *sys.path])

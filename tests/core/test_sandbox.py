@@ -190,7 +190,7 @@ async def test_two_concurrent_sandboxed_steps_cannot_see_each_others_private_dir
     from pathlib import Path
     from urllib.parse import quote
 
-    from jigs._types import RunMetadata
+    from jigs.engine._types import RunMetadata
     from jigs.steps import create_agent_runner
 
     trees = []

@@ -207,12 +207,12 @@ ECHO_STEP = textwrap.dedent(
     import json, socket, sys, threading, anyio
     from pathlib import Path
     from urllib.parse import quote
-    import jigs._mcp_probe
+    import jigs.engine._mcp_probe
     from jigs import RunMetadata, harnesses
     from jigs.steps import run_agent
 
     # the relay, not MCP, is under test: the server behind it only says hello
-    jigs._mcp_probe.mcp_probe_checks = lambda *args, **kwargs: []
+    jigs.engine._mcp_probe.mcp_probe_checks = lambda *args, **kwargs: []
     server = socket.create_server(("127.0.0.1", 0))
     port, accepted = server.getsockname()[1], []
 
@@ -328,7 +328,7 @@ CONTAINED = textwrap.dedent(
     """
     import json, sys, anyio
     from pathlib import Path
-    from jigs._registry import default_registry
+    from jigs.registry._registry import default_registry
     from jigs.env import build_env
     from jigs.errors import CliNotFoundError
     from jigs_testing.conformance import check_harness

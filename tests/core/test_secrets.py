@@ -12,8 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jigs import harnesses
-from jigs._logging import logger
-from jigs._secrets import (
+from jigs.engine._logging import logger
+from jigs.env import build_env, validate_agents_env
+from jigs.errors import JigsError
+from jigs.mcp import McpHttpServer, McpStdioServer
+from jigs.policy._secrets import (
     KnownSecrets,
     check_url,
     looks_like_secret,
@@ -21,9 +24,6 @@ from jigs._secrets import (
     remember,
     secret_scope,
 )
-from jigs.env import build_env, validate_agents_env
-from jigs.errors import JigsError
-from jigs.mcp import McpHttpServer, McpStdioServer
 from jigs.processes import launch
 from jigs_harness_pi import OpenAICompatible, OpenRouter
 from pydantic import ValidationError

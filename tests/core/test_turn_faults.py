@@ -12,8 +12,6 @@ import time
 
 import pytest
 from jigs import harnesses
-from jigs._lock import worktree_locked
-from jigs._proctree import processes_under
 from jigs.errors import (
     AgentCrashedError,
     AgentLimitError,
@@ -24,7 +22,9 @@ from jigs.errors import (
 from jigs.events import ModelCallStarted, SessionStarted
 from jigs.executables import Resolved
 from jigs.models import TextDeltaPart, generate_text, stream_text
+from jigs.policy._lock import worktree_locked
 from jigs.processes import MAX_LINE_BYTES, live_groups
+from jigs.sandbox._proctree import processes_under
 from jigs.steps import create_agent_runner, run_agent
 
 pytestmark = pytest.mark.anyio

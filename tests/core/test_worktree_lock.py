@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from jigs import RunMetadata, harnesses
-from jigs._lock import WorktreeLock, lock_path_for, worktree_locked
 from jigs.errors import WorktreeBusyError, WorktreeLockError
 from jigs.models import generate_text
+from jigs.policy._lock import WorktreeLock, lock_path_for, worktree_locked
 from jigs.steps import create_agent_runner
 
 
@@ -90,7 +90,7 @@ CONTENDER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from jigs._lock import WorktreeLock
+    from jigs.policy._lock import WorktreeLock
     from jigs.errors import WorktreeBusyError
     try:
         WorktreeLock(Path(sys.argv[1]), "other-process").acquire()
@@ -242,8 +242,9 @@ async def test_tree_fallback_refuses_a_worktree_a_dead_workers_command_still_wor
     descriptor: the next step is refused while any of them works in the worktree."""
     import subprocess
 
-    from jigs import RunMetadata, _isolation, harnesses
+    from jigs import RunMetadata, harnesses
     from jigs.errors import WorktreeBusyError
+    from jigs.sandbox import _isolation
     from jigs.steps import run_agent
 
     worktree = tmp_path / "wt"

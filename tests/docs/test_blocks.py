@@ -85,7 +85,7 @@ async def _drive_explain(d: Driven) -> None:
     """The product snippet, with the real claude CLI against the local model server: the
     descriptor the snippet builds gets the server as its endpoint (the kind's own demo plan)."""
     import jigs.harnesses
-    from jigs._registry import default_registry
+    from jigs.registry._registry import default_registry
     from jigs_testing import ModelServer, reply, text
     from jigs_testing.plan import demo_plan_of
 
@@ -148,7 +148,7 @@ async def _drive_mini(d: Driven) -> None:
 async def _setup_mini(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Build the guide's package from its file= blocks and make it importable, here and in
     the agent (PYTHONPATH through agents.env, standing in for pip install)."""
-    import jigs._registry
+    import jigs.registry._registry
 
     package = root / "jigs-harness-mini"
     written = assemble(GUIDE, package)
@@ -164,8 +164,8 @@ async def _setup_mini(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib
 
     plugin = importlib.import_module(entry["mini"])
-    registry = jigs._registry.Registry()
-    monkeypatch.setattr(jigs._registry, "_default", [registry])
+    registry = jigs.registry._registry.Registry()
+    monkeypatch.setattr(jigs.registry._registry, "_default", [registry])
     plugin.jigs_register_harnesses(registry.register)
     assert registry.get("mini").kind == "mini"
 

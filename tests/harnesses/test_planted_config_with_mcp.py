@@ -18,7 +18,7 @@ async def test_planted_config_changes_nothing_with_step_mcp_servers(
     require_cli(kind)
 
     def with_step_server(server):
-        from jigs._registry import default_registry
+        from jigs.registry._registry import default_registry
         from jigs_testing.plan import demo_plan_of
 
         base = demo_plan_of(default_registry().get(kind), server).descriptor

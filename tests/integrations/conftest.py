@@ -129,7 +129,7 @@ def alive(pid: int) -> bool:
 
 def outer_agent(inner: int, worktree: Path) -> int:
     """The agent reports its pid from inside its step's PID namespace: find it from here."""
-    from jigs._proctree import outer_pid
+    from jigs.sandbox._proctree import outer_pid
 
     found = outer_pid(inner, worktree)
     assert found is not None, f"no process of the step works in {worktree}"
@@ -203,7 +203,7 @@ class RealCli:
     it carried, so a retried turn can be compared with an uncrashed one."""
 
     def __init__(self, kind: str, server: object, tmp_path: Path) -> None:
-        from jigs._registry import default_registry
+        from jigs.registry._registry import default_registry
 
         plan = default_registry().get(kind).demo_plan(server)
         self.server = server

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from jigs import RunMetadata, checkpoints
-from jigs._registry import default_registry
+from jigs.registry._registry import default_registry
 from jigs.steps import run_agent
 from jigs_testing import ModelServer
 from jigs_testing._environ import patched_environ

@@ -221,7 +221,7 @@ def test_sqlite_worker_killed_mid_turn_recovers_from_step_one(tmp_path: Path) ->
 def test_sqlite_cancel_during_turn_stops_agent_and_frees_lock(
     engine: Engine, tmp_path: Path
 ) -> None:
-    from jigs._lock import WorktreeLock
+    from jigs.policy._lock import WorktreeLock
 
     worktree = make_worktree(tmp_path / "wt")
     pidfile = worktree / ".agent.pid"  # the sandboxed agent writes only in its worktree
@@ -258,7 +258,7 @@ def test_sqlite_bad_descriptor_fails_at_once(engine: Engine, tmp_path: Path) -> 
 
 def test_sqlite_busy_worktree_is_retried(engine: Engine, tmp_path: Path) -> None:
     """A retryable error (another holder of the worktree) is retried until the holder goes."""
-    from jigs._lock import WorktreeLock
+    from jigs.policy._lock import WorktreeLock
 
     worktree = make_worktree(tmp_path / "wt")
     lock = WorktreeLock(worktree, "holder")

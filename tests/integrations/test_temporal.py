@@ -260,7 +260,7 @@ async def test_worker_killed_mid_turn_activity_retried_on_another_worker(
 async def test_cancel_during_turn_stops_agent_and_frees_lock(
     engine: Engine, tmp_path: Path
 ) -> None:
-    from jigs._lock import WorktreeLock
+    from jigs.policy._lock import WorktreeLock
     from temporalio.client import WorkflowFailureError
 
     worktree = make_worktree(tmp_path / "wt")
@@ -308,7 +308,7 @@ async def test_non_retryable_error_fails_the_workflow_at_once(
 
 
 async def test_busy_worktree_is_retried(engine: Engine, tmp_path: Path) -> None:
-    from jigs._lock import WorktreeLock
+    from jigs.policy._lock import WorktreeLock
 
     worktree = make_worktree(tmp_path / "wt")
     lock = WorktreeLock(worktree, "holder")

@@ -276,7 +276,7 @@ def test_the_codex_wheel_runs_a_real_step_in_a_fresh_venv(dist, tmp_path):
     resolved = run(
         python,
         "-c",
-        "from jigs._registry import default_registry; from jigs.env import build_env; "
+        "from jigs.registry._registry import default_registry; from jigs.env import build_env; "
         "print(default_registry().get('codex').resolve_executable(build_env([])).path)",
         env=env,
     )

@@ -10,8 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 from jigs import RunMetadata
-from jigs._lock import worktree_locked
 from jigs.errors import AgentCrashedError
+from jigs.policy._lock import worktree_locked
 from jigs.steps import run_agent
 from jigs_harness_echo import EchoDescriptor
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from jigs import RunMetadata
-from jigs._lock import WorktreeLock
+from jigs.policy._lock import WorktreeLock
 from jigs.steps import run_agent
 from jigs.stores import PostgresStore
 

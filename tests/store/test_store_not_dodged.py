@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 from jigs import AgentSessionRef, RunMetadata
-from jigs._paths import _safe
-from jigs._registry import default_registry
 from jigs.errors import AgentSessionError, SessionSaveError
+from jigs.policy._paths import _safe
 from jigs.processes import observe_launches
+from jigs.registry._registry import default_registry
 from jigs.steps import create_agent_runner, run_agent
 from jigs_testing import ModelServer
 from jigs_testing._environ import patched_environ

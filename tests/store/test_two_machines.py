@@ -21,10 +21,10 @@ from typing import Any
 import psycopg
 import pytest
 from jigs import AgentSessionRef, RunMetadata
-from jigs._registry import default_registry
 from jigs.errors import AgentSessionError
 from jigs.plugin import Harness
 from jigs.processes import observe_launches
+from jigs.registry._registry import default_registry
 from jigs.steps import agent_session, run_agent
 from jigs_testing import ModelServer
 from jigs_testing._environ import patched_environ

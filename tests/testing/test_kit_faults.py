@@ -30,9 +30,9 @@ async def test_bad_output_fails_a_crash_read_as_bad_output(tmp_path, monkeypatch
 
 
 async def test_bad_output_fails_an_error_that_shows_a_secret(tmp_path, monkeypatch):
-    import jigs._secrets
+    import jigs.policy._secrets
 
-    monkeypatch.setattr(jigs._secrets, "redact_known", lambda text, extra=(): text)
+    monkeypatch.setattr(jigs.policy._secrets, "redact_known", lambda text, extra=(): text)
     with pytest.raises(
         AssertionError,
         match=r"round 'garbage': the AgentOutputError's message holds the value of "
@@ -58,7 +58,7 @@ async def test_bad_output_fails_a_kind_that_ignores_resolve_executable(tmp_path,
 async def test_turn_deadline_fails_a_turn_not_stopped_at_turn_timeout(tmp_path, monkeypatch):
     import time
 
-    from jigs._lock import worktree_locked
+    from jigs.policy._lock import worktree_locked
     from jigs.processes import live_groups
     from jigs_harness_echo._harness import EchoDescriptor
 

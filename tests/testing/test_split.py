@@ -40,7 +40,7 @@ def test_the_core_and_every_kind_run_without_jigs_testing(tmp_path):
     code = HIDE + (
         "import anyio, jigs.plugin, jigs.steps\n"
         "from jigs import RunMetadata, harnesses\n"
-        "from jigs._registry import default_registry\n"
+        "from jigs.registry._registry import default_registry\n"
         "import jigs_harness_claude._harness, jigs_harness_codex._harness, jigs_harness_pi._harness\n"
         "for kind in ('claude', 'codex', 'pi', 'echo'):\n"
         "    default_registry().get(kind)\n"
@@ -64,8 +64,8 @@ def test_the_core_and_every_kind_run_without_jigs_testing(tmp_path):
 
 
 def test_the_installed_kinds_support_the_demo_protocol():
-    from jigs._registry import default_registry
     from jigs.plugin import Harness
+    from jigs.registry._registry import default_registry
     from jigs_testing import SupportsDemo
 
     assert not hasattr(Harness, "demo_plan")

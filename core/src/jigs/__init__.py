@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from jigs import harnesses
-from jigs._types import AgentSessionRef, RunMetadata
-from jigs._version import __version__
+from jigs.engine._types import AgentSessionRef, RunMetadata
 from jigs.errors import JigsError
+from jigs.registry._version import __version__
 
 __all__ = ["AgentSessionRef", "JigsError", "RunMetadata", "__version__", "harnesses"]

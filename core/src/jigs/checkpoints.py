@@ -12,7 +12,7 @@ Off by default: the integrations take one only when asked (``checkpoint=`` on
 :class:`~jigs.errors.CheckpointError` (not retryable: the worktree is not a usable git
 repository, or git failed).
 
-Every git command goes through :mod:`jigs._git`: the repository is the agent's, so no hook,
+Every git command goes through :mod:`jigs.policy._git`: the repository is the agent's, so no hook,
 fsmonitor, filter driver or other command its config names runs, and git gets none of the
 worker's environment (no model key, no secret).
 """
@@ -31,9 +31,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from jigs._git import GitRunner, commit_message
-from jigs._logging import logger
+from jigs.engine._logging import logger
 from jigs.errors import CheckpointError, InvalidInputError
+from jigs.policy._git import GitRunner, commit_message
 
 __all__ = ["drop", "restore", "save", "step_checkpoint", "worktree_parameter"]
 

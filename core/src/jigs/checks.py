@@ -4,7 +4,7 @@ A :class:`Check` has an id, a label and an async ``run`` that returns :class:`Ch
 :class:`CheckFailure` (a reason and a repair). :func:`run_checks` runs checks concurrently, each
 under its own timeout; a check that raises or does not answer in time is reported as a failure of
 that check, never as an exception out of the engine. Every known secret value
-(:mod:`jigs._secrets`) is redacted from an outcome's detail, reason and repair.
+(:mod:`jigs.policy._secrets`) is redacted from an outcome's detail, reason and repair.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from jigs import _secrets
+from jigs.policy import _secrets
 
 __all__ = [
     "CHECK_TIMEOUT",

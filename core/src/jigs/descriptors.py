@@ -12,10 +12,10 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from jigs._record import OmitDefaults
-from jigs._secrets import check_env_name, check_url
 from jigs.errors import DescriptorError, JigsError
 from jigs.mcp import McpServer, normalise_servers
+from jigs.policy._record import OmitDefaults
+from jigs.policy._secrets import check_env_name, check_url
 from jigs.sandbox._egress import parse_allow
 
 __all__ = [
@@ -80,7 +80,7 @@ class NetworkAllow(OmitDefaults):
 
 
 class HarnessDescriptor(OmitDefaults):
-    """Base of every kind's descriptor: a pydantic model (a :class:`~jigs._record.Record`:
+    """Base of every kind's descriptor: a pydantic model (a :class:`~jigs.policy._record.Record`:
     frozen, keyword-only, validated when built, ``model_dump``/``model_validate``/
     ``model_json_schema`` as in any pydantic model). Subclasses set ``kind`` as a ``Literal``
     field with its default, add their keys (constraints as ``Annotated[T, Field(...)]``) and

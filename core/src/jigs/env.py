@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from jigs._secrets import SecretRuleError, check_env_name, remember_env
 from jigs.errors import EnvPolicyError
+from jigs.policy._secrets import SecretRuleError, check_env_name, remember_env
 
 __all__ = [
     "BASE_ENV",
@@ -190,7 +190,8 @@ def build_env(names: Iterable[str], *, source: Mapping[str, str] | None = None) 
     Every secret value it hands over (the values of ``names`` — the model key, MCP credentials,
     ``agents.env`` — except existing paths, secret-named or secret-shaped values, and proxy
     passwords) is remembered in the current known-secrets registry
-    (:func:`jigs._secrets.current_secrets`), so redaction replaces it wherever it shows up."""
+    (:func:`jigs.policy._secrets.current_secrets`), so redaction replaces it wherever it shows
+    up."""
     host = os.environ if source is None else source
     declared = list(names)
     wanted: Sequence[str] = (*BASE_ENV, *declared)

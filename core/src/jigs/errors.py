@@ -325,7 +325,9 @@ class AgentTurnError(JigsError, RuntimeError):
         got one or the descriptor is unknown): resume it to continue the stopped turn."""
         if self.session_id is None or self.descriptor is None:
             return None
-        from jigs._types import AgentSessionRef  # here: jigs._types imports this module
+        from jigs.engine._types import (
+            AgentSessionRef,  # here: jigs.engine._types imports this module
+        )
 
         return AgentSessionRef(
             harness=self.kind,

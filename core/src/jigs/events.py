@@ -1,9 +1,9 @@
 """One typed event stream for every harness kind.
 
 A kind's decoder turns each message its CLI prints into these events; the core's turn engine
-(:mod:`jigs._engine`) reads them to apply deadlines and limits, to build results and errors, and
-hands them to ``on_event`` callbacks. They are frozen pydantic models
-(:class:`~jigs._record.Record`) in a union discriminated on ``type`` (:data:`AgentEvent`, a
+(:mod:`jigs.engine._engine`) reads them to apply deadlines and limits, to build results and errors,
+and hands them to ``on_event`` callbacks. They are frozen pydantic models
+(:class:`~jigs.policy._record.Record`) in a union discriminated on ``type`` (:data:`AgentEvent`, a
 valid field type of any pydantic model): ``event.model_dump(mode="json")`` gives JSON-ready data and
 :func:`event_from_data` rebuilds the event.
 
@@ -25,9 +25,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from jigs._record import Record, record_error_message
-from jigs._usage import Usage
+from jigs.engine._usage import Usage
 from jigs.errors import InvalidInputError
+from jigs.policy._record import Record, record_error_message
 
 __all__ = [
     "AgentEvent",

@@ -19,10 +19,10 @@ from shutil import which
 
 import anyio
 
-from jigs._paths import data_dir
-from jigs._redact import redact_known, secret_values
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.errors import CliCommandError, CliNotFoundError
+from jigs.policy._paths import data_dir
+from jigs.policy._redact import redact_known, secret_values
 
 __all__ = [
     "Candidate",

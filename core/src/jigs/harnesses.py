@@ -12,8 +12,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from jigs._registry import default_registry
 from jigs.errors import DescriptorError
+from jigs.registry._registry import default_registry
 
 if TYPE_CHECKING:
     from jigs.descriptors import HarnessDescriptor

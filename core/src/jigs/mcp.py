@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from jigs._record import OmitDefaults, Record
-from jigs._secrets import check_env_name, check_url, looks_like_secret, shown
+from jigs.policy._record import OmitDefaults, Record
+from jigs.policy._secrets import check_env_name, check_url, looks_like_secret, shown
 
 __all__ = [
     "ENV_NAME_PATTERN",

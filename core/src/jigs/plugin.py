@@ -13,10 +13,10 @@ whose value is a module with pluggy hook implementations::
     def jigs_register_harnesses(register):
         register(MyKindHarness())
 
-**The core owns the turn** (:mod:`jigs._engine`): launching and reading lines, JSON decoding, the
-line cap, ``turn_timeout`` / ``idle_timeout`` deadlines, ``max_turns`` / ``max_budget_usd``
-limits, crash / garbage / oversize mapping, structured-output extraction and the single re-ask,
-the error types, the model object and ``run_agent``. A kind supplies small pieces:
+**The core owns the turn** (:mod:`jigs.engine._engine`): launching and reading lines, JSON
+decoding, the line cap, ``turn_timeout`` / ``idle_timeout`` deadlines, ``max_turns`` /
+``max_budget_usd`` limits, crash / garbage / oversize mapping, structured-output extraction and the
+single re-ask, the error types, the model object and ``run_agent``. A kind supplies small pieces:
 
 - :meth:`Harness.resolve_executable` -- which CLI runs (also what ``jigs doctor`` shows);
 - :meth:`Harness.prepare` -- files for its private dir, once per step (the returned state is
@@ -64,10 +64,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 import pluggy
 
 from jigs import processes
-from jigs._files import remove_tree
-from jigs._private_dirs import make_owned_dir, sweep_now_and_then
 from jigs.errors import AgentSessionError, RunnerClosedError
+from jigs.policy._files import remove_tree
 from jigs.sandbox import SandboxView
+from jigs.sandbox._private_dirs import make_owned_dir, sweep_now_and_then
 
 __all__ = [
     "CONTRACT_VERSION",
@@ -94,9 +94,9 @@ if TYPE_CHECKING:
     import anyio.abc
     from structlog.stdlib import BoundLogger
 
-    from jigs._types import AgentSessionRef, RunMetadata
     from jigs.checks import Check
     from jigs.descriptors import HarnessDescriptor
+    from jigs.engine._types import AgentSessionRef, RunMetadata
     from jigs.events import AgentEvent
     from jigs.executables import Resolved
     from jigs.models._types import GenerateResult
@@ -238,7 +238,7 @@ class HarnessContext:
         """A fresh 0700 directory only this step uses, removed when the step closes; the
         step's processes may read and write it (no other step's can see it). It holds a marker
         naming this worker (``.jigs-owner``): if the worker is killed before the step closes,
-        a later step or ``jigs runs prune`` removes it (:mod:`jigs._private_dirs`)."""
+        a later step or ``jigs runs prune`` removes it (:mod:`jigs.sandbox._private_dirs`)."""
 
         sweep_now_and_then()
         path = make_owned_dir(prefix or f"jigs-{self.kind}-")

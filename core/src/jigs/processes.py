@@ -4,10 +4,10 @@ A launched process gets exactly the environment it is given (nothing inherited),
 closed unless asked for a pipe, and writes stderr to an anonymous file whose tail is kept for
 error messages (no reader task is needed, so a process can outlive the task that started it).
 
-**Isolation** (see :mod:`jigs._isolation`; :func:`jigs._isolation.isolation` says which is in
-force): where the kernel allows it, the CLI runs in a process namespace of its own (PID + mount,
-plus a user namespace for a non-root worker, with a fresh ``/proc``): the agent sees only its
-own step's processes, stopping the step kills everything in the namespace (``setsid``,
+**Isolation** (see :mod:`jigs.sandbox._isolation`; :func:`jigs.sandbox._isolation.isolation` says
+which is in force): where the kernel allows it, the CLI runs in a process namespace of its own (PID
++ mount, plus a user namespace for a non-root worker, with a fresh ``/proc``): the agent sees only
+its own step's processes, stopping the step kills everything in the namespace (``setsid``,
 ``nohup`` and double-forked descendants included), and a worker that dies, SIGKILL included,
 takes the namespace with it (parent-death signal). Elsewhere every descendant is tracked and
 killed at stop time. File descriptors given in ``pass_fds`` (the worktree lock's) are inherited
@@ -49,17 +49,16 @@ import anyio.abc
 import sniffio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from jigs import _proctree
-from jigs._files import anonymous_file
-from jigs._isolation import Isolation, isolation
-from jigs._logging import logger
-from jigs._redact import redact_known, secret_values
-from jigs._tracker import Watch
+from jigs.engine._logging import logger
 from jigs.errors import AgentOutputError
-from jigs.sandbox import _view
+from jigs.policy._files import anonymous_file
+from jigs.policy._redact import redact_known, secret_values
+from jigs.sandbox import _proctree, _view
+from jigs.sandbox._isolation import Isolation, isolation
 from jigs.sandbox._listeners import Listeners
 from jigs.sandbox._probe import sandbox_isolation
 from jigs.sandbox._runtime import runtime_paths
+from jigs.sandbox._tracker import Watch
 
 if TYPE_CHECKING:
     from jigs.sandbox._view import SandboxView
@@ -249,7 +248,7 @@ def _start(pid: int) -> str | None:
 
 
 class ManagedProcess:
-    """A harness CLI, isolated as :mod:`jigs._isolation` describes. Use as an async context
+    """A harness CLI, isolated as :mod:`jigs.sandbox._isolation` describes. Use as an async context
     manager, or call :meth:`stop` yourself; both are idempotent.
 
     ``pid`` and ``pgid`` are those of the process jigs started (in namespace mode the
@@ -314,7 +313,7 @@ class ManagedProcess:
     def stderr_tail(self, limit: int = _STDERR_TAIL) -> str:
         """The last ``limit`` characters the process wrote to stderr, with every secret value
         redacted (it goes into error messages): the secret values of its environment, whatever
-        their names, and every value the step registered (:mod:`jigs._secrets`). More is read
+        their names, and every value the step registered (:mod:`jigs.policy._secrets`). More is read
         than is kept, so a secret cut at the start of the tail is redacted too."""
         try:
             size = os.fstat(self._stderr.fileno()).st_size
@@ -751,9 +750,9 @@ async def launch(
     """Start ``argv`` in ``cwd`` with exactly ``env``, isolated (see the module docstring).
 
     ``pass_fds``: descriptors the step's processes inherit (e.g.
-    :attr:`jigs._lock.WorktreeLock.fds`, so the worktree stays locked until the step's last
+    :attr:`jigs.policy._lock.WorktreeLock.fds`, so the worktree stays locked until the step's last
     process is gone, worker death included). ``isolation_override`` replaces the probed
-    :func:`~jigs._isolation.isolation` (benchmarks and tests). ``sandbox``: run it in a
+    :func:`~jigs.sandbox._isolation.isolation` (benchmarks and tests). ``sandbox``: run it in a
     bubblewrap sandbox showing only what the :class:`~jigs.sandbox.SandboxView` lists (its own
     namespaces, the parent-death link; :func:`jigs.sandbox.sandbox_isolation` must have found
     the host able); before the command starts, each of ``sandbox.listen``'s ports is opened

@@ -22,13 +22,12 @@ from typing import TYPE_CHECKING, Any, Generic, Required, TypedDict, TypeVar, Un
 import anyio
 from pydantic import BaseModel, Field
 
-from jigs._engine import TurnEngine, TurnRecord, TurnRequest, emit_event
-from jigs._isolation import isolation, probe_soon
-from jigs._logging import logger
-from jigs._model import EngineModel, result_of
-from jigs._pipeline import Step, validate_prompt
-from jigs._structured import reask_prompt
-from jigs._types import AgentSessionRef, _Data
+from jigs.engine._engine import TurnEngine, TurnRecord, TurnRequest, emit_event
+from jigs.engine._logging import logger
+from jigs.engine._model import EngineModel, result_of
+from jigs.engine._pipeline import Step, validate_prompt
+from jigs.engine._structured import reask_prompt
+from jigs.engine._types import AgentSessionRef, _Data
 from jigs.errors import (
     AgentSessionError,
     AgentTurnError,
@@ -42,16 +41,17 @@ from jigs.events import AgentEvent
 from jigs.harnesses import load
 from jigs.models._functions import parse_output
 from jigs.models._types import Usage
+from jigs.sandbox._isolation import isolation, probe_soon
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from jigs._engine import EventCallback
-    from jigs._registry import Registry
-    from jigs._types import RunMetadata
     from jigs.descriptors import HarnessDescriptor
+    from jigs.engine._engine import EventCallback
+    from jigs.engine._types import RunMetadata
     from jigs.models._protocol import LanguageModel
     from jigs.models._types import GenerateResult
+    from jigs.registry._registry import Registry
     from jigs.stores import SessionStore
 
 # the two errors are re-exported beside create_agent_runner: the guide jigs implements imports

@@ -30,12 +30,12 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from jigs._lock import worktree_locked
-from jigs._proctree import processes_under
-from jigs._secrets import REDACTED
 from jigs.errors import AgentCrashedError, AgentOutputError
 from jigs.executables import Resolved
+from jigs.policy._lock import worktree_locked
+from jigs.policy._secrets import REDACTED
 from jigs.processes import MAX_LINE_BYTES, group_alive, live_groups
+from jigs.sandbox._proctree import processes_under
 
 from jigs_testing._environ import patched_environ
 

@@ -29,8 +29,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jigs._files import make_dir
-from jigs._paths import data_dir
+from jigs.policy._files import make_dir
+from jigs.policy._paths import data_dir
 from jigs.sandbox import sandbox_problem
 
 if TYPE_CHECKING:

@@ -56,7 +56,7 @@ WORKER_SCRIPT = (
 import json, sys
 import anyio
 from jigs import harnesses
-from jigs._types import RunMetadata
+from jigs.engine._types import RunMetadata
 from jigs.steps import run_agent
 
 args = json.loads(sys.argv[1])

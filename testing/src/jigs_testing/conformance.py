@@ -112,15 +112,10 @@ from urllib.parse import urlsplit
 
 import anyio
 from jigs import harnesses
-from jigs._isolation import isolation
-from jigs._lock import worktree_locked
-from jigs._logging import logger
-from jigs._paths import data_dir, run_state_dir
-from jigs._proctree import kill_procs, live, namespace_members, pid_namespace, processes_under
-from jigs._registry import default_registry
-from jigs._steplog import read_events, step_logs
-from jigs._types import AgentSessionRef, RunMetadata
 from jigs.descriptors import HarnessDescriptor
+from jigs.engine._logging import logger
+from jigs.engine._steplog import read_events, step_logs
+from jigs.engine._types import AgentSessionRef, RunMetadata
 from jigs.env import BASE_ENV, LOCALE_ENV
 from jigs.errors import (
     AgentLimitError,
@@ -141,9 +136,20 @@ from jigs.events import (
 from jigs.executables import Resolved, installed_dir
 from jigs.models import generate_text
 from jigs.plugin import ConfigFile, Planted
+from jigs.policy._lock import worktree_locked
+from jigs.policy._paths import data_dir, run_state_dir
 from jigs.processes import group_alive, live_groups, observe_launches, value_digest
 from jigs.proxy import _endpoint
 from jigs.proxy._endpoint import model_calls_of
+from jigs.registry._registry import default_registry
+from jigs.sandbox._isolation import isolation
+from jigs.sandbox._proctree import (
+    kill_procs,
+    live,
+    namespace_members,
+    pid_namespace,
+    processes_under,
+)
 from jigs.steps import agent_session, create_agent_runner, run_agent
 from structlog.testing import capture_logs
 

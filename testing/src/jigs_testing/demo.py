@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from jigs._paths import data_dir
-from jigs._registry import default_registry
-from jigs._types import RunMetadata
 from jigs.checks import run_checks
+from jigs.engine._types import RunMetadata
 from jigs.env import build_env
 from jigs.errors import JigsError
+from jigs.policy._paths import data_dir
+from jigs.registry._registry import default_registry
 from jigs.steps import run_agent
 from structlog.testing import capture_logs
 

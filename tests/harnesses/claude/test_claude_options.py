@@ -13,8 +13,8 @@ import pytest
 import structlog
 from claude_helpers import AGENTS_ENV, KEY_ENV, descriptor_for
 from jigs import RunMetadata, harnesses
-from jigs._pipeline import agent_env_for
 from jigs.checks import run_checks
+from jigs.engine._pipeline import agent_env_for
 from jigs.models import generate_text
 from jigs.plugin import HarnessContext, HarnessTarget, ModelEndpoint, TurnSpec
 from jigs.steps import create_agent_runner, run_agent

@@ -286,7 +286,7 @@ async def test_commands_in_their_own_session_die_with_a_killed_app_server(
 ):
     import anyio
     from codex_helpers import alive, app_server_pid, kill_quietly
-    from jigs._proctree import outer_pid
+    from jigs.sandbox._proctree import outer_pid
 
     fake_codex("stubborn")
     pidfile = worktree / "child.pid"
@@ -353,8 +353,8 @@ async def test_a_home_written_to_while_the_app_server_dies_is_still_removed(
     test_codex_home), and the close still ends with the home gone, the rollout stored, and the
     writer dead."""
     from codex_helpers import alive, kill_quietly
-    from jigs._paths import run_state_dir
-    from jigs._proctree import outer_pid
+    from jigs.policy._paths import run_state_dir
+    from jigs.sandbox._proctree import outer_pid
 
     fake_codex("scribbler")
     writer = None

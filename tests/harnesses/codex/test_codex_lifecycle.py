@@ -8,10 +8,10 @@ import anyio
 import pytest
 from codex_helpers import alive, app_server_pid, group_members, kill_quietly
 from jigs import AgentSessionRef
-from jigs._proctree import outer_pid
 from jigs.errors import JitCheckError
 from jigs.models import generate_text
 from jigs.processes import live_groups
+from jigs.sandbox._proctree import outer_pid
 from jigs.steps import AgentSessionError, create_agent_runner
 from jigs_testing import text, tool_call
 

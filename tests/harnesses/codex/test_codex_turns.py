@@ -6,8 +6,8 @@ import json
 
 import pytest
 from codex_helpers import KEY_ENV, KEY_VALUE
-from jigs._paths import run_state_dir
 from jigs.models import ToolCallPart, ToolResultPart, generate_object, generate_text, stream_text
+from jigs.policy._paths import run_state_dir
 from jigs.steps import create_agent_runner, run_agent
 from jigs_testing import reply, text, tool_call
 from pydantic import BaseModel

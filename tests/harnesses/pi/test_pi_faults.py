@@ -16,7 +16,6 @@ from typing import Any
 import anyio
 import pytest
 from jigs import RunMetadata
-from jigs._lock import worktree_locked
 from jigs.errors import (
     AgentSessionError,
     AgentTurnError,
@@ -24,6 +23,7 @@ from jigs.errors import (
     StructuredOutputError,
 )
 from jigs.events import SessionStarted, UsageUpdated
+from jigs.policy._lock import worktree_locked
 from jigs.processes import live_groups, observe_launches
 from jigs.steps import run_agent
 from pydantic import BaseModel

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 from jigs import RunMetadata
-from jigs._proctree import processes_under
+from jigs.sandbox._proctree import processes_under
 from jigs.steps import run_agent
 from jigs_testing import ModelServer, text, tool_call
 from mcp_configs import records, step_server, stray_server, stray_toml

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from jigs import RunMetadata
-from jigs._lock import lock_path_for
 from jigs.errors import ModelNotAvailableError
+from jigs.policy._lock import lock_path_for
 from jigs.processes import live_groups, observe_launches
 from jigs.steps import create_agent_runner
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from jigs import RunMetadata
-from jigs._paths import data_dir
 from jigs.errors import AgentSessionError, AgentTurnError
+from jigs.policy._paths import data_dir
 from jigs.steps import run_agent
 from jigs_testing import ModelServer, error, reply, text, tool_call
 from pydantic import BaseModel

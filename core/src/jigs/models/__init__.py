@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jigs._usage import Usage
+from jigs.engine._usage import Usage
 from jigs.models._functions import (
     ObjectResult,
     TextStream,

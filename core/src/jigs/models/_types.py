@@ -4,9 +4,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
-from jigs._record import Record
-from jigs._usage import Usage
+from jigs.engine._usage import Usage
 from jigs.errors import InvalidInputError
+from jigs.policy._record import Record
 
 if TYPE_CHECKING:
     from jigs.errors import JigsError

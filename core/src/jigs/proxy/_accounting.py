@@ -17,8 +17,8 @@ from typing import Literal, TypeAlias
 
 import anyio
 
-from jigs._logging import logger
-from jigs._usage import Usage
+from jigs.engine._logging import logger
+from jigs.engine._usage import Usage
 from jigs.proxy._usage import UsageTap
 
 __all__ = ["Accounts", "LedgerCount", "ModelLedger", "Outcome", "ProxiedRequest", "Tally"]

@@ -17,7 +17,7 @@ Guarantees:
   error status (401, 403 or 400) and a ``jigs.proxy.refused`` log event, which names neither
   the token tried nor the query; nothing of it reaches the upstream;
 - the real key and the step token never come back to the client: every response header and
-  body the proxy relays has them masked by value (:class:`~jigs._redact.StreamRedactor`, a
+  body the proxy relays has them masked by value (:class:`~jigs.policy._redact.StreamRedactor`, a
   secret that straddles two chunks of a streamed body included), upstream bodies are asked for
   uncompressed (``accept-encoding: identity``) so they can be checked, and an encoded one is
   refused with 502;
@@ -57,7 +57,7 @@ from typing import Self
 import anyio
 import anyio.abc
 
-from jigs._logging import logger
+from jigs.engine._logging import logger
 from jigs.errors import CredentialProxyError
 from jigs.proxy._accounting import Accounts, Outcome, ProxiedRequest
 from jigs.proxy._routes import AuthScheme, Routes, parse_model_calls

@@ -24,7 +24,7 @@ everything else with 403 (``jigs.proxy.refused``, reason ``not_a_model_call``). 
 call ends in the step's :class:`ModelLedger`, the CLI's own calls and any the agent makes through
 the proxy itself (with the token it can read in its config) alike, so the ledger, not the CLI's
 report, is the one source of a proxied step's model calls and tokens: the engine
-(:mod:`jigs._engine`) replaces the turn's token counts with the ledger's and counts
+(:mod:`jigs.engine._engine`) replaces the turn's token counts with the ledger's and counts
 ``max_turns`` from it too, so nothing is counted twice and nothing the agent did is missed. Only
 the CLI knows prices, so a turn's cost is the CLI's reported cost scaled to the ledger's tokens
 (the calls it did not see are priced at its own average rate, never below its own figure). Once
@@ -44,9 +44,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from jigs._secrets import remember
 from jigs.errors import DescriptorError
 from jigs.plugin import ModelEndpoint, ModelRoute
+from jigs.policy._secrets import remember
 from jigs.proxy._accounting import ModelLedger, ProxiedRequest
 from jigs.proxy._credential import CredentialProxy, loopback_socket
 

@@ -1,7 +1,7 @@
 """The credential proxy's relay: one admitted request sent upstream through the httpcore pool
 (its body streamed as it arrives) and the response streamed back as the upstream sends it, the
-secrets masked on the way (:class:`~jigs._redact.StreamRedactor`), the usage read on the side,
-and the request's :class:`~jigs.proxy._accounting.Tally` recorded whatever happens.
+secrets masked on the way (:class:`~jigs.policy._redact.StreamRedactor`), the usage read on the
+side, and the request's :class:`~jigs.proxy._accounting.Tally` recorded whatever happens.
 
 Upstream failures never raise: the client gets 502 (unreachable, or a compressed body the proxy
 cannot check) or 504 (timed out) before a response started, or a cut connection after.
@@ -16,8 +16,8 @@ import anyio
 import h11
 import httpcore
 
-from jigs._logging import logger
-from jigs._redact import StreamRedactor, redact_bytes
+from jigs.engine._logging import logger
+from jigs.policy._redact import StreamRedactor, redact_bytes
 from jigs.proxy._accounting import Accounts, ProxiedRequest, Tally
 from jigs.proxy._http1 import ClientGone, Http1Server
 from jigs.proxy._routes import Pass, Routes, error_body, header

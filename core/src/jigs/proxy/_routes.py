@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias
 from urllib.parse import urlsplit
 
-from jigs._hosts import INVALID_HOST, host_bytes, valid_host
-from jigs._redact import redact_bytes
 from jigs.errors import CredentialProxyError
+from jigs.policy._hosts import INVALID_HOST, host_bytes, valid_host
+from jigs.policy._redact import redact_bytes
 
 if TYPE_CHECKING:
     import h11

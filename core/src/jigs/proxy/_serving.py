@@ -17,7 +17,7 @@ import anyio.abc
 import h11
 import httpcore
 
-from jigs._logging import logger
+from jigs.engine._logging import logger
 from jigs.proxy._accounting import Accounts
 from jigs.proxy._http1 import ClientGone, Http1Server, serve_requests
 from jigs.proxy._relay import Relay

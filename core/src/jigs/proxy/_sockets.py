@@ -14,7 +14,7 @@ import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
 
-from jigs._accept import accept_forever
+from jigs.proxy._accept import accept_forever
 from jigs.sandbox._netns import listening_socket
 
 __all__ = ["Sockets", "loopback_socket"]

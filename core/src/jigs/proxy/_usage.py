@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from jigs._usage import Usage
+from jigs.engine._usage import Usage
 
 __all__ = ["UsageTap", "usage_from_wire"]
 

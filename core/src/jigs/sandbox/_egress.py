@@ -62,9 +62,9 @@ import anyio
 import anyio.abc
 import h11
 
-from jigs._accept import accept_forever
-from jigs._hosts import host_bytes
-from jigs._logging import logger
+from jigs.engine._logging import logger
+from jigs.policy._hosts import host_bytes
+from jigs.proxy._accept import accept_forever
 from jigs.proxy._http1 import ClientGone, Http1Server, phrase, serve_requests
 from jigs.sandbox._relay import as_listener, splice
 

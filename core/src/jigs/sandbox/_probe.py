@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from shutil import which
 
-from jigs._isolation import Isolation
+from jigs.sandbox._isolation import Isolation
 from jigs.sandbox._view import SandboxView, bwrap_args
 
 __all__ = ["BWRAP_VAR", "FIX", "bwrap_executable", "sandbox_isolation", "sandbox_problem"]
@@ -94,7 +94,7 @@ def sandbox_problem() -> str | None:
 
 
 def sandbox_isolation() -> Isolation:
-    """The sandbox's :class:`~jigs._isolation.Isolation` (``prefix``: bwrap, then the
+    """The sandbox's :class:`~jigs.sandbox._isolation.Isolation` (``prefix``: bwrap, then the
     namespace's first process). Raises ``OSError`` when :func:`sandbox_problem` says no."""
     found = _cached()
     if isinstance(found, str):

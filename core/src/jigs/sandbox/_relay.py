@@ -36,8 +36,8 @@ from typing import Any, TypeAlias
 import anyio
 import anyio.abc
 
-from jigs._accept import accept_forever
-from jigs._logging import logger
+from jigs.engine._logging import logger
+from jigs.proxy._accept import accept_forever
 
 __all__ = ["CHUNK", "MAX_CONNECTIONS", "Connect", "as_listener", "relay", "splice", "tcp_connector"]
 

@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jigs._registry import entry_points
 from jigs.errors import SessionStoreError
+from jigs.registry._registry import entry_points
 from jigs.stores._local import LocalStore
 from jigs.stores._object import ObjectStore
 from jigs.stores._postgres import DEFAULT_TABLE, PostgresStore

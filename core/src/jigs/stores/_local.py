@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from jigs._files import write_atomic
-from jigs._paths import data_dir
 from jigs.errors import SessionStoreError
+from jigs.policy._files import write_atomic
+from jigs.policy._paths import data_dir
 from jigs.stores._protocol import ArtifactInfo, check_key, sha256_hex
 
 __all__ = ["LocalStore"]

@@ -21,7 +21,7 @@ from jigs.errors import SessionStoreError
 
 __all__ = ["ArtifactInfo", "SessionStore", "check_key", "sha256_hex"]
 
-#: One path segment of a key: what :func:`jigs._paths._safe` produces, plus ``=`` and ``+``.
+#: One path segment of a key: what :func:`jigs.policy._paths._safe` produces, plus ``=`` and ``+``.
 _SEGMENT = re.compile(r"^[A-Za-z0-9._=+-]{1,200}$")
 #: The longest key jigs writes or reads.
 MAX_KEY = 1024

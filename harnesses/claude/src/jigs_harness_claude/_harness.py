@@ -1,6 +1,6 @@
 """The claude harness kind: Claude Code (``claude -p``, stream-json), one process per turn.
 
-The core runs the turn (:mod:`jigs._engine`); this kind supplies the executable
+The core runs the turn (:mod:`jigs.engine._engine`); this kind supplies the executable
 (:mod:`._executable`), the checks (:mod:`._checks`), the private files of a step
 (:meth:`ClaudeHarness.prepare`), one turn's argv and env (:mod:`._launch`) and the decoder
 (:mod:`._events`).

@@ -38,8 +38,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jigs._files import make_dir, remove_tree
 from jigs.mcp import McpHttpServer, McpStdioServer
+from jigs.policy._files import make_dir, remove_tree
 
 from jigs_harness_codex._descriptor import DEFAULT_OPENAI_BASE_URL, CodexDescriptor
 from jigs_harness_codex._seed import claim_spare, copy_seed

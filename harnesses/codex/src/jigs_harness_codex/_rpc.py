@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
-from jigs._engine import decode_line
+from jigs.engine._engine import decode_line
 from jigs.errors import AgentCrashedError, AgentOutputError, AgentTimeoutError, AgentTurnError
 from jigs.processes import ManagedProcess
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from jigs._logging import timed
+from jigs.engine._logging import timed
 from jigs.errors import AgentOutputError, AgentTurnError, CliNotFoundError, DescriptorError
 from jigs.executables import Resolved
 from jigs.plugin import HarnessContext, HarnessTarget, SessionTransport, TurnDecoder, TurnSpec

@@ -17,9 +17,9 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
-from jigs._record import OmitDefaults
-from jigs._secrets import check_env_name, check_url, shown
 from jigs.descriptors import HarnessDescriptor
+from jigs.policy._record import OmitDefaults
+from jigs.policy._secrets import check_env_name, check_url, shown
 from pydantic import Field
 
 __all__ = [
@@ -77,7 +77,7 @@ class ModelPrice(OmitDefaults):
 class _Source(OmitDefaults):
     """Built directly (``OpenAICompatible(...)``) or inside a descriptor, a refused value is
     never echoed: failures are :class:`~jigs.errors.DescriptorError` (see
-    :class:`~jigs._record.Record`). The data's ``type`` key picks the class."""
+    :class:`~jigs.policy._record.Record`). The data's ``type`` key picks the class."""
 
     #: The model id sent to the API.
     model: Annotated[str, Field(min_length=1, max_length=200)]

@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import anyio
-from jigs._files import write_atomic
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.descriptors import HarnessDescriptor
 from jigs.errors import (
@@ -60,6 +59,7 @@ from jigs.plugin import (
     artifacts_under,
     private_file,
 )
+from jigs.policy._files import write_atomic
 
 from jigs_harness_pi._compile_cache import compile_cache
 from jigs_harness_pi._config_files import CONFIG_FILES

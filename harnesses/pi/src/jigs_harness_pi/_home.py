@@ -21,8 +21,8 @@ import os
 import shlex
 from typing import Any
 
-from jigs._files import make_dir, remove_tree
 from jigs.executables import which
+from jigs.policy._files import make_dir, remove_tree
 
 from jigs_harness_pi._descriptor import (
     AnthropicCompatible,

@@ -29,7 +29,7 @@ _PREFERRED = ("claude", "codex", "pi", "echo")
 
 
 def _pick_kind(kinds: Sequence[str] | None) -> str | None:
-    from jigs._registry import default_registry
+    from jigs.registry._registry import default_registry
 
     installed = default_registry().kinds()
     for kind in kinds or _PREFERRED:
@@ -143,7 +143,7 @@ def main(kinds: Sequence[str] | None = None) -> int:
 def _prepare(root: Path, kind: str, server: Any) -> _Demo | None:
     """The worktree, the factory's ``jigs.toml``, the model's replies and the workers' command
     lines; None when the kind has no demo plan."""
-    from jigs._registry import default_registry
+    from jigs.registry._registry import default_registry
     from jigs_testing import text
     from jigs_testing.plan import demo_plan_of
 
@@ -163,7 +163,7 @@ def _prepare(root: Path, kind: str, server: Any) -> _Demo | None:
         second = plan.recall(server)
     env = {**os.environ, **plan.host_env, "JIGS_DATA_DIR": str(root / "data")}
     if "JIGS_CLI_DIR" not in os.environ:
-        from jigs._paths import data_dir
+        from jigs.policy._paths import data_dir
 
         env["JIGS_CLI_DIR"] = str(data_dir() / "clis")
     db = f"sqlite:///{root / 'dbos.sqlite'}"

@@ -10,7 +10,7 @@ import pickle
 from typing import Any
 
 from dbos import Serializer
-from jigs._record import Record
+from jigs.policy._record import Record
 from pydantic import BaseModel
 
 __all__ = ["JigsSerializer"]

@@ -12,7 +12,7 @@ import anyio
 import anyio.abc
 from anyio.abc import SocketAttribute
 from anyio.from_thread import start_blocking_portal
-from jigs._accept import accept_forever
+from jigs.proxy._accept import accept_forever
 
 from .app import Application
 from .connection import serve_connection

@@ -44,14 +44,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from jigs._files import write_atomic
-from jigs._paths import _safe, data_dir
 from jigs.errors import AgentSessionError, SessionSaveError, SessionStoreError
+from jigs.policy._files import write_atomic
+from jigs.policy._paths import _safe, data_dir
 from jigs.stores import check_key
 from jigs.stores._protocol import sha256_hex
 
 if TYPE_CHECKING:
-    from jigs._types import AgentSessionRef, RunMetadata
+    from jigs.engine._types import AgentSessionRef, RunMetadata
     from jigs.plugin import Harness, HarnessContext
     from jigs.stores import SessionStore
 

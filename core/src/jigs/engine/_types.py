@@ -1,6 +1,6 @@
 """Plain data that crosses the workflow/step boundary: run metadata and session references.
 
-Both are frozen pydantic models (:class:`~jigs._record.Record`) that round-trip through JSON
+Both are frozen pydantic models (:class:`~jigs.policy._record.Record`) that round-trip through JSON
 (``model_dump()`` / ``model_validate()``, ``model_dump_json()`` / ``model_validate_json()``),
 pickle, and Temporal's pydantic data converter. Building one from bad data raises
 :class:`~jigs.errors.InvalidInputError` naming the field, never echoing the value.
@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from jigs._record import Record
 from jigs.errors import InvalidInputError
+from jigs.policy._record import Record
 
 if TYPE_CHECKING:
     from jigs.errors import JigsError

@@ -15,11 +15,11 @@ import time
 
 import anyio
 
-from jigs._cli_output import progress
-from jigs._registry import default_registry
+from jigs.cli._output import progress
 from jigs.env import build_env
 from jigs.errors import JigsError
 from jigs.plugin import Harness
+from jigs.registry._registry import default_registry
 
 __all__ = ["install"]
 

@@ -22,23 +22,23 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from jigs import _secrets
-from jigs._cli_output import table, wrap
-from jigs._isolation import isolation
-from jigs._pipeline import agent_env_for, jit_stage_checks
-from jigs._registry import default_registry
 from jigs.checks import run_checks
+from jigs.cli._output import table, wrap
+from jigs.engine._pipeline import agent_env_for, jit_stage_checks
 from jigs.env import agents_config_for_worktree, build_env, find_agents_config
 from jigs.errors import DescriptorError, JigsError
 from jigs.harnesses import load
 from jigs.plugin import HarnessTarget
+from jigs.policy import _secrets
+from jigs.registry._registry import default_registry
 from jigs.sandbox import sandbox_problem
+from jigs.sandbox._isolation import isolation
 from jigs.sandbox._probe import FIX
 
 if TYPE_CHECKING:
-    from jigs._registry import Registry
     from jigs.checks import Check
     from jigs.env import AgentsConfig
+    from jigs.registry._registry import Registry
 
 __all__ = ["DoctorRow", "collect", "doctor"]
 

@@ -28,17 +28,22 @@ from typing import Any
 import anyio
 
 from jigs import harnesses
-from jigs._cli_doctor import doctor
-from jigs._cli_install import install
-from jigs._cli_output import is_tty, progress, table
-from jigs._cli_runs import add_parser as add_runs_parser
-from jigs._new_kind import new_kind, next_steps
-from jigs._paths import run_state_dir
-from jigs._registry import default_registry, distribution_of, entry_points, hidden_test_kinds
-from jigs._session_sync import stored_fields
-from jigs._types import AgentSessionRef, RunMetadata
+from jigs.cli._doctor import doctor
+from jigs.cli._install import install
+from jigs.cli._new_kind import new_kind, next_steps
+from jigs.cli._output import is_tty, progress, table
+from jigs.cli._runs import add_parser as add_runs_parser
+from jigs.engine._types import AgentSessionRef, RunMetadata
 from jigs.errors import InvalidInputError, JigsError, MissingDistributionError
+from jigs.policy._paths import run_state_dir
+from jigs.registry._registry import (
+    default_registry,
+    distribution_of,
+    entry_points,
+    hidden_test_kinds,
+)
 from jigs.steps import run_agent
+from jigs.stores._session_sync import stored_fields
 
 __all__ = ["build_parser", "main", "versions"]
 
@@ -478,7 +483,3 @@ def _interrupted_ids(args: argparse.Namespace) -> str:
         return ""
     session = getattr(args, "session_id", None)
     return f" (session: {session or '- (the CLI had not started one)'}; run: {run_id})"
-
-
-if __name__ == "__main__":
-    sys.exit(main())

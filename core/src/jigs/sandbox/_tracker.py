@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 
-from jigs._proctree import Proc, live, scan, stat
+from jigs.sandbox._proctree import Proc, live, scan, stat
 
 __all__ = ["INTERVAL", "Watch"]
 

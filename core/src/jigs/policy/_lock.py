@@ -40,8 +40,8 @@ import os
 import secrets
 from pathlib import Path
 
-from jigs._paths import data_dir
 from jigs.errors import WorktreeBusyError, WorktreeLockError
+from jigs.policy._paths import data_dir
 
 __all__ = ["WorktreeLock", "lock_path_for", "worktree_locked"]
 

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from jigs._hosts import INVALID_HOST, valid_host
+from jigs.policy._hosts import INVALID_HOST, valid_host
 
 __all__ = [
     "REDACTED",

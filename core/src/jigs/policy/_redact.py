@@ -1,11 +1,11 @@
 """Keeping secret values out of error messages and relayed bodies (the rules live in
-:mod:`jigs._secrets`)."""
+:mod:`jigs.policy._secrets`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from jigs._secrets import (
+from jigs.policy._secrets import (
     REDACTED,
     SECRET_NAME,
     current_secrets,
@@ -29,7 +29,7 @@ _MIN_LENGTH = 4
 
 def secret_values(env: Mapping[str, str], extra: Iterable[str] = ()) -> list[str]:
     """The secret values of ``env``, whatever the names: values whose name or shape is secret,
-    values the step registered as secrets (:mod:`jigs._secrets`), proxy passwords, plus
+    values the step registered as secrets (:mod:`jigs.policy._secrets`), proxy passwords, plus
     ``extra``. Longest first."""
     known = current_secrets()
     values: list[str] = []

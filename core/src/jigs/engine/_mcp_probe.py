@@ -17,9 +17,9 @@ from typing import Any
 
 import anyio
 
-from jigs._redact import redact, secret_values
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
 from jigs.mcp import McpHttpServer, McpStdioServer
+from jigs.policy._redact import redact, secret_values
 
 __all__ = ["PHASE_TIMEOUT", "mcp_probe_checks", "probe_server", "resolve_server_env"]
 

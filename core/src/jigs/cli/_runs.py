@@ -15,12 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jigs._cli_output import table
-from jigs._paths import data_dir
-from jigs._private_dirs import sweep
-from jigs._runs import find_run, list_runs, parse_age, prune_runs
-from jigs._steplog import read_events, step_logs
+from jigs.cli._output import table
+from jigs.engine._steplog import read_events, step_logs
+from jigs.policy._paths import data_dir
+from jigs.sandbox._private_dirs import sweep
 from jigs.stores._config import configured_store, store_from_url
+from jigs.stores._runs import find_run, list_runs, parse_age, prune_runs
 
 __all__ = ["add_parser"]
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from jigs._redact import redact
+from jigs.policy._redact import redact
 
 __all__ = ["StepLog", "read_events", "step_logs"]
 

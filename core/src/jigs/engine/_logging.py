@@ -5,9 +5,9 @@ jigs never configures logging: the application does. Like any library, jigs is s
 structlog or stdlib logging sees every event. Events have dotted names and keyword fields and
 never carry a secret value: environments are logged by name only, and every event passes through
 :class:`RedactingLogger`, which replaces each value the step registered as secret
-(:mod:`jigs._secrets`) in the event name and its fields before the application's processors see
-them. :func:`redact_processor` does the same as a structlog processor, for applications that want
-it in their own chain (it also covers rendered tracebacks).
+(:mod:`jigs.policy._secrets`) in the event name and its fields before the application's processors
+see them. :func:`redact_processor` does the same as a structlog processor, for applications that
+want it in their own chain (it also covers rendered tracebacks).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any
 import structlog
 import structlog.stdlib
 
-from jigs import _otel, _secrets
+from jigs.engine import _otel
+from jigs.policy import _secrets
 
 __all__ = ["RedactingLogger", "logger", "redact_processor", "timed"]
 
@@ -67,7 +68,7 @@ def timed(
     """Log ``event`` with ``seconds`` when the block ends; ``fields`` (mutable) are added.
 
     On an exception the event is logged as ``<event>.failed`` with the error type. With
-    ``span`` (an OpenTelemetry span, see :mod:`jigs._otel`) the block is also a child span.
+    ``span`` (an OpenTelemetry span, see :mod:`jigs.engine._otel`) the block is also a child span.
     """
     target = log if log is not None else logger
     extra: dict[str, Any] = dict(fields)

@@ -15,7 +15,7 @@
 8. open the turn engine (the kind's transport, or its private files).
 
 When the step closes, after everything is released, the session's artifacts go to the session
-store (:mod:`jigs._session_sync`), and their key and digest into the ref.
+store (:mod:`jigs.stores._session_sync`), and their key and digest into the ref.
 
 Each stage logs a structlog event with the run id, the kind and its duration. Whatever was
 acquired is released, in reverse order, by :meth:`Step.aclose` (idempotent, shielded, bounded),
@@ -37,26 +37,12 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.to_thread
 
-from jigs import _mcp_probe, _otel
-from jigs._engine import TurnEngine
-from jigs._isolation import isolation, probe_soon
-from jigs._lock import WorktreeLock
-from jigs._logging import logger, timed
-from jigs._paths import data_dir, run_state_dir
-from jigs._proctree import processes_under
-from jigs._registry import KIND_NAME, Registry, default_registry
-from jigs._secrets import remember
-from jigs._session_sync import (
-    Snapshot,
-    describe_store,
-    record_run,
-    restore_session,
-    save_snapshot,
-    snapshot,
-)
-from jigs._types import AgentSessionRef, RunMetadata
 from jigs.checks import Check, CheckOutcome, run_checks
 from jigs.descriptors import HarnessDescriptor
+from jigs.engine import _mcp_probe, _otel
+from jigs.engine._engine import TurnEngine
+from jigs.engine._logging import logger, timed
+from jigs.engine._types import AgentSessionRef, RunMetadata
 from jigs.env import (
     RESERVED_AGENT_ENV,
     agents_config_for_worktree,
@@ -80,13 +66,27 @@ from jigs.errors import (
 from jigs.harnesses import load
 from jigs.mcp import McpStdioServer, looks_like_secret
 from jigs.plugin import Harness, HarnessContext, HarnessTarget
+from jigs.policy._lock import WorktreeLock
+from jigs.policy._paths import data_dir, run_state_dir
+from jigs.policy._secrets import remember
 from jigs.proxy import _endpoint
+from jigs.registry._registry import KIND_NAME, Registry, default_registry
 from jigs.sandbox import SandboxView
 from jigs.sandbox._egress import EgressProxy
+from jigs.sandbox._isolation import isolation, probe_soon
 from jigs.sandbox._probe import FIX, sandbox_problem
+from jigs.sandbox._proctree import processes_under
 from jigs.sandbox._relays import EGRESS_PORT, StepServers, loopback_ports
 from jigs.sandbox._runtime import stdio_server_paths
 from jigs.stores import resolve_store
+from jigs.stores._session_sync import (
+    Snapshot,
+    describe_store,
+    record_run,
+    restore_session,
+    save_snapshot,
+    snapshot,
+)
 
 if TYPE_CHECKING:
     import socket

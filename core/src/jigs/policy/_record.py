@@ -5,9 +5,9 @@ A record is a pydantic v2 model (frozen, keyword-only, unknown keys refused) who
 validates. ``Record(**data)``, :meth:`~pydantic.BaseModel.model_validate`,
 :meth:`~pydantic.BaseModel.model_validate_json` and :meth:`Record.from_data` check every field's
 type and constraints (``Annotated[T, Field(...)]``), then run ``__post_init__``, where a record
-checks what a type cannot say and raises ``ValueError`` (or :class:`~jigs._secrets.SecretRuleError`)
-with a message that names the key and never the value. ``model_dump``, ``model_dump_json`` and
-``model_json_schema`` are pydantic's own.
+checks what a type cannot say and raises ``ValueError`` (or
+:class:`~jigs.policy._secrets.SecretRuleError`) with a message that names the key and never the
+value. ``model_dump``, ``model_dump_json`` and ``model_json_schema`` are pydantic's own.
 
 Failure modes: a bad record raises the class's :meth:`Record._invalid` error
 (:class:`~jigs.errors.DescriptorError` unless the class says otherwise) with one line per problem,
@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer, model_validator
 
-from jigs._secrets import looks_like_secret
 from jigs.errors import DescriptorError, JigsError
+from jigs.policy._secrets import looks_like_secret
 
 if TYPE_CHECKING:
     from pydantic import SerializerFunctionWrapHandler

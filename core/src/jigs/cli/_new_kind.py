@@ -20,14 +20,14 @@ import sys
 from importlib.util import find_spec
 from pathlib import Path
 
-from jigs._contract import core_releases_for
 from jigs.errors import InvalidInputError
 from jigs.plugin import CONTRACT_VERSION
+from jigs.registry._contract import core_releases_for
 
 __all__ = ["KIND_NAME", "new_kind", "next_steps", "render"]
 
-#: A kind name (the entry point's name): what ``jigs._registry.KIND_NAME`` accepts, ending in a
-#: letter or digit.
+#: A kind name (the entry point's name): what ``jigs.registry._registry.KIND_NAME`` accepts, ending
+#: in a letter or digit.
 KIND_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,38}[a-z0-9]$|^[a-z]$")
 
 _PYPROJECT = """\

@@ -3,7 +3,7 @@
 A run is ``<data>/runs/<safe run id>/`` (one dir per kind: the kind's state, ``stored/``
 records of the sessions sent to the store) plus every store key under ``<safe run id>/``.
 A run is *locked* while an agent of that run holds a worktree lock (the lock's holder record
-names the run; :func:`jigs._lock.worktree_locked` proves the lock is live): prune never
+names the run; :func:`jigs.policy._lock.worktree_locked` proves the lock is live): prune never
 touches it.
 """
 
@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jigs._lock import worktree_locked
-from jigs._paths import data_dir
-from jigs._session_sync import RUN_FILE, STORED_DIR
+from jigs.policy._lock import worktree_locked
+from jigs.policy._paths import data_dir
+from jigs.stores._session_sync import RUN_FILE, STORED_DIR
 
 if TYPE_CHECKING:
     from jigs.stores import SessionStore

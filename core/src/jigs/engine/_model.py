@@ -1,6 +1,6 @@
 """``runner.model`` for every kind with a model: the turn engine behind the model protocol.
 
-Each ``generate`` / ``stream`` call is one turn (:class:`jigs._engine.TurnEngine`): the first
+Each ``generate`` / ``stream`` call is one turn (:class:`jigs.engine._engine.TurnEngine`): the first
 continues ``resume`` (or starts a session), every later call continues the latest session. Events
 become stream parts (text deltas, tool calls and results) and the call ends with a
 :class:`~jigs.models.FinishPart` whose result carries ``provider_metadata[kind]["session_id"]``.
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from jigs._engine import EventCallback, TurnEngine, TurnRecord, TurnRequest
+from jigs.engine._engine import EventCallback, TurnEngine, TurnRecord, TurnRequest
 from jigs.events import TextDelta, ToolCallFinished, ToolCallStarted
 from jigs.models._protocol import StreamingModel
 from jigs.models._types import (

@@ -9,8 +9,8 @@ other kind keeps working. The same kind from two distributions is refused. ``JIG
 the listings (:meth:`Registry.kinds`, so ``jigs harnesses``, ``jigs doctor``, ``jigs demo``)
 leave it out unless ``JIGS_SHOW_TEST_KINDS=1`` (the test suite sets it). A kind built for
 another plugin contract than this core's (:data:`jigs.plugin.CONTRACT_VERSION`; see
-:mod:`jigs._contract`) is refused with :class:`~jigs.errors.HarnessContractError`, whether it
-comes from an entry point or :meth:`Registry.register`.
+:mod:`jigs.registry._contract`) is refused with :class:`~jigs.errors.HarnessContractError`, whether
+it comes from an entry point or :meth:`Registry.register`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any
 
 import pluggy
 
-from jigs._contract import check_contract
 from jigs.errors import HarnessContractError, HarnessNotFoundError, HarnessPluginError
 from jigs.plugin import Harness, HarnessSpecs
+from jigs.registry._contract import check_contract
 
 __all__ = [
     "GROUP",

@@ -1,11 +1,11 @@
 """:class:`Usage`: token counts and cost, shared by the event stream and the model protocol.
 
-A frozen pydantic model (:class:`~jigs._record.Record`), the one usage type: the turn engine, the
-credential proxy's accounting and the model protocol all count with it; :mod:`jigs.models`
-re-exports it.
+A frozen pydantic model (:class:`~jigs.policy._record.Record`), the one usage type: the turn
+engine, the credential proxy's accounting and the model protocol all count with it;
+:mod:`jigs.models` re-exports it.
 """
 
-from jigs._record import Record
+from jigs.policy._record import Record
 
 __all__ = ["Usage"]
 

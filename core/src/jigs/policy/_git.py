@@ -36,7 +36,7 @@ from pathlib import Path
 
 import anyio
 
-from jigs._logging import logger
+from jigs.engine._logging import logger
 from jigs.errors import CheckpointError
 
 __all__ = ["GitRunner", "hardened_env", "hardening_options"]

@@ -39,10 +39,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from jigs import _otel, _secrets, _structured
-from jigs._redact import secret_values
-from jigs._steplog import StepLog
-from jigs._usage import Usage
+from jigs.engine import _otel, _structured
+from jigs.engine._steplog import StepLog
+from jigs.engine._usage import Usage
 from jigs.errors import (
     AgentCrashedError,
     AgentLimitError,
@@ -77,6 +76,8 @@ from jigs.plugin import (
     TurnSpec,
     TurnStream,
 )
+from jigs.policy import _secrets
+from jigs.policy._redact import secret_values
 from jigs.processes import ManagedProcess
 from jigs.proxy._endpoint import ledger_for
 

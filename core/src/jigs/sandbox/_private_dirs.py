@@ -20,8 +20,8 @@ import threading
 import time
 from pathlib import Path
 
-from jigs._files import make_dir, remove_tree
-from jigs._proctree import stat
+from jigs.policy._files import make_dir, remove_tree
+from jigs.sandbox._proctree import stat
 
 __all__ = ["MARKER", "make_owned_dir", "stale_dirs", "sweep", "sweep_now_and_then"]
 
@@ -41,8 +41,8 @@ def _pid_namespace() -> str | None:
 
 
 def make_owned_dir(prefix: str) -> Path:
-    """A fresh 0700 dir in the temp dir (:func:`jigs._files.make_dir`) holding the marker that
-    names this process as its owner."""
+    """A fresh 0700 dir in the temp dir (:func:`jigs.policy._files.make_dir`) holding the marker
+    that names this process as its owner."""
     path = make_dir(prefix)
     found = stat(os.getpid())
     namespace = _pid_namespace()

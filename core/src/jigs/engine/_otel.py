@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from jigs._version import __version__
+from jigs.registry._version import __version__
 
 __all__ = ["end", "start", "traceparent"]
 

@@ -1,0 +1,7 @@
+"""``python -m jigs.cli``: the ``jigs`` command."""
+
+import sys
+
+from jigs.cli import main
+
+sys.exit(main())
