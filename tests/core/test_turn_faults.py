@@ -185,6 +185,22 @@ async def test_a_cli_that_prints_nothing_ends_at_idle_timeout(fake_echo, worktre
     _released(worktree)
 
 
+async def test_a_silent_cli_names_turn_timeout_when_it_is_the_shorter_limit(
+    fake_echo, worktree, run_meta
+):
+    fake_echo("exec sleep 300\n")
+    with pytest.raises(AgentTimeoutError, match="turn_timeout") as info:
+        await run_agent(
+            harness=harnesses.echo(idle_timeout=120, turn_timeout=1),
+            cwd=worktree,
+            prompt="hi",
+            run=run_meta,
+        )
+    assert info.value.limit == "turn_timeout"
+    assert "idle_timeout" not in str(info.value)
+    _released(worktree)
+
+
 async def test_a_cli_hung_after_its_session_keeps_it_and_leaves_no_child(worktree, run_meta):
     """The echo CLI reports its session, starts a grandchild, then hangs: the timeout error
     keeps the session, and the grandchild dies with the step."""

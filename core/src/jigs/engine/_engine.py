@@ -533,13 +533,18 @@ class TurnEngine:
         return min(float(descriptor.idle_timeout), float(descriptor.turn_timeout))
 
     def _start_timeout(self, record: TurnRecord) -> AgentTimeoutError:
+        descriptor = self.target.descriptor
+        # the limit that ended the wait: turn_timeout when it is the shorter one
+        name = "idle_timeout"
+        if float(descriptor.turn_timeout) < float(descriptor.idle_timeout):
+            name = "turn_timeout"
         limit = self._start_limit()
         return AgentTimeoutError(
             f"the {self.harness.display_name} turn did not start within {limit:g}s "
-            f"(idle_timeout); jigs stopped it. Check the model endpoint, or raise the "
-            f"descriptor's idle_timeout",
+            f"({name}); jigs stopped it. Check the model endpoint, or raise the "
+            f"descriptor's {name}",
             kind=self.harness.kind,
-            limit="idle_timeout",
+            limit=name,
             seconds=limit,
             session_id=record.session_id,
             descriptor=self.describe,
