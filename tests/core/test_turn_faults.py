@@ -185,20 +185,38 @@ async def test_a_cli_that_prints_nothing_ends_at_idle_timeout(fake_echo, worktre
     _released(worktree)
 
 
-async def test_a_silent_cli_names_turn_timeout_when_it_is_the_shorter_limit(
-    fake_echo, worktree, run_meta
+async def test_a_turn_that_never_starts_names_the_limit_that_ended_the_wait(
+    worktree, run_meta, monkeypatch
 ):
-    fake_echo("exec sleep 300\n")
-    with pytest.raises(AgentTimeoutError, match="turn_timeout") as info:
-        await run_agent(
-            harness=harnesses.echo(idle_timeout=120, turn_timeout=1),
-            cwd=worktree,
-            prompt="hi",
-            run=run_meta,
-        )
-    assert info.value.limit == "turn_timeout"
-    assert "idle_timeout" not in str(info.value)
-    _released(worktree)
+    # a long-lived CLI (a transport) that never answers the turn's start: the wait ends at the
+    # shorter of the two limits, and the error names that one
+    import anyio
+    from jigs.plugin import SessionTransport
+    from jigs_harness_echo._harness import EchoHarness
+
+    class NeverStarts(SessionTransport):
+        async def start_turn(self, turn):
+            await anyio.sleep(300)
+            raise AssertionError("unreachable")
+
+    async def never_starts(self, target, ctx):
+        return NeverStarts()
+
+    monkeypatch.setattr(EchoHarness, "open_transport", never_starts)
+    for idle, turn, named in ((1, 120, "idle_timeout"), (120, 1, "turn_timeout")):
+        started = time.monotonic()
+        with pytest.raises(AgentTimeoutError, match=named) as info:
+            await run_agent(
+                harness=harnesses.echo(idle_timeout=idle, turn_timeout=turn),
+                cwd=worktree,
+                prompt="hi",
+                run=run_meta,
+            )
+        assert time.monotonic() - started < 1 + SLACK
+        assert info.value.limit == named
+        other = "turn_timeout" if named == "idle_timeout" else "idle_timeout"
+        assert other not in str(info.value)
+        _released(worktree)
 
 
 async def test_a_cli_hung_after_its_session_keeps_it_and_leaves_no_child(worktree, run_meta):
