@@ -512,8 +512,9 @@ class HarnessContractError(HarnessNotFoundError):
     in code); ``contract``, the version the kind declares (None: none); ``core_contract``, the
     version this core implements; ``core_version``, this jigs-core's version; ``fits``, the
     jigs-core versions that implement the kind's contract, as a requirement suffix such as
-    ``">=0.1,<0.2"`` (None when no release this core knows of does). Not retryable: the same
-    installation fails the same way.
+    ``">=0.1,<0.2"`` (None when no release this core knows of does); ``changes``, what changed
+    since the kind's contract major (empty for a newer or unknown one), which the message lists
+    with the author's guide. Not retryable: the same installation fails the same way.
     """
 
     retryable = False
@@ -528,8 +529,11 @@ class HarnessContractError(HarnessNotFoundError):
         fits: str | None,
         distribution: str | None = None,
         distribution_version: str | None = None,
+        changes: tuple[str, ...] = (),
+        guide: str | None = None,
     ) -> None:
         self.contract = contract
+        self.changes = changes
         self.core_contract = core_contract
         self.core_version = core_version
         self.fits = fits
@@ -565,9 +569,15 @@ class HarnessContractError(HarnessNotFoundError):
             what = f"was built for plugin contract {contract}, but {core}"
             fitting = f"jigs-core{fits} implements contract {contract}"
             fix = f"{matching_kind}, or pin jigs-core{fits} (pip install 'jigs-core{fits}')"
+        changed = ""
+        if changes:  # a kind of an older major: what its author has to change, and where to read
+            listed = "; ".join(f"({n}) {change}" for n, change in enumerate(changes, 1))
+            changed = f" What changed in contract {core_contract}: {listed}." + (
+                f" See {guide}." if guide else ""
+            )
         message = (
-            f"the {kind!r} harness{where} {what}: it is refused ({fitting}). Fix: {fix}. "
-            f"Meanwhile JIGS_DISABLE_PLUGINS={kind} hides it"
+            f"the {kind!r} harness{where} {what}: it is refused ({fitting}). Fix: {fix}."
+            f"{changed} Meanwhile JIGS_DISABLE_PLUGINS={kind} hides it"
         )
         super().__init__(kind, [], load_error=message)
         self.args = (message,)
