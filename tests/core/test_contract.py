@@ -18,6 +18,7 @@ from jigs.registry._contract import (
     CHANGES,
     CORE_RELEASES,
     check_contract,
+    check_route,
     core_releases_for,
     fits,
     verify_kind,
@@ -422,3 +423,16 @@ def test_an_installed_kind_missing_a_hook_is_refused_and_the_others_load(site):
     assert "hook launch_turn is missing" in error
     assert rows["current"]["error"] is None
     assert rows["echo"]["error"] is None
+
+
+def test_a_route_to_another_key_than_the_endpoint_part_names_is_refused():
+    from jigs.plugin import ModelRoute
+
+    descriptor = type(_kind(descriptor_base=ModelEndpointFields)).descriptor_type
+    named = descriptor(api_key_env="PART_KEY")
+    check_route("vkind", None, named)
+    check_route("vkind", ModelRoute(upstream="https://x.test", key_env="PART_KEY"), named)
+    with pytest.raises(HarnessPluginError) as info:
+        check_route("vkind", ModelRoute(upstream="https://x.test", key_env="OTHER_KEY"), named)
+    assert "routes the model key of OTHER_KEY" in str(info.value)
+    assert "endpoint part names PART_KEY" in str(info.value)

@@ -29,9 +29,10 @@ single re-ask, the error types, the model object and ``run_agent``. A kind suppl
   who enforces each: ``"cli"`` (passed on to the CLI) or ``"core"`` (counted from the events).
 
 The registry verifies a kind when it registers
-(:func:`jigs.registry._contract.verify_kind`), as pluggy verifies hook implementations: a kind missing a required hook (``resolve_executable``; a
-``descriptor_type``; ``launch_turn`` and ``decoder``, or ``open_transport``), with a bad limits
-table or a model key outside its descriptor's endpoint part
+(:func:`jigs.registry._contract.verify_kind`), as pluggy verifies hook implementations: a kind
+missing a required hook (``resolve_executable``; a ``descriptor_type``; ``launch_turn`` and
+``decoder``, or ``open_transport``), with a bad limits table or a model key outside its
+descriptor's endpoint part
 (:class:`~jigs.descriptors.ModelEndpointFields`, or
 :meth:`~jigs.descriptors.HarnessDescriptor.model_key_env`) is refused with a message naming the
 kind, what is missing and the fix; the other kinds load regardless. Helpers a kind may use

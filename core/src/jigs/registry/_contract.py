@@ -21,6 +21,7 @@ __all__ = [
     "CORE_RELEASES",
     "GUIDE",
     "check_contract",
+    "check_route",
     "core_releases_for",
     "fits",
     "parse",
@@ -234,3 +235,16 @@ def _descriptor_problems(harness: Any, descriptor: type[HarnessDescriptor]) -> l
             f"jigs.descriptors.ModelEndpointFields or override model_key_env()"
         )
     return problems
+
+
+def check_route(kind: str, route: Any, descriptor: HarnessDescriptor) -> None:
+    """Refuse a :class:`~jigs.plugin.ModelRoute` whose key is not the one the descriptor's
+    endpoint part names (:meth:`~jigs.descriptors.HarnessDescriptor.model_key_env`): the secret
+    rules follow the part, so a route to another variable would proxy a key they never saw."""
+    if route is None or route.key_env == descriptor.model_key_env():
+        return
+    raise HarnessPluginError(
+        f"the {kind!r} harness routes the model key of {route.key_env}, but its descriptor's "
+        f"endpoint part names {descriptor.model_key_env()}: return "
+        f"ModelRoute(key_env=descriptor.model_key_env(), ...) from model_route(). See {GUIDE}"
+    )

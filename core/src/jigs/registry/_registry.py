@@ -10,8 +10,8 @@ the listings (:meth:`Registry.kinds`, so ``jigs harnesses``, ``jigs doctor``, ``
 leave it out unless ``JIGS_SHOW_TEST_KINDS=1`` (the test suite sets it). A kind built for
 another plugin contract than this core's (:data:`jigs.plugin.CONTRACT_VERSION`; see
 :mod:`jigs.registry._contract`) is refused with :class:`~jigs.errors.HarnessContractError`,
-whether it comes from an entry point or :meth:`Registry.register`; one missing a required hook or with a
-bad declaration (:func:`jigs.registry._contract.verify_kind`) is refused with
+whether it comes from an entry point or :meth:`Registry.register`; one missing a required hook
+or with a bad declaration (:func:`jigs.registry._contract.verify_kind`) is refused with
 :class:`~jigs.errors.HarnessPluginError` (through :meth:`Registry.get`, a
 :class:`~jigs.errors.HarnessNotFoundError` carrying it as ``load_error``).
 """
