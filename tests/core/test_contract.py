@@ -260,11 +260,11 @@ def test_a_kind_whose_distribution_lacks_the_entry_point_is_told_to_declare_it()
 # ------------------------------------------------------------- verified at registration
 
 
-def _kind(name="vkind", *, harness_body=None, descriptor_base=HarnessDescriptor, fields=None):
+def _kind(name="vkind", *, harness_body=None, bases=(HarnessDescriptor,), fields=None):
     """A kind built in code: a descriptor (``fields`` added) and a harness whose body is
     ``harness_body`` (default: launch_turn and decoder)."""
     namespace = {"__annotations__": {"kind": Literal[name], **(fields or {})}, "kind": name}
-    descriptor = type(f"{name.title()}Descriptor", (descriptor_base,), namespace)
+    descriptor = type(f"{name.title()}Descriptor", bases, namespace)
     body = {
         "kind": name,
         "contract": CONTRACT_VERSION,
@@ -368,7 +368,7 @@ def test_a_key_the_descriptor_names_through_its_part_gets_the_secret_rules():
 
 
 def test_the_endpoint_part_applies_the_secret_rules():
-    harness = _kind(descriptor_base=ModelEndpointFields)
+    harness = _kind(bases=(ModelEndpointFields, HarnessDescriptor))
     verify_kind(harness)
     descriptor = type(harness).descriptor_type
     assert descriptor(api_key_env="MY_KEY").model_key_env() == "MY_KEY"
@@ -428,7 +428,7 @@ def test_an_installed_kind_missing_a_hook_is_refused_and_the_others_load(site):
 def test_a_route_to_another_key_than_the_endpoint_part_names_is_refused():
     from jigs.plugin import ModelRoute
 
-    descriptor = type(_kind(descriptor_base=ModelEndpointFields)).descriptor_type
+    descriptor = type(_kind(bases=(ModelEndpointFields, HarnessDescriptor))).descriptor_type
     named = descriptor(api_key_env="PART_KEY")
     check_route("vkind", None, named)
     check_route("vkind", ModelRoute(upstream="https://x.test", key_env="PART_KEY"), named)
@@ -436,3 +436,10 @@ def test_a_route_to_another_key_than_the_endpoint_part_names_is_refused():
         check_route("vkind", ModelRoute(upstream="https://x.test", key_env="OTHER_KEY"), named)
     assert "routes the model key of OTHER_KEY" in str(info.value)
     assert "endpoint part names PART_KEY" in str(info.value)
+
+
+def test_an_endpoint_part_listed_after_the_base_is_refused_not_ignored():
+    # HarnessDescriptor first: its model_key_env (None) would hide the part's key
+    harness = _kind(bases=(HarnessDescriptor, ModelEndpointFields))
+    with pytest.raises(HarnessPluginError, match="declares api_key_env outside an endpoint part"):
+        verify_kind(harness)

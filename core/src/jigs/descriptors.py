@@ -91,6 +91,27 @@ class NetworkAllow(OmitDefaults):
         parse_allow(self.allow)  # ValueError naming the bad entry
 
 
+class ModelEndpointFields(OmitDefaults):
+    """The model endpoint part a descriptor composes: ``base_url`` and ``api_key_env`` (the
+    *name* of the variable holding the key). List it first among the bases
+    (``class MyDescriptor(ModelEndpointFields, HarnessDescriptor)``, or before an existing
+    descriptor class): the core then knows where the key is
+    (:meth:`HarnessDescriptor.model_key_env`) and applies the secret rules to it. A kind may
+    narrow a field (a URL pattern) by declaring it again."""
+
+    #: The model endpoint's base URL (``https://gateway.example/v1``), without credentials;
+    #: None: the CLI's default endpoint.
+    base_url: str | None = None
+    #: The *name* of the step-side variable that holds the endpoint's key; None: no key.
+    api_key_env: str | None = None
+
+    def model_key_env(self) -> str | None:
+        return self.api_key_env
+
+    def model_base_url(self) -> str | None:
+        return self.base_url
+
+
 class HarnessDescriptor(OmitDefaults):
     """Base of every kind's descriptor: a pydantic model (a :class:`~jigs.policy._record.Record`:
     frozen, keyword-only, validated when built, ``model_dump``/``model_validate``/
@@ -220,23 +241,3 @@ class HarnessDescriptor(OmitDefaults):
         for server in self.mcp_servers.values():
             names |= server.env_names()
         return frozenset(names)
-
-
-class ModelEndpointFields(HarnessDescriptor):
-    """The model endpoint part a descriptor composes: ``base_url`` and ``api_key_env`` (the
-    *name* of the variable holding the key). Subclass it instead of
-    :class:`HarnessDescriptor` (``class MyDescriptor(ModelEndpointFields)``): the core then
-    knows where the key is (:meth:`~HarnessDescriptor.model_key_env`) and applies the secret
-    rules to it. A kind may narrow a field (a URL pattern) by declaring it again."""
-
-    #: The model endpoint's base URL (``https://gateway.example/v1``), without credentials;
-    #: None: the CLI's default endpoint.
-    base_url: str | None = None
-    #: The *name* of the step-side variable that holds the endpoint's key; None: no key.
-    api_key_env: str | None = None
-
-    def model_key_env(self) -> str | None:
-        return self.api_key_env
-
-    def model_base_url(self) -> str | None:
-        return self.base_url

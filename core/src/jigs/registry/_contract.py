@@ -42,9 +42,9 @@ CHANGES: dict[int, tuple[str, ...]] = {
         "limits are declared once, on the descriptor: "
         'limits = {"max_turns": "cli" or "core", ...} replaces the descriptor\'s '
         "supported_limits and the Harness' native_limits",
-        "the model endpoint is a part the descriptor composes: subclass "
-        "jigs.descriptors.ModelEndpointFields (base_url, api_key_env) or override "
-        "model_key_env(); model_id() names the model",
+        "the model endpoint is a part the descriptor composes: "
+        "class D(ModelEndpointFields, HarnessDescriptor) (jigs.descriptors; base_url, "
+        "api_key_env) or override model_key_env(); model_id() names the model",
         "the registry verifies the hooks: launch_turn and decoder, or open_transport",
         "ConfigFile and Planted moved to jigs_testing; config_files() is a hook of the kit",
         "helpers come from jigs.plugin_tools, never from jigs._* modules",
@@ -226,12 +226,13 @@ def _descriptor_problems(harness: Any, descriptor: type[HarnessDescriptor]) -> l
     if not own_key and loose:
         problems.append(
             f"{name} declares {', '.join(loose)} outside an endpoint part, so the secret rules "
-            f"would not see it: subclass jigs.descriptors.ModelEndpointFields (base_url, "
-            f"api_key_env), or override model_key_env() to return the variable's name"
+            f"would not see it: compose jigs.descriptors.ModelEndpointFields (base_url, "
+            f"api_key_env: class {name}(ModelEndpointFields, HarnessDescriptor)), or override "
+            f"model_key_env() to return the variable's name"
         )
     if not own_key and _overrides(harness, "model_route"):
         problems.append(
-            f"model_route() is implemented but {name} has no endpoint part: subclass "
+            f"model_route() is implemented but {name} has no endpoint part: compose "
             f"jigs.descriptors.ModelEndpointFields or override model_key_env()"
         )
     return problems

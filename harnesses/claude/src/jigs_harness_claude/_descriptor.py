@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal
 
-from jigs.descriptors import LimitEnforcer, ModelEndpointFields
+from jigs.descriptors import HarnessDescriptor, LimitEnforcer, ModelEndpointFields
 from pydantic import Field
 
 __all__ = ["ClaudeDescriptor", "Effort"]
@@ -47,7 +47,7 @@ _CLAUDE_POLICY_KEYS: Mapping[str, str] = {
 }
 
 
-class ClaudeDescriptor(ModelEndpointFields):
+class ClaudeDescriptor(ModelEndpointFields, HarnessDescriptor):
     """Settings of a Claude Code step.
 
     ``model`` is passed as ``--model`` (an alias such as ``"sonnet"`` or a full name; None keeps

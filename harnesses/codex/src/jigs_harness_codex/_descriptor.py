@@ -9,7 +9,7 @@ travels in the agent's environment.
 from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal
 
-from jigs.descriptors import LimitEnforcer, ModelEndpointFields
+from jigs.descriptors import HarnessDescriptor, LimitEnforcer, ModelEndpointFields
 from pydantic import Field
 
 __all__ = ["DEFAULT_OPENAI_BASE_URL", "CodexDescriptor"]
@@ -34,7 +34,7 @@ _CODEX_POLICY_KEYS: Mapping[str, str] = {
 }
 
 
-class CodexDescriptor(ModelEndpointFields):
+class CodexDescriptor(ModelEndpointFields, HarnessDescriptor):
     """Settings of a Codex step.
 
     ``model`` and ``effort`` pick the model; ``base_url`` + ``api_key_env`` select an endpoint
