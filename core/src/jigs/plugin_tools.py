@@ -16,8 +16,11 @@ from jigs (``jigs._*``), so a core that moves its internals does not break it.
 
 from __future__ import annotations
 
-from jigs.engine._engine import decode_line
+import json
+from typing import Any
+
 from jigs.engine._logging import timed
+from jigs.errors import AgentOutputError
 from jigs.policy._files import make_dir, remove_tree, write_atomic
 from jigs.policy._redact import secret_values
 from jigs.policy._secrets import check_env_name, check_url, redact_known, shown
@@ -34,3 +37,26 @@ __all__ = [
     "timed",
     "write_atomic",
 ]
+
+
+def decode_line(
+    raw: bytes, *, kind: str, number: int, session_id: str | None = None
+) -> dict[str, Any]:
+    """One output line as a JSON object, or :class:`AgentOutputError` naming the line (what it
+    shows of the line has every known secret value redacted: a CLI may print its environment)."""
+    try:
+        message = json.loads(raw)
+    except ValueError:
+        message = None
+    if not isinstance(message, dict):
+        # redact before cutting, so a secret that straddles the cut is not half shown
+        shown = redact_known(raw[:4096].decode("utf-8", errors="replace"))[:120]
+        raise AgentOutputError(
+            f"the {kind} CLI printed a line that is not a JSON object (line {number}): "
+            f"{shown!r}; is the resolved executable really the {kind} CLI, and does nothing else "
+            f"write to its stdout? (run `jigs doctor`)",
+            kind=kind,
+            line=number,
+            session_id=session_id,
+        )
+    return message

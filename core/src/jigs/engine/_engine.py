@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import errno
 import inspect
-import json
 import math
 import os
 import time
@@ -76,6 +75,7 @@ from jigs.plugin import (
     TurnSpec,
     TurnStream,
 )
+from jigs.plugin_tools import decode_line
 from jigs.policy import _secrets
 from jigs.policy._redact import secret_values
 from jigs.processes import ManagedProcess
@@ -90,7 +90,6 @@ __all__ = [
     "TurnEngine",
     "TurnRecord",
     "TurnRequest",
-    "decode_line",
     "emit_event",
 ]
 
@@ -100,29 +99,6 @@ EventCallback = Callable[[AgentEvent], Any]
 _ABORT_GRACE = 2.0
 #: Longest single command-line argument Linux accepts (MAX_ARG_STRLEN).
 MAX_ARG_BYTES = 128 * 1024
-
-
-def decode_line(
-    raw: bytes, *, kind: str, number: int, session_id: str | None = None
-) -> dict[str, Any]:
-    """One output line as a JSON object, or :class:`AgentOutputError` naming the line (what it
-    shows of the line has every known secret value redacted: a CLI may print its environment)."""
-    try:
-        message = json.loads(raw)
-    except ValueError:
-        message = None
-    if not isinstance(message, dict):
-        # redact before cutting, so a secret that straddles the cut is not half shown
-        shown = _secrets.redact_known(raw[:4096].decode("utf-8", errors="replace"))[:120]
-        raise AgentOutputError(
-            f"the {kind} CLI printed a line that is not a JSON object (line {number}): "
-            f"{shown!r}; is the resolved executable really the {kind} CLI, and does nothing else "
-            f"write to its stdout? (run `jigs doctor`)",
-            kind=kind,
-            line=number,
-            session_id=session_id,
-        )
-    return message
 
 
 @dataclass(frozen=True)
