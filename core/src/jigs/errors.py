@@ -503,6 +503,17 @@ class CheckpointError(JigsError, RuntimeError):
         self.worktree = worktree
 
 
+def _what_changed(changes: tuple[str, ...], core_contract: str, guide: str | None) -> str:
+    """For a kind of an older contract major: what its author has to change, and where to read
+    (empty when nothing is known)."""
+    if not changes:
+        return ""
+    listed = "; ".join(f"({n}) {change}" for n, change in enumerate(changes, 1))
+    return f" What changed in contract {core_contract}: {listed}." + (
+        f" See {guide}." if guide else ""
+    )
+
+
 class HarnessContractError(HarnessNotFoundError):
     """An installed kind was built for a plugin contract this jigs-core does not implement (or
     declares none), so it is refused rather than loaded. A :class:`HarnessNotFoundError` (and so a
@@ -569,15 +580,10 @@ class HarnessContractError(HarnessNotFoundError):
             what = f"was built for plugin contract {contract}, but {core}"
             fitting = f"jigs-core{fits} implements contract {contract}"
             fix = f"{matching_kind}, or pin jigs-core{fits} (pip install 'jigs-core{fits}')"
-        changed = ""
-        if changes:  # a kind of an older major: what its author has to change, and where to read
-            listed = "; ".join(f"({n}) {change}" for n, change in enumerate(changes, 1))
-            changed = f" What changed in contract {core_contract}: {listed}." + (
-                f" See {guide}." if guide else ""
-            )
         message = (
             f"the {kind!r} harness{where} {what}: it is refused ({fitting}). Fix: {fix}."
-            f"{changed} Meanwhile JIGS_DISABLE_PLUGINS={kind} hides it"
+            f"{_what_changed(changes, core_contract, guide)} "
+            f"Meanwhile JIGS_DISABLE_PLUGINS={kind} hides it"
         )
         super().__init__(kind, [], load_error=message)
         self.args = (message,)

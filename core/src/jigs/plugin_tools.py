@@ -21,6 +21,7 @@ from typing import Any
 
 from jigs.engine._logging import timed
 from jigs.errors import AgentOutputError
+from jigs.policy import _secrets
 from jigs.policy._files import make_dir, remove_tree, write_atomic
 from jigs.policy._redact import secret_values
 from jigs.policy._secrets import check_env_name, check_url, redact_known, shown
@@ -50,10 +51,10 @@ def decode_line(
         message = None
     if not isinstance(message, dict):
         # redact before cutting, so a secret that straddles the cut is not half shown
-        shown = redact_known(raw[:4096].decode("utf-8", errors="replace"))[:120]
+        line = _secrets.redact_known(raw[:4096].decode("utf-8", errors="replace"))[:120]
         raise AgentOutputError(
             f"the {kind} CLI printed a line that is not a JSON object (line {number}): "
-            f"{shown!r}; is the resolved executable really the {kind} CLI, and does nothing else "
+            f"{line!r}; is the resolved executable really the {kind} CLI, and does nothing else "
             f"write to its stdout? (run `jigs doctor`)",
             kind=kind,
             line=number,
