@@ -28,14 +28,25 @@ ALL_KINDS = "claude,codex,pi,echo"
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 FAKE_KINDS = """
+from typing import Literal
+
 import anyio
 from jigs.plugin import hookimpl
-from jigs_harness_echo._harness import EchoHarness
+from jigs_harness_echo._harness import EchoDescriptor, EchoHarness
+
+
+class SlowDescriptor(EchoDescriptor):
+    kind: Literal["slowinstall"] = "slowinstall"
+
+
+class BrokenDescriptor(EchoDescriptor):
+    kind: Literal["brokeninstall"] = "brokeninstall"
 
 
 class SlowInstall(EchoHarness):
     kind = "slowinstall"
     display_name = "Slow install"
+    descriptor_type = SlowDescriptor
 
     async def install(self, env):
         await anyio.sleep(0.6)
@@ -45,6 +56,7 @@ class SlowInstall(EchoHarness):
 class BrokenInstall(EchoHarness):
     kind = "brokeninstall"
     display_name = "Broken install"
+    descriptor_type = BrokenDescriptor
 
     async def install(self, env):
         raise RuntimeError("npm exited with 1: no registry")

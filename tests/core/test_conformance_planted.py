@@ -14,8 +14,9 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from jigs.plugin import ConfigFile, Planted, TurnLaunch
+from jigs.plugin import TurnLaunch
 from jigs.registry._registry import default_registry
+from jigs_testing import ConfigFile, Planted
 from jigs_testing.conformance import CHECKS, kit_context
 
 pytestmark = pytest.mark.anyio

@@ -345,3 +345,61 @@ def test_importing_jigs_loads_no_optional_extra_nor_the_cli(code: str) -> None:
     assert "jigs" in loaded
     assert [m for m in loaded if m.split(".")[0] in NOT_ON_IMPORT] == []
     assert [m for m in loaded if m == "jigs.cli" or m.startswith("jigs.cli.")] == []
+
+
+#: The first-party kinds: they import nothing private from jigs (the contract is jigs.plugin,
+#: jigs.descriptors and the helpers of jigs.plugin_tools), so a third-party kind never has to.
+KINDS = ("harnesses/*/src", "tests/plugins/echo/src")
+
+
+def _private_jigs_imports(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "jigs" and any(part.startswith("_") for part in parts[1:]):
+                found.append(f"{path}:{node.lineno}: {name}")
+    return found
+
+
+def test_first_party_kinds_import_nothing_private_from_jigs():
+    files = [p for pattern in KINDS for p in ROOT.glob(f"{pattern}/**/*.py")]
+    assert len(files) > 20  # the kinds are where this test looks
+    found = [hit for path in files for hit in _private_jigs_imports(path)]
+    assert found == [], "import these from jigs.plugin / jigs.plugin_tools instead:\n" + "\n".join(
+        found
+    )
+
+
+def test_the_private_import_check_sees_every_form(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import jigs._files\nfrom jigs._engine import decode_line\nfrom jigs import _secrets\n"
+        "from jigs.proxy._endpoint import x\nfrom jigs.plugin import Harness\nimport jigs\n"
+    )
+    hits = _private_jigs_imports(probe)
+    assert [hit.split(": ", 1)[1] for hit in hits] == [
+        "jigs._files",
+        "jigs._engine",
+        "jigs._engine.decode_line",
+        "jigs._secrets",
+        "jigs.proxy._endpoint",
+        "jigs.proxy._endpoint.x",
+    ]
+
+
+def test_the_plugin_module_exports_the_contract_only():
+    import jigs.plugin
+    import jigs.plugin_tools
+
+    assert "ConfigFile" not in jigs.plugin.__all__
+    assert "Planted" not in jigs.plugin.__all__
+    assert len(jigs.plugin.__all__) <= 18
+    for name in [*jigs.plugin.__all__, *jigs.plugin_tools.__all__]:
+        assert getattr(jigs.plugin, name, None) or getattr(jigs.plugin_tools, name)

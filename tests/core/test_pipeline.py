@@ -179,12 +179,18 @@ class NoModelDescriptor(HarnessDescriptor):
 
 class NoModelHarness(Harness[NoModelDescriptor]):
     kind = "nomodel"
-    contract = "1.0"
+    contract = "2.0"
     display_name = "No model"
     descriptor_type = NoModelDescriptor
     has_model = False
 
     def resolve_executable(self, env):
+        raise NotImplementedError
+
+    def launch_turn(self, turn, ctx, state):
+        raise NotImplementedError
+
+    def decoder(self, turn):
         raise NotImplementedError
 
 

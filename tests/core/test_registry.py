@@ -29,11 +29,17 @@ GOOD = """
 
     class H(Harness):
         kind = "KIND"
-        contract = "1.0"
+        contract = "2.0"
         display_name = "KIND"
         descriptor_type = D
 
         def resolve_executable(self, env):
+            raise NotImplementedError
+
+        def launch_turn(self, turn, ctx, state):
+            raise NotImplementedError
+
+        def decoder(self, turn):
             raise NotImplementedError
 
     @hookimpl
@@ -148,11 +154,17 @@ TWO_KINDS = """
 
         class H(Harness):
             kind = name
-            contract = "1.0"
+            contract = "2.0"
             display_name = name
             descriptor_type = D
 
             def resolve_executable(self, env):
+                raise NotImplementedError
+
+            def launch_turn(self, turn, ctx, state):
+                raise NotImplementedError
+
+            def decoder(self, turn):
                 raise NotImplementedError
 
         return H()

@@ -64,10 +64,16 @@ def test_the_site_builds_strictly_with_the_whole_contract(tmp_path: Path) -> Non
         "TurnDecoder",
         "SessionTransport",
         "ModelRoute",
-        "ConfigFile",
         "jigs_register_harnesses",
     ):
         assert name in reference, name
+    # the kit's types are the kit's (jigs_testing), the helpers kinds use have a page of theirs
+    kit = _text_outside_code((site / "reference/conformance/index.html").read_text())
+    for name in ("ConfigFile", "Planted", "config_files_of"):
+        assert name in kit, name
+    tools = _text_outside_code((site / "reference/plugin_tools/index.html").read_text())
+    for name in ("decode_line", "make_dir", "check_env_name", "redact_known"):
+        assert name in tools, name
     # the docstring text is there, not only the names
     assert "The CLI this kind runs" in reference
     # the contract's data classes are dataclasses: their constructors are shown, fields in

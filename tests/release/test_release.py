@@ -259,7 +259,7 @@ def test_the_codex_wheel_runs_a_real_step_in_a_fresh_venv(dist, tmp_path):
     assert str(tmp_path) in site
 
     rows = json.loads(run(python.parent / "jigs", "harnesses", "--json", env=env))
-    assert [(r["kind"], r["contract"], r["error"]) for r in rows] == [("codex", "1.0", None)]
+    assert [(r["kind"], r["contract"], r["error"]) for r in rows] == [("codex", "2.0", None)]
     version = run(python.parent / "jigs", "--version", env=env)
     assert "codex: jigs-harness-codex 0.1.0" in version
 
@@ -317,7 +317,7 @@ def test_a_generated_kind_passes_the_conformance_kit_in_a_fresh_venv(dist, tmp_p
     assert "1 passed" in done.stdout
     rows = json.loads(run(python.parent / "jigs", "harnesses", "--json", env=env))
     assert [(r["kind"], r["distribution"], r["contract"], r["error"]) for r in rows] == [
-        ("relkind", "jigs-harness-relkind", "1.0", None)
+        ("relkind", "jigs-harness-relkind", "2.0", None)
     ]
     located = run(
         python, "-c", "import jigs_harness_relkind; print(jigs_harness_relkind.__file__)", env=env

@@ -1,6 +1,6 @@
 """The conformance kit as a suite for third-party authors: named checks runnable alone, a pytest
-helper with one test per check, read-only kinds, and a kind's ``api_key_env`` reaching its agent
-without overriding ``env_names()``."""
+helper with one test per check, read-only kinds, and a kind's ``api_key_env`` (its endpoint part)
+reaching its agent without overriding ``env_names()``."""
 
 from __future__ import annotations
 
@@ -11,17 +11,16 @@ import sys
 from urllib.parse import quote
 
 import pytest
+from jigs.descriptors import ModelEndpointFields
 from jigs_harness_echo._harness import EchoDescriptor
 from jigs_testing.conformance import check_harness
 
 pytestmark = pytest.mark.anyio
 
 
-class KeyedEcho(EchoDescriptor):
-    """An echo descriptor that names a model key, as a third-party kind's would; the echo kind
-    declares no model route, so the key is the agent's to use."""
-
-    api_key_env: str | None = None
+class KeyedEcho(ModelEndpointFields, EchoDescriptor):
+    """An echo descriptor that names a model key through the endpoint part, as a third-party
+    kind's would; the echo kind declares no model route, so the key is the agent's to use."""
 
 
 async def test_api_key_env_reaches_the_agent_without_overriding_env_names(
@@ -31,6 +30,7 @@ async def test_api_key_env_reaches_the_agent_without_overriding_env_names(
 
     monkeypatch.setenv("THIRD_PARTY_KEY", "sk-third-party")
     descriptor = KeyedEcho(api_key_env="THIRD_PARTY_KEY")
+    assert descriptor.model_key_env() == "THIRD_PARTY_KEY"
     assert descriptor.env_names() == {"THIRD_PARTY_KEY"}
     assert KeyedEcho().env_names() == frozenset()
     result = await run_agent(

@@ -23,9 +23,21 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_TURN_TIMEOUT",
     "LIMITS",
+    "DescriptorPart",
     "HarnessDescriptor",
+    "LimitEnforcer",
+    "ModelEndpointFields",
     "NetworkAllow",
 ]
+
+#: A record nested in a descriptor (a model source, a price table): frozen, keyword-only,
+#: validated when built, its defaults left out of ``model_dump`` and
+#: :meth:`HarnessDescriptor.describe`.
+DescriptorPart = OmitDefaults
+
+#: Who enforces a limit a kind supports: ``"cli"`` (the CLI stops itself; the core passes the
+#: limit on) or ``"core"`` (the core counts it from the turn's events and stops the turn).
+LimitEnforcer = Literal["cli", "core"]
 
 #: Seconds a whole turn may take unless the descriptor says otherwise.
 DEFAULT_TURN_TIMEOUT = 3600.0
@@ -79,6 +91,27 @@ class NetworkAllow(OmitDefaults):
         parse_allow(self.allow)  # ValueError naming the bad entry
 
 
+class ModelEndpointFields(OmitDefaults):
+    """The model endpoint part a descriptor composes: ``base_url`` and ``api_key_env`` (the
+    *name* of the variable holding the key). List it first among the bases
+    (``class MyDescriptor(ModelEndpointFields, HarnessDescriptor)``, or before an existing
+    descriptor class): the core then knows where the key is
+    (:meth:`HarnessDescriptor.model_key_env`) and applies the secret rules to it. A kind may
+    narrow a field (a URL pattern) by declaring it again."""
+
+    #: The model endpoint's base URL (``https://gateway.example/v1``), without credentials;
+    #: None: the CLI's default endpoint.
+    base_url: str | None = None
+    #: The *name* of the step-side variable that holds the endpoint's key; None: no key.
+    api_key_env: str | None = None
+
+    def model_key_env(self) -> str | None:
+        return self.api_key_env
+
+    def model_base_url(self) -> str | None:
+        return self.base_url
+
+
 class HarnessDescriptor(OmitDefaults):
     """Base of every kind's descriptor: a pydantic model (a :class:`~jigs.policy._record.Record`:
     frozen, keyword-only, validated when built, ``model_dump``/``model_validate``/
@@ -91,9 +124,10 @@ class HarnessDescriptor(OmitDefaults):
 
     #: Extra policy keys of the kind, on top of :data:`COMMON_POLICY_KEYS`.
     policy_keys: ClassVar[Mapping[str, str]] = {}
-    #: Which of :data:`LIMITS` the kind can enforce (with its CLI or through the core's
-    #: turn engine); setting another one is refused, never silently ignored.
-    supported_limits: ClassVar[frozenset[str]] = frozenset()
+    #: The kind's one declaration of its limits: each of :data:`LIMITS` it can enforce, and who
+    #: enforces it (:data:`LimitEnforcer`). Setting a limit not listed is refused, never silently
+    #: ignored; the registry checks the table when the kind registers.
+    limits: ClassVar[Mapping[str, LimitEnforcer]] = {}
     #: Why the kind cannot enforce a limit it does not support (shown in the refusal).
     unsupported_limit_reason: ClassVar[str] = "the CLI does not report what the limit counts"
 
@@ -125,20 +159,37 @@ class HarnessDescriptor(OmitDefaults):
         return normalise_servers(servers) if isinstance(servers, Mapping) else servers
 
     def __post_init__(self) -> None:
-        # the shared rules for a kind's endpoint fields, whatever the kind: the key is a
-        # variable *name* (the secret-shape test first, never echoed), the URL has no credentials
-        key = getattr(self, "api_key_env", None)
-        if isinstance(key, str):
+        # the shared rules for the kind's model endpoint, wherever its part keeps it: the key is
+        # a variable *name* (the secret-shape test first, never echoed), the URL no credentials
+        key = self.model_key_env()
+        if key is not None:
             check_env_name(key, "api_key_env")
-        url = getattr(self, "base_url", None)
-        if isinstance(url, str):
+        url = self.model_base_url()
+        if url is not None:
             check_url(url, "base_url")
         for name in LIMITS:
-            if getattr(self, name) is not None and name not in self.supported_limits:
+            if getattr(self, name) is not None and name not in self.limits:
                 raise ValueError(
                     f"{name}: the {self.kind} kind cannot enforce {name} "
                     f"({self.unsupported_limit_reason}); remove it from the descriptor"
                 )
+
+    def model_key_env(self) -> str | None:
+        """The name of the step-side variable holding the model key (None: no key). The core
+        applies the secret rules to it: refused in the agent's environment when the kind
+        declares a :meth:`~jigs.plugin.Harness.model_route`, its value redacted everywhere.
+        :class:`ModelEndpointFields` implements it; a kind keeping its key elsewhere (a nested
+        model source) overrides it. The default: None."""
+        return None
+
+    def model_base_url(self) -> str | None:
+        """The model endpoint's base URL the descriptor names (None: the CLI's default)."""
+        return None
+
+    def model_id(self) -> str | None:
+        """The model the descriptor asks for, for traces and the model object (None: the
+        CLI's default). The default: None."""
+        return None
 
     @classmethod
     def _prepare(cls, data: dict[str, Any]) -> dict[str, Any]:
@@ -178,14 +229,14 @@ class HarnessDescriptor(OmitDefaults):
         return self.network.allow if isinstance(self.network, NetworkAllow) else ()
 
     def env_names(self) -> frozenset[str]:
-        """Step-side variable names the descriptor references: its model key (a string field
-        ``api_key_env``, when the kind's descriptor has one and it is set) and MCP credentials.
+        """Step-side variable names the descriptor references: its model key
+        (:meth:`model_key_env`) and MCP credentials.
         A kind need not override this for its key to reach the agent; when the kind declares a
         :meth:`~jigs.plugin.Harness.model_route`, the core proxies the key and removes it from
         the agent's environment instead."""
         names: set[str] = set()
-        key = getattr(self, "api_key_env", None)
-        if isinstance(key, str) and key:
+        key = self.model_key_env()
+        if key:
             names.add(key)
         for server in self.mcp_servers.values():
             names |= server.env_names()

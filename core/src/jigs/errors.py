@@ -503,6 +503,17 @@ class CheckpointError(JigsError, RuntimeError):
         self.worktree = worktree
 
 
+def _what_changed(changes: tuple[str, ...], core_contract: str, guide: str | None) -> str:
+    """For a kind of an older contract major: what its author has to change, and where to read
+    (empty when nothing is known)."""
+    if not changes:
+        return ""
+    listed = "; ".join(f"({n}) {change}" for n, change in enumerate(changes, 1))
+    return f" What changed in contract {core_contract}: {listed}." + (
+        f" See {guide}." if guide else ""
+    )
+
+
 class HarnessContractError(HarnessNotFoundError):
     """An installed kind was built for a plugin contract this jigs-core does not implement (or
     declares none), so it is refused rather than loaded. A :class:`HarnessNotFoundError` (and so a
@@ -512,8 +523,9 @@ class HarnessContractError(HarnessNotFoundError):
     in code); ``contract``, the version the kind declares (None: none); ``core_contract``, the
     version this core implements; ``core_version``, this jigs-core's version; ``fits``, the
     jigs-core versions that implement the kind's contract, as a requirement suffix such as
-    ``">=0.1,<0.2"`` (None when no release this core knows of does). Not retryable: the same
-    installation fails the same way.
+    ``">=0.1,<0.2"`` (None when no release this core knows of does); ``changes``, what changed
+    since the kind's contract major (empty for a newer or unknown one), which the message lists
+    with the author's guide. Not retryable: the same installation fails the same way.
     """
 
     retryable = False
@@ -528,8 +540,11 @@ class HarnessContractError(HarnessNotFoundError):
         fits: str | None,
         distribution: str | None = None,
         distribution_version: str | None = None,
+        changes: tuple[str, ...] = (),
+        guide: str | None = None,
     ) -> None:
         self.contract = contract
+        self.changes = changes
         self.core_contract = core_contract
         self.core_version = core_version
         self.fits = fits
@@ -566,7 +581,8 @@ class HarnessContractError(HarnessNotFoundError):
             fitting = f"jigs-core{fits} implements contract {contract}"
             fix = f"{matching_kind}, or pin jigs-core{fits} (pip install 'jigs-core{fits}')"
         message = (
-            f"the {kind!r} harness{where} {what}: it is refused ({fitting}). Fix: {fix}. "
+            f"the {kind!r} harness{where} {what}: it is refused ({fitting}). Fix: {fix}."
+            f"{_what_changed(changes, core_contract, guide)} "
             f"Meanwhile JIGS_DISABLE_PLUGINS={kind} hides it"
         )
         super().__init__(kind, [], load_error=message)

@@ -25,8 +25,18 @@ single re-ask, the error types, the model object and ``run_agent``. A kind suppl
 - :meth:`Harness.decoder` -- a :class:`TurnDecoder` that turns each JSON message the CLI prints
   into typed :mod:`jigs.events`;
 - ``structured_output`` -- ``"native"`` (the schema goes to the CLI) or ``"prompted"``;
-- ``native_limits`` -- which of ``max_turns`` / ``max_budget_usd`` the CLI enforces itself
-  (the core enforces the others from the events, where the descriptor allows them).
+- the descriptor's ``limits`` -- which of ``max_turns`` / ``max_budget_usd`` the kind supports and
+  who enforces each: ``"cli"`` (passed on to the CLI) or ``"core"`` (counted from the events).
+
+The registry verifies a kind when it registers
+(:func:`jigs.registry._contract.verify_kind`), as pluggy verifies hook implementations: a kind
+missing a required hook (``resolve_executable``; a ``descriptor_type``; ``launch_turn`` and
+``decoder``, or ``open_transport``), with a bad limits table or a model key outside its
+descriptor's endpoint part
+(:class:`~jigs.descriptors.ModelEndpointFields`, or
+:meth:`~jigs.descriptors.HarnessDescriptor.model_key_env`) is refused with a message naming the
+kind, what is missing and the fix; the other kinds load regardless. Helpers a kind may use
+(files, redaction, JSON lines, timing) are in :mod:`jigs.plugin_tools`.
 
 A kind whose CLI is a long-lived server carrying many turns (Codex's app server) overrides
 :meth:`Harness.open_transport` instead and returns a :class:`SessionTransport`: the second shape of
@@ -52,7 +62,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import shlex
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
@@ -71,13 +80,11 @@ from jigs.sandbox._private_dirs import make_owned_dir, sweep_now_and_then
 
 __all__ = [
     "CONTRACT_VERSION",
-    "ConfigFile",
     "Harness",
     "HarnessContext",
     "HarnessTarget",
     "ModelEndpoint",
     "ModelRoute",
-    "Planted",
     "SessionTransport",
     "TurnDecoder",
     "TurnDriver",
@@ -103,14 +110,15 @@ if TYPE_CHECKING:
     from jigs.processes import ManagedProcess
 
 #: The plugin contract this jigs-core implements, as ``"major.minor"``. A kind declares the
-#: version it was built for as a string literal on its class (``contract = "1.0"`` on the
+#: version it was built for as a string literal on its class (``contract = "2.0"`` on the
 #: :class:`Harness` subclass; never ``contract = CONTRACT_VERSION``, which would claim whatever
 #: core it is loaded into). The registry loads a kind when its major equals this major and its
 #: minor is at most this minor (a minor release of the contract only adds optional hooks and
 #: fields; a major one changes or removes something); any other kind, one declaring nothing
-#: included, is refused with :class:`~jigs.errors.HarnessContractError`. jigs-core 0.1.x
-#: implements contract 1.0; harness distributions pin ``jigs-core>=0.1,<0.2`` to match.
-CONTRACT_VERSION = "1.0"
+#: included, is refused with :class:`~jigs.errors.HarnessContractError` (for a 1.x kind, with
+#: what changed: :data:`jigs.registry._contract.CHANGES`). jigs-core 0.1.x implements contract 2.0;
+#: harness distributions pin ``jigs-core>=0.1,<0.2`` to match.
+CONTRACT_VERSION = "2.0"
 
 hookspec = pluggy.HookspecMarker("jigs")
 hookimpl = pluggy.HookimplMarker("jigs")
@@ -400,57 +408,6 @@ class SessionTransport(ABC):
         """Start one turn and return its stream."""
 
 
-@dataclass(frozen=True)
-class Planted:
-    """What the conformance kit hands a :class:`ConfigFile` writer to make a hostile file.
-
-    ``markers`` is a directory: a hostile hook, helper, notifier, MCP server or extension should
-    create a file there (:meth:`command` / :meth:`argv` do); ``anthropic_base_url`` and
-    ``openai_base_url`` are a second, planted model endpoint; ``env_name`` = ``env_value`` is
-    the variable a hostile file tries to inject into the agent's commands.
-    """
-
-    markers: Path
-    anthropic_base_url: str
-    openai_base_url: str
-    env_name: str
-    env_value: str
-
-    def marker(self, name: str) -> Path:
-        """The marker file ``name`` (a hostile file names each of its payloads)."""
-        return self.markers / name
-
-    def command(self, name: str) -> str:
-        """A shell command that creates the marker ``name``."""
-        return f"touch {shlex.quote(str(self.marker(name)))}"
-
-    def argv(self, name: str) -> list[str]:
-        """The same as an argv (for MCP servers, notifiers, helper programs)."""
-        return ["/bin/sh", "-c", self.command(name)]
-
-
-@dataclass(frozen=True)
-class ConfigFile:
-    """One config file a kind's CLI reads by itself, outside what jigs writes for it.
-
-    ``path`` is relative (POSIX) to ``root``: the step's worktree or the HOME the agent runs
-    with. ``format`` names the file's language (``"json"``, ``"toml"``, ``"typescript"``, ...).
-    ``hostile(planted)`` returns the text of a hostile version: hooks, helper commands, env
-    injection, endpoint redirection and MCP servers built from :class:`Planted`, so that any
-    of them taking effect leaves a marker, reaches the planted endpoint or shows up in the
-    agent's environment. ``handling`` says, for people, what jigs does about the file (not
-    loaded and why, refused with :class:`~jigs.errors.JitCheckError`, content only). A kind may
-    declare one path more than once (say, a version its guard refuses and one it lets through):
-    the kit plants each version in its own round.
-    """
-
-    path: str
-    root: Literal["worktree", "home"]
-    format: str
-    hostile: Callable[[Planted], str]
-    handling: str
-
-
 class Harness(ABC, Generic[D]):
     """One harness kind. Subclasses set the class variables and implement the turn pieces."""
 
@@ -470,8 +427,6 @@ class Harness(ABC, Generic[D]):
     #: ``"native"``: the CLI takes a JSON schema (``TurnSpec.output_schema``);
     #: ``"prompted"``: the core asks for JSON in the prompt.
     structured_output: ClassVar[Literal["native", "prompted"]] = "prompted"
-    #: Limits the CLI enforces itself (the core passes them on instead of counting).
-    native_limits: ClassVar[frozenset[str]] = frozenset()
     #: Per-call model settings the kind honours (others come back as warnings).
     call_settings: ClassVar[frozenset[str]] = frozenset()
     #: What to do when the CLI is missing (shown in errors and by ``jigs doctor``).
@@ -520,14 +475,6 @@ class Harness(ABC, Generic[D]):
         """Checks that need the worktree, run just before the step starts."""
         return ()
 
-    def config_files(self) -> Sequence[ConfigFile] | None:
-        """The config files the kind's CLI would read from the worktree or HOME by itself
-        (:class:`ConfigFile`). The conformance kit plants a hostile version of each and
-        requires that none changes the step: not loaded, or refused by a just-in-time check
-        (:class:`~jigs.errors.JitCheckError` naming the file). Return ``()`` for a CLI that
-        reads none; the default (None: not declared) fails the kit."""
-        return None
-
     async def verify_resume(self, target: HarnessTarget[D], ctx: HarnessContext) -> None:
         """Prove ``target.resume`` can be resumed before any process starts, or raise
         :class:`AgentSessionError`. The default: this kind cannot resume sessions."""
@@ -548,7 +495,9 @@ class Harness(ABC, Generic[D]):
         return None
 
     def launch_turn(self, turn: TurnSpec[D], ctx: HarnessContext, state: Any) -> TurnLaunch:
-        """The process of one turn. Kinds that run a process per turn implement it."""
+        """The process of one turn. Kinds that run a process per turn implement it (with
+        :meth:`decoder`); the registry refuses a kind implementing neither it nor
+        :meth:`open_transport`."""
         raise NotImplementedError(f"the {self.kind} harness does not implement launch_turn")
 
     def decoder(self, turn: TurnSpec[D]) -> TurnDecoder:

@@ -7,7 +7,9 @@ request without header values, and refuses outside connections when used as ``HT
 
 :class:`DemoPlan` (:mod:`jigs_testing.plan`) is how a harness kind takes part in ``jigs demo`` and
 the conformance kit (:mod:`jigs_testing.conformance`): a kind that defines
-``demo_plan(server) -> DemoPlan | None`` satisfies :class:`SupportsDemo`.
+``demo_plan(server) -> DemoPlan | None`` satisfies :class:`SupportsDemo`. A kind declares the
+config files its CLI reads by itself with ``config_files() -> Sequence[ConfigFile]``
+(:mod:`jigs_testing.config_files`), which the kit plants hostile versions of.
 
 """
 
@@ -28,13 +30,16 @@ from ._server.replies import (
 from ._server.script import Script
 from ._server.script_file import ScriptError, load_script
 from ._server.server import ModelServer
+from .config_files import ConfigFile, Planted
 from .plan import DemoPlan, SupportsDemo
 
 __all__ = [
+    "ConfigFile",
     "DemoPlan",
     "DynamicReply",
     "ErrorSpec",
     "ModelServer",
+    "Planted",
     "RecordedRequest",
     "Reply",
     "Script",

@@ -3,7 +3,7 @@
 A repository (or the agent's HOME) may hold MCP configs written for any agent: Claude Code's
 ``.mcp.json``, Cursor's, VS Code's, Gemini's, Codex's, Pi's, OpenCode's... A step starts only
 the MCP servers its descriptor declares. The check plants every file of :data:`STRAY_MCP_CONFIGS`
-at once, whether the kind declares it in :meth:`~jigs.plugin.Harness.config_files` or not (a
+at once, whether the kind declares it in ``config_files()`` or not (a
 declared file also gets the kind's own hostile version in ``planted_config``; this check
 catches the ones a kind never thought of), each naming one server whose command creates a
 marker file named after the config. Then it runs the plan's first turn: no marker may appear,

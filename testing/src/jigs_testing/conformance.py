@@ -135,7 +135,6 @@ from jigs.events import (
 )
 from jigs.executables import Resolved, installed_dir
 from jigs.models import generate_text
-from jigs.plugin import ConfigFile, Planted
 from jigs.policy._lock import worktree_locked
 from jigs.policy._paths import data_dir, run_state_dir
 from jigs.processes import group_alive, live_groups, observe_launches, value_digest
@@ -167,6 +166,7 @@ from jigs_testing._isolation_probe import (
     view_command,
 )
 from jigs_testing._stray_mcp import STRAY_MCP_CONFIGS, stray_mcp_configs
+from jigs_testing.config_files import ConfigFile, Planted, config_files_of
 from jigs_testing.plan import demo_plan_of, has_demo_plan, how_to_write_demo_plan
 
 if TYPE_CHECKING:
@@ -733,7 +733,7 @@ async def _max_turns(ctx: KitContext) -> None:
     """``max_turns`` stops a turn with an error carrying a session that ``agent_session``
     resumes (a kind whose descriptor does not support the limit: skipped by design)."""
     kind, descriptor, server = ctx.kind, ctx.descriptor, ctx.server
-    if "max_turns" not in type(descriptor).supported_limits:
+    if "max_turns" not in type(descriptor).limits:
         raise CheckSkipped(f"the {kind} descriptor does not support the max_turns limit")
     limited = type(descriptor).from_data({**descriptor.to_data(), "max_turns": 1})
     tree = ctx.worktree("max-turns")
@@ -746,7 +746,7 @@ async def _max_turns(ctx: KitContext) -> None:
             f"{kind}: a turn past max_turns=1 did not raise AgentLimitError. Unless the CLI "
             f"enforces the limit itself, the core counts the ModelCallStarted events your "
             f"decoder yields (one per model request): emit one for each request, or drop "
-            f"max_turns from supported_limits"
+            f"max_turns from the descriptor's limits"
         )
     assert stopped.limit == "max_turns", f"{kind}: AgentLimitError.limit is {stopped.limit}"
     assert stopped.session is not None, f"{kind}: AgentLimitError carries no session"
@@ -1032,7 +1032,7 @@ PLANTED_ENV = "JIGS_PLANTED_CANARY"
 
 
 async def _planted_config(ctx: KitContext) -> None:
-    """A hostile version of every config file the kind declares (:meth:`Harness.config_files`),
+    """A hostile version of every config file the kind declares (``config_files()``),
     planted in the worktree and in HOME, changes nothing: no hook, helper, notifier, MCP server
     or extension runs (no marker file), no request reaches the planted endpoint, and the
     planted variable is absent from the agent's shell (a scripted tool call dumps its env, so
@@ -1044,10 +1044,10 @@ async def _planted_config(ctx: KitContext) -> None:
     hide what the CLI would do with another. A kind that declares no file passes trivially; one
     that does not declare (None) fails."""
     kind = ctx.kind
-    files: Any = ctx.harness.config_files()
+    files: Any = config_files_of(ctx.harness)
     assert files is not None, (
-        f"{kind}: Harness.config_files() is not declared; return the config files the CLI reads "
-        f"from the worktree and HOME, or () when it reads none"
+        f"{kind}: config_files() is not declared; return the config files the CLI reads "
+        f"from the worktree and HOME (jigs_testing.ConfigFile), or () when it reads none"
     )
     if not files:
         return  # the kind declares no config files: nothing can be planted

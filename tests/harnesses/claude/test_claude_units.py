@@ -73,8 +73,7 @@ def test_descriptor_refuses_secrets_and_keeps_the_limits() -> None:
     assert "api_key_env" in d.describe()
     assert "sk-" not in d.describe()
     # the limits are the base knobs; Claude Code enforces both itself
-    assert ClaudeDescriptor.supported_limits == {"max_turns", "max_budget_usd"}
-    assert ClaudeHarness.native_limits == {"max_turns", "max_budget_usd"}
+    assert ClaudeDescriptor.limits == {"max_turns": "cli", "max_budget_usd": "cli"}
     limited = harnesses.claude(max_turns=3, max_budget_usd=1.5, idle_timeout=30)
     assert (limited.max_turns, limited.max_budget_usd, limited.idle_timeout) == (3, 1.5, 30)
 

@@ -196,7 +196,9 @@ _HARNESS = '''\
 
 Everything else (the environment built from empty, the worktree lock, deadlines, limits, errors,
 structured output, the model object, stopping processes) is the jigs core's. See the docstrings
-of :mod:`jigs.plugin` for every hook a kind may override.
+of :mod:`jigs.plugin` for every hook a kind may override, and :mod:`jigs.plugin_tools` for the
+helpers a kind may use; a kind imports nothing private (``jigs._*``). The registry verifies the
+kind when it loads (contract version, launch_turn and decoder, the descriptor's limits).
 """
 
 from __future__ import annotations
@@ -209,7 +211,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import quote
 
 from jigs.checks import Check, CheckOk, CheckResult
-from jigs.descriptors import HarnessDescriptor
+from jigs.descriptors import HarnessDescriptor, LimitEnforcer
 from jigs.errors import AgentSessionError
 from jigs.events import (
     AgentEvent,
@@ -232,16 +234,22 @@ from jigs.plugin import (
 )
 
 if TYPE_CHECKING:
-    from jigs.plugin import ConfigFile
-    from jigs_testing import ModelServer
+    from jigs_testing import ConfigFile, ModelServer
     from jigs_testing.plan import DemoPlan
 
 
 class __CLASS__Descriptor(HarnessDescriptor):
     """The settings of a __KIND__ step (JSON-serialisable; never a secret, only names)."""
 
+    #: The limits the kind enforces, each once: "cli" (passed to the CLI) or "core" (counted
+    #: from the events; the decoder then yields ModelCallStarted per model request). None here.
+    limits: ClassVar[Mapping[str, LimitEnforcer]] = {}
+
     kind: Literal["__KIND__"] = "__KIND__"
     model: str = "__KIND__-1"
+
+    def model_id(self) -> str | None:
+        return self.model
 
 
 class __CLASS__Decoder:
@@ -295,7 +303,8 @@ class __CLASS__Harness(Harness[__CLASS__Descriptor]):
 
     def config_files(self) -> Sequence[ConfigFile]:
         """The files the CLI reads by itself from the worktree or HOME: none. A real kind lists
-        each (jigs.plugin.ConfigFile); the conformance kit plants hostile versions."""
+        each (jigs_testing.ConfigFile, imported here); the conformance kit plants hostile
+        versions. A hook of the kit, not of the core contract."""
         return ()
 
     async def verify_resume(

@@ -11,7 +11,7 @@ A kind describes its CLI (:mod:`jigs.plugin`); the engine runs it. For every tur
 - decodes JSON lines (a line that is not a JSON object is :class:`~jigs.errors.AgentOutputError`
   naming the line; the line cap lives in :mod:`jigs.processes`) and feeds them to the kind's
   decoder, whose events it records (:class:`TurnRecord`) and hands to ``on_event``;
-- enforces ``max_turns`` / ``max_budget_usd`` where the CLI does not (``native_limits``):
+- enforces ``max_turns`` / ``max_budget_usd`` where the descriptor's ``limits`` say ``"core"``:
   :class:`~jigs.errors.AgentLimitError`; on a proxied step (a kind's model route) the step's
   :class:`~jigs.proxy._accounting.ModelLedger` is the one count of model calls and tokens
   (every call through the proxy, the agent's own included) and the budget counts the calls the
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import errno
 import inspect
-import json
 import math
 import os
 import time
@@ -76,6 +75,7 @@ from jigs.plugin import (
     TurnSpec,
     TurnStream,
 )
+from jigs.plugin_tools import decode_line
 from jigs.policy import _secrets
 from jigs.policy._redact import secret_values
 from jigs.processes import ManagedProcess
@@ -90,7 +90,6 @@ __all__ = [
     "TurnEngine",
     "TurnRecord",
     "TurnRequest",
-    "decode_line",
     "emit_event",
 ]
 
@@ -100,29 +99,6 @@ EventCallback = Callable[[AgentEvent], Any]
 _ABORT_GRACE = 2.0
 #: Longest single command-line argument Linux accepts (MAX_ARG_STRLEN).
 MAX_ARG_BYTES = 128 * 1024
-
-
-def decode_line(
-    raw: bytes, *, kind: str, number: int, session_id: str | None = None
-) -> dict[str, Any]:
-    """One output line as a JSON object, or :class:`AgentOutputError` naming the line (what it
-    shows of the line has every known secret value redacted: a CLI may print its environment)."""
-    try:
-        message = json.loads(raw)
-    except ValueError:
-        message = None
-    if not isinstance(message, dict):
-        # redact before cutting, so a secret that straddles the cut is not half shown
-        shown = _secrets.redact_known(raw[:4096].decode("utf-8", errors="replace"))[:120]
-        raise AgentOutputError(
-            f"the {kind} CLI printed a line that is not a JSON object (line {number}): "
-            f"{shown!r}; is the resolved executable really the {kind} CLI, and does nothing else "
-            f"write to its stdout? (run `jigs doctor`)",
-            kind=kind,
-            line=number,
-            session_id=session_id,
-        )
-    return message
 
 
 @dataclass(frozen=True)
@@ -466,7 +442,7 @@ class TurnEngine:
             **{
                 "gen_ai.operation.name": "invoke_agent",
                 "gen_ai.agent.name": self.harness.kind,
-                "gen_ai.request.model": getattr(self.target.descriptor, "model", None),
+                "gen_ai.request.model": self.target.descriptor.model_id(),
                 "gen_ai.conversation.id": self.session_id,
             },
         )
@@ -677,7 +653,7 @@ class TurnEngine:
 
     def _over_limit(self, record: TurnRecord) -> AgentLimitError | None:
         descriptor = self.target.descriptor
-        native = self.harness.native_limits
+        native = {name for name, who in descriptor.limits.items() if who == "cli"}
         kind = self.harness.kind
         max_turns = descriptor.max_turns
         calls = self._account(record)
@@ -846,8 +822,8 @@ def _step_secrets(
     """The secret values the step handles, for the step log's redaction: secret-named values of
     the agent's env and the host values of every variable the descriptor names."""
     named = set(harness.env_allowlist(target.descriptor)) | set(target.descriptor.env_names())
-    key = getattr(target.descriptor, "api_key_env", None)
-    if isinstance(key, str):
+    key = target.descriptor.model_key_env()
+    if key:
         named.add(key)
     extra = [os.environ[n] for n in named if os.environ.get(n)]
     if ctx.model_endpoint is not None:  # the proxy URL holds the step's token

@@ -95,8 +95,8 @@ class EngineModel(StreamingModel):
         kind_event = self._defaults.pop("on_event", None)
         self._on_event = on_event or kind_event
         self.provider = engine.harness.kind
-        model = getattr(engine.target.descriptor, "model", None)
-        self.model_id = model if isinstance(model, str) and model else f"{self.provider}-default"
+        model = engine.target.descriptor.model_id()
+        self.model_id = model or f"{self.provider}-default"
 
     @property
     def session_id(self) -> str | None:

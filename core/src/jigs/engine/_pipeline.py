@@ -70,6 +70,7 @@ from jigs.policy._lock import WorktreeLock
 from jigs.policy._paths import data_dir, run_state_dir
 from jigs.policy._secrets import remember
 from jigs.proxy import _endpoint
+from jigs.registry._contract import check_route
 from jigs.registry._registry import KIND_NAME, Registry, default_registry
 from jigs.sandbox import SandboxView
 from jigs.sandbox._egress import EgressProxy
@@ -504,6 +505,7 @@ class Step:
         descriptor = target.descriptor
         endpoint = begin_proxy = None
         route = harness.model_route(descriptor)
+        check_route(kind, route, descriptor)
         if route is not None:
             endpoint, begin_proxy, serve_also = self._start_proxy(route, kind)
             # the key never reaches the agent: the kind gives its CLI the endpoint instead

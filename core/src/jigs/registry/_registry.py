@@ -9,8 +9,11 @@ other kind keeps working. The same kind from two distributions is refused. ``JIG
 the listings (:meth:`Registry.kinds`, so ``jigs harnesses``, ``jigs doctor``, ``jigs demo``)
 leave it out unless ``JIGS_SHOW_TEST_KINDS=1`` (the test suite sets it). A kind built for
 another plugin contract than this core's (:data:`jigs.plugin.CONTRACT_VERSION`; see
-:mod:`jigs.registry._contract`) is refused with :class:`~jigs.errors.HarnessContractError`, whether
-it comes from an entry point or :meth:`Registry.register`.
+:mod:`jigs.registry._contract`) is refused with :class:`~jigs.errors.HarnessContractError`,
+whether it comes from an entry point or :meth:`Registry.register`; one missing a required hook
+or with a bad declaration (:func:`jigs.registry._contract.verify_kind`) is refused with
+:class:`~jigs.errors.HarnessPluginError` (through :meth:`Registry.get`, a
+:class:`~jigs.errors.HarnessNotFoundError` carrying it as ``load_error``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import pluggy
 
 from jigs.errors import HarnessContractError, HarnessNotFoundError, HarnessPluginError
 from jigs.plugin import Harness, HarnessSpecs
-from jigs.registry._contract import check_contract
+from jigs.registry._contract import check_contract, verify_kind
 
 __all__ = [
     "GROUP",
@@ -148,9 +151,11 @@ class Registry:
         return [k for k in self.kinds() if k not in self.disabled]
 
     def register(self, harness: Harness[Any]) -> None:
-        """Register a harness object directly (tests, embedded kinds). Raises
-        :class:`~jigs.errors.HarnessContractError` for a kind built for another contract."""
-        check_contract(harness)
+        """Register a harness object directly (tests, embedded kinds), verified as an entry
+        point's kind is (:func:`jigs.registry._contract.verify_kind`). Raises
+        :class:`~jigs.errors.HarnessContractError` for a kind built for another contract and
+        :class:`~jigs.errors.HarnessPluginError` for one missing a hook."""
+        verify_kind(harness)
         with self._lock:
             if harness.kind in self._loaded and self._loaded[harness.kind] is not harness:
                 raise HarnessPluginError(f"harness kind {harness.kind!r} is already registered")
@@ -208,6 +213,11 @@ class Registry:
         except HarnessContractError as exc:
             self._errors[kind] = str(exc)
             self._refused[kind] = (matching[0], dist, version)
+            return
+        try:  # the hooks, as pluggy verifies hookimpls: refused here, never at the first turn
+            verify_kind(matching[0])
+        except Exception as exc:  # a broken plugin must not break the others
+            self._errors[kind] = f"{where} refused: {exc}"
             return
         self._loaded[kind] = matching[0]
 

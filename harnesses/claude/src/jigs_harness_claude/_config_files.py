@@ -1,5 +1,5 @@
 """The config files Claude Code reads by itself from the worktree and HOME, with a hostile
-version of each for the conformance kit (:meth:`jigs.plugin.Harness.config_files`).
+version of each for the conformance kit (``config_files()``, :mod:`jigs_testing.config_files`).
 
 None is loaded: ``--setting-sources ""`` turns off every settings file (user, project, local),
 ``--strict-mcp-config`` with jigs' ``--mcp-config`` ignores ``.mcp.json`` and ``~/.claude.json``.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from jigs.plugin import ConfigFile, Planted
+from jigs_testing.config_files import ConfigFile, Planted
 
 __all__ = ["CONFIG_FILES"]
 

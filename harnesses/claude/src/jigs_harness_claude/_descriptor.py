@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal
 
-from jigs.descriptors import HarnessDescriptor
+from jigs.descriptors import HarnessDescriptor, LimitEnforcer, ModelEndpointFields
 from pydantic import Field
 
 __all__ = ["ClaudeDescriptor", "Effort"]
@@ -47,7 +47,7 @@ _CLAUDE_POLICY_KEYS: Mapping[str, str] = {
 }
 
 
-class ClaudeDescriptor(HarnessDescriptor):
+class ClaudeDescriptor(ModelEndpointFields, HarnessDescriptor):
     """Settings of a Claude Code step.
 
     ``model`` is passed as ``--model`` (an alias such as ``"sonnet"`` or a full name; None keeps
@@ -57,7 +57,7 @@ class ClaudeDescriptor(HarnessDescriptor):
     """
 
     policy_keys: ClassVar[Mapping[str, str]] = _CLAUDE_POLICY_KEYS
-    supported_limits: ClassVar[frozenset[str]] = frozenset({"max_turns", "max_budget_usd"})
+    limits: ClassVar[Mapping[str, LimitEnforcer]] = {"max_turns": "cli", "max_budget_usd": "cli"}
 
     kind: Literal["claude"] = "claude"
     #: ``--model``.
@@ -70,7 +70,6 @@ class ClaudeDescriptor(HarnessDescriptor):
     base_url: Annotated[str, Field(pattern=r"^https?://[^\s@]+$")] | None = None
     #: The *name* of the step-side variable that holds the key for the endpoint (or for the
     #: Anthropic API itself when ``base_url`` is not set).
-    api_key_env: str | None = None
     #: How the key is sent: ``x-api-key`` (``ANTHROPIC_API_KEY``) or a bearer token
     #: (``ANTHROPIC_AUTH_TOKEN``, what most gateways expect).
     api_key_header: Literal["x-api-key", "bearer"] = "x-api-key"
@@ -100,8 +99,11 @@ class ClaudeDescriptor(HarnessDescriptor):
     #: ``--disable-slash-commands``: no skills or custom commands.
     disable_slash_commands: bool = False
 
+    def model_id(self) -> str | None:
+        return self.model
+
     def __post_init__(self) -> None:
-        super().__post_init__()  # api_key_env and base_url: the core's shared rules
+        super().__post_init__()  # the endpoint part's shared rules (api_key_env, base_url)
         flags = ("allowed_tools", "disallowed_tools", "tools", "additional_directories", "betas")
         for key in flags:
             for item in getattr(self, key) or ():

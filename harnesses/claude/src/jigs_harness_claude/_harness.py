@@ -45,7 +45,6 @@ from jigs.plugin import (
 )
 
 from jigs_harness_claude._checks import auth_check, cli_check, key_check, root_check
-from jigs_harness_claude._config_files import CONFIG_FILES
 from jigs_harness_claude._descriptor import ClaudeDescriptor
 from jigs_harness_claude._events import ClaudeDecoder
 from jigs_harness_claude._executable import FIX, resolve_executable
@@ -56,8 +55,7 @@ from jigs_harness_claude._sessions import config_dir, project_dir_name, verify_t
 from jigs_harness_claude._shell import write_shell_prefix
 
 if TYPE_CHECKING:
-    from jigs.plugin import ConfigFile
-    from jigs_testing import ModelServer
+    from jigs_testing import ConfigFile, ModelServer
     from jigs_testing.plan import DemoPlan
 
 __all__ = ["ClaudeHarness"]
@@ -73,12 +71,11 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
     """Claude Code as a jigs harness kind."""
 
     kind: ClassVar[str] = "claude"
-    contract: ClassVar[str | None] = "1.0"
+    contract: ClassVar[str | None] = "2.0"
     display_name: ClassVar[str] = "Claude Code"
     descriptor_type: ClassVar[type[HarnessDescriptor]] = ClaudeDescriptor
     sets_env: ClassVar[frozenset[str]] = SETS_ENV
     structured_output: ClassVar[Literal["native", "prompted"]] = "native"
-    native_limits: ClassVar[frozenset[str]] = frozenset({"max_turns", "max_budget_usd"})
     call_settings: ClassVar[frozenset[str]] = frozenset({"system", "max_output_tokens"})
     install_hint: ClassVar[str] = FIX
 
@@ -169,6 +166,8 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
 
     def config_files(self) -> Sequence[ConfigFile]:
         """What Claude Code would read from the worktree and HOME: none of it is loaded."""
+        from jigs_harness_claude._config_files import CONFIG_FILES  # the kit's types (jigs_testing)
+
         return CONFIG_FILES
 
     def demo_plan(self, server: ModelServer) -> DemoPlan:

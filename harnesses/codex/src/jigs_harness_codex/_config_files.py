@@ -1,5 +1,5 @@
 """The config files Codex reads by itself from the worktree and HOME, with a hostile version
-of each for the conformance kit (:meth:`jigs.plugin.Harness.config_files`).
+of each for the conformance kit (``config_files()``, :mod:`jigs_testing.config_files`).
 
 ``CODEX_HOME`` is a private directory jigs writes per step, so ``~/.codex`` is never read. The
 worktree's ``.codex/config.toml`` is layered over it by Codex: the just-in-time check
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from jigs.plugin import ConfigFile, Planted
+from jigs_testing.config_files import ConfigFile, Planted
 
 __all__ = ["CONFIG_FILES"]
 

@@ -9,7 +9,7 @@ travels in the agent's environment.
 from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal
 
-from jigs.descriptors import HarnessDescriptor
+from jigs.descriptors import HarnessDescriptor, LimitEnforcer, ModelEndpointFields
 from pydantic import Field
 
 __all__ = ["DEFAULT_OPENAI_BASE_URL", "CodexDescriptor"]
@@ -34,7 +34,7 @@ _CODEX_POLICY_KEYS: Mapping[str, str] = {
 }
 
 
-class CodexDescriptor(HarnessDescriptor):
+class CodexDescriptor(ModelEndpointFields, HarnessDescriptor):
     """Settings of a Codex step.
 
     ``model`` and ``effort`` pick the model; ``base_url`` + ``api_key_env`` select an endpoint
@@ -52,7 +52,7 @@ class CodexDescriptor(HarnessDescriptor):
     """
 
     policy_keys: ClassVar[Mapping[str, str]] = _CODEX_POLICY_KEYS
-    supported_limits: ClassVar[frozenset[str]] = frozenset({"max_turns"})
+    limits: ClassVar[Mapping[str, LimitEnforcer]] = {"max_turns": "core"}
     unsupported_limit_reason: ClassVar[str] = (
         "Codex reports token usage but no cost, so a budget cannot be counted"
     )
@@ -71,12 +71,11 @@ class CodexDescriptor(HarnessDescriptor):
     #: The Responses API's hosted ``web_search`` tool: off, cached results, or live.
     web_search: Literal["disabled", "cached", "live"] | None = None
     base_url: Annotated[str, Field(pattern=r"^https?://[^\s@]+$")] | None = None
-    api_key_env: str | None = None
     max_retries: Annotated[int, Field(ge=0, le=10)] = 2
     startup_timeout: Annotated[float, Field(gt=0, le=600)] = 60.0
 
     def __post_init__(self) -> None:
-        super().__post_init__()  # api_key_env and base_url: the core's shared rules
+        super().__post_init__()  # the endpoint part's shared rules (api_key_env, base_url)
         if (self.base_url or self.api_key_env) and self.model is None:
             raise ValueError("a descriptor that names an endpoint must also name its model")
 
@@ -85,8 +84,5 @@ class CodexDescriptor(HarnessDescriptor):
         """True when the step brings its own endpoint instead of the operator's login."""
         return self.base_url is not None or self.api_key_env is not None
 
-    def env_names(self) -> frozenset[str]:
-        names = set(super().env_names())
-        if self.api_key_env:
-            names.add(self.api_key_env)
-        return frozenset(names)
+    def model_id(self) -> str | None:
+        return self.model

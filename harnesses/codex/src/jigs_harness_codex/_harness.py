@@ -20,7 +20,6 @@ from jigs_harness_codex._checks import (
     system_config_check,
     worktree_config_check,
 )
-from jigs_harness_codex._config_files import CONFIG_FILES
 from jigs_harness_codex._descriptor import DEFAULT_OPENAI_BASE_URL, CodexDescriptor
 from jigs_harness_codex._executable import (
     RUNTIME_WHEEL,
@@ -33,7 +32,7 @@ from jigs_harness_codex._home import live_sessions_dirs, rollout_for, sessions_d
 from jigs_harness_codex._transport import open_transport
 
 if TYPE_CHECKING:
-    from jigs.plugin import ConfigFile
+    from jigs_testing import ConfigFile
     from jigs_testing.plan import DemoPlan
 
     from jigs_harness_codex._transport import CodexTransport
@@ -52,7 +51,7 @@ class CodexHarness(Harness[CodexDescriptor]):
     """
 
     kind: ClassVar[str] = "codex"
-    contract: ClassVar[str | None] = "1.0"
+    contract: ClassVar[str | None] = "2.0"
     display_name: ClassVar[str] = "Codex"
     descriptor_type: ClassVar[type[HarnessDescriptor]] = CodexDescriptor
     sets_env: ClassVar[frozenset[str]] = frozenset({"CODEX_HOME"})
@@ -138,6 +137,8 @@ class CodexHarness(Harness[CodexDescriptor]):
 
     def config_files(self) -> Sequence[ConfigFile]:
         """What Codex would read from the worktree and HOME (see :mod:`._config_files`)."""
+        from jigs_harness_codex._config_files import CONFIG_FILES  # the kit's types (jigs_testing)
+
         return CONFIG_FILES
 
     def demo_plan(self, server: Any) -> DemoPlan:

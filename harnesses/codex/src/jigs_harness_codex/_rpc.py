@@ -19,8 +19,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
-from jigs.engine._engine import decode_line
 from jigs.errors import AgentCrashedError, AgentOutputError, AgentTimeoutError, AgentTurnError
+from jigs.plugin_tools import decode_line
 from jigs.processes import ManagedProcess
 
 __all__ = ["AppServer", "AppServerRpcError", "NotHandled", "RequestHandler"]

@@ -1,5 +1,5 @@
 """The config files Pi reads by itself from the worktree and HOME, with a hostile version of
-each for the conformance kit (:meth:`jigs.plugin.Harness.config_files`).
+each for the conformance kit (``config_files()``, :mod:`jigs_testing.config_files`).
 
 ``PI_CODING_AGENT_DIR`` is a private directory jigs writes per step, so nothing under
 ``~/.pi/agent`` is read. The worktree's ``.pi`` resources (settings, MCP servers, extensions)
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from jigs.plugin import ConfigFile, Planted
+from jigs_testing.config_files import ConfigFile, Planted
 
 __all__ = ["CONFIG_FILES"]
 

@@ -17,9 +17,8 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
-from jigs.descriptors import HarnessDescriptor
-from jigs.policy._record import OmitDefaults
-from jigs.policy._secrets import check_env_name, check_url, shown
+from jigs.descriptors import DescriptorPart, HarnessDescriptor, LimitEnforcer
+from jigs.plugin_tools import check_env_name, check_url, shown
 from pydantic import Field
 
 __all__ = [
@@ -64,7 +63,7 @@ def _env_name(value: str, where: str) -> str:
     return check_env_name(value, where)
 
 
-class ModelPrice(OmitDefaults):
+class ModelPrice(DescriptorPart):
     """The model's price in USD per million tokens (Pi's ``models.json`` ``cost``), so Pi
     reports each turn's cost and ``max_budget_usd`` can stop a turn. Unset: cost 0."""
 
@@ -74,10 +73,10 @@ class ModelPrice(OmitDefaults):
     cache_write: Annotated[float, Field(ge=0)] = 0.0
 
 
-class _Source(OmitDefaults):
+class _Source(DescriptorPart):
     """Built directly (``OpenAICompatible(...)``) or inside a descriptor, a refused value is
     never echoed: failures are :class:`~jigs.errors.DescriptorError` (see
-    :class:`~jigs.policy._record.Record`). The data's ``type`` key picks the class."""
+    :data:`~jigs.descriptors.DescriptorPart`). The data's ``type`` key picks the class."""
 
     #: The model id sent to the API.
     model: Annotated[str, Field(min_length=1, max_length=200)]
@@ -165,7 +164,7 @@ ModelSource = Annotated[
 class PiDescriptor(HarnessDescriptor):
     """Settings of the ``pi`` kind (Pi coding agent 1.x, run as ``pi --mode json``)."""
 
-    supported_limits: ClassVar[frozenset[str]] = frozenset({"max_turns", "max_budget_usd"})
+    limits: ClassVar[Mapping[str, LimitEnforcer]] = {"max_turns": "core", "max_budget_usd": "core"}
 
     policy_keys: ClassVar[dict[str, str]] = {
         "extensions": "extensions run code inside Pi and could bring tools, env or MCP servers "
@@ -232,10 +231,12 @@ class PiDescriptor(HarnessDescriptor):
             _no_nul(getattr(self, key), key)
         _no_nul(self.prompt_templates, "prompt_templates")
 
-    def env_names(self) -> frozenset[str]:
-        """The model key's variable name and the MCP servers' credential names."""
-        names = set(super().env_names())
-        key = self.model.key_env()
-        if key:
-            names.add(key)
-        return frozenset(names)
+    def model_key_env(self) -> str | None:
+        """The model source's key variable (the endpoint part is the source, not top-level)."""
+        return self.model.key_env()
+
+    def model_base_url(self) -> str | None:
+        return self.model.base_url if isinstance(self.model, _Endpoint) else None
+
+    def model_id(self) -> str | None:
+        return self.model.model

@@ -49,7 +49,6 @@ from jigs.errors import (
 )
 from jigs.executables import Resolved, parse_version
 from jigs.plugin import (
-    ConfigFile,
     Harness,
     HarnessContext,
     HarnessTarget,
@@ -59,10 +58,9 @@ from jigs.plugin import (
     artifacts_under,
     private_file,
 )
-from jigs.policy._files import write_atomic
+from jigs.plugin_tools import write_atomic
 
 from jigs_harness_pi._compile_cache import compile_cache
-from jigs_harness_pi._config_files import CONFIG_FILES
 from jigs_harness_pi._descriptor import AnthropicCompatible, OpenAICompatible, PiDescriptor
 from jigs_harness_pi._executable import (
     INSTALL_FIX,
@@ -78,7 +76,7 @@ from jigs_harness_pi._mcp import allowed_tools, excluded_tools
 from jigs_harness_pi._stream import PiDecoder
 
 if TYPE_CHECKING:
-    from jigs_testing import ModelServer
+    from jigs_testing import ConfigFile, ModelServer
     from jigs_testing.plan import DemoPlan
 
 __all__ = ["SETTLE_GRACE", "PiHarness"]
@@ -144,7 +142,7 @@ class PiHarness(Harness[PiDescriptor]):
     """The Pi coding agent (``@earendil-works/pi-coding-agent`` 1.6+)."""
 
     kind: ClassVar[str] = "pi"
-    contract: ClassVar[str | None] = "1.0"
+    contract: ClassVar[str | None] = "2.0"
     display_name: ClassVar[str] = "Pi"
     descriptor_type: ClassVar[type[HarnessDescriptor]] = PiDescriptor
     has_model: ClassVar[bool] = False
@@ -261,6 +259,8 @@ class PiHarness(Harness[PiDescriptor]):
 
     def config_files(self) -> Sequence[ConfigFile]:
         """What Pi would read from the worktree and HOME (see :mod:`._config_files`)."""
+        from jigs_harness_pi._config_files import CONFIG_FILES  # the kit's types (jigs_testing)
+
         return CONFIG_FILES
 
     def demo_plan(self, server: ModelServer) -> DemoPlan | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import quote
 
 from jigs.checks import Check, CheckFailure, CheckOk, CheckResult
-from jigs.descriptors import HarnessDescriptor
+from jigs.descriptors import HarnessDescriptor, LimitEnforcer
 from jigs.errors import AgentSessionError
 from jigs.executables import Resolved
 from jigs.plugin import (
@@ -29,8 +29,7 @@ from jigs.plugin import (
 
 if TYPE_CHECKING:
     from jigs.events import AgentEvent
-    from jigs.plugin import ConfigFile
-    from jigs_testing import ModelServer
+    from jigs_testing import ConfigFile, ModelServer
     from jigs_testing.plan import DemoPlan
 
 #: Prompts longer than this go through stdin.
@@ -40,11 +39,14 @@ _MAX_PROMPT_ARG = 100_000
 class EchoDescriptor(HarnessDescriptor):
     """Settings of the echo kind."""
 
-    supported_limits: ClassVar[frozenset[str]] = frozenset({"max_turns", "max_budget_usd"})
+    limits: ClassVar[Mapping[str, LimitEnforcer]] = {"max_turns": "core", "max_budget_usd": "core"}
 
     kind: Literal["echo"] = "echo"
     model: str = "echo-1"
     prefix: str = ""
+
+    def model_id(self) -> str | None:
+        return self.model
 
 
 class EchoDecoder:
@@ -101,7 +103,7 @@ class EchoDecoder:
 
 class EchoHarness(Harness[EchoDescriptor]):
     kind: ClassVar[str] = "echo"
-    contract: ClassVar[str | None] = "1.0"
+    contract: ClassVar[str | None] = "2.0"
     display_name: ClassVar[str] = "Echo (jigs test kind)"
     descriptor_type: ClassVar[type[HarnessDescriptor]] = EchoDescriptor
     install_hint: ClassVar[str] = "reinstall jigs-harness-echo"
