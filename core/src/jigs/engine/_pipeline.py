@@ -376,66 +376,48 @@ class Step:
         agents_env: object,
         need_model: bool,
     ) -> TurnEngine:
-        """Run every stage; raises the first failure (the caller then calls :meth:`aclose`)."""
+        """Run every stage; raises the first failure (kept in :attr:`error`; the caller then
+        calls :meth:`aclose`)."""
         try:
-            return await self._open(
-                descriptor_or_data,
-                cwd=cwd,
-                run=run,
-                resume=resume,
-                agents_env=agents_env,
-                need_model=need_model,
+            probe_soon()  # a fresh process's probe runs while the step resolves and locks
+            run_meta = _validate_run(run)
+            harness, descriptor = self._resolve(descriptor_or_data, run_meta)
+            kind = harness.kind
+            if need_model and not harness.has_model:
+                raise ModelNotAvailableError(kind)
+            session = _validate_resume(resume)
+            if session is not None and session.harness != kind:
+                raise AgentSessionError(
+                    f"session {session.id} was recorded on the {session.harness} harness and this "
+                    f"step runs on {kind}; start without resume",
+                    kind=kind,
+                    session_id=session.id,
+                )
+            workdir = _validate_cwd(cwd)
+            names = _validate_agents_env(agents_env)
+            sandboxed = _sandbox_or_refuse(descriptor, self.log)
+
+            self.store = store = resolve_store(self._store_spec, cwd=workdir)
+            self.harness, self.workdir = harness, workdir
+
+            with timed("runner.env.built", self.log, span=self.span) as fields:
+                env, source = agent_env_for(harness, descriptor, workdir, names)
+                fields.update(names=sorted(env), agents_env_source=source)
+            self._lock(workdir, run_meta)
+
+            target: HarnessTarget[Any] = HarnessTarget(
+                descriptor=descriptor, cwd=workdir, resume=session
             )
+            await self._checks(harness, descriptor, env, target)
+            ctx = self._context(harness, target, env, run_meta, sandboxed)
+            self.ctx = ctx
+            record_run(run_meta)
+            if session is not None:
+                await self._verify_resume(store, harness, target, ctx, session)
+            return await self._open_engine(harness, target, ctx)
         except BaseException as exc:
             self.error = exc
             raise
-
-    async def _open(
-        self,
-        descriptor_or_data: object,
-        *,
-        cwd: object,
-        run: object,
-        resume: object,
-        agents_env: object,
-        need_model: bool,
-    ) -> TurnEngine:
-        probe_soon()  # a fresh process's probe runs while the step resolves and locks
-        run_meta = _validate_run(run)
-        harness, descriptor = self._resolve(descriptor_or_data, run_meta)
-        kind = harness.kind
-        if need_model and not harness.has_model:
-            raise ModelNotAvailableError(kind)
-        session = _validate_resume(resume)
-        if session is not None and session.harness != kind:
-            raise AgentSessionError(
-                f"session {session.id} was recorded on the {session.harness} harness and this "
-                f"step runs on {kind}; start without resume",
-                kind=kind,
-                session_id=session.id,
-            )
-        workdir = _validate_cwd(cwd)
-        names = _validate_agents_env(agents_env)
-        sandboxed = _sandbox_or_refuse(descriptor, self.log)
-
-        self.store = store = resolve_store(self._store_spec, cwd=workdir)
-        self.harness, self.workdir = harness, workdir
-
-        with timed("runner.env.built", self.log, span=self.span) as fields:
-            env, source = agent_env_for(harness, descriptor, workdir, names)
-            fields.update(names=sorted(env), agents_env_source=source)
-        self._lock(workdir, run_meta)
-
-        target: HarnessTarget[Any] = HarnessTarget(
-            descriptor=descriptor, cwd=workdir, resume=session
-        )
-        await self._checks(harness, descriptor, env, target)
-        ctx = self._context(harness, target, env, run_meta, sandboxed)
-        self.ctx = ctx
-        record_run(run_meta)
-        if session is not None:
-            await self._verify_resume(store, harness, target, ctx, session)
-        return await self._open_engine(harness, target, ctx)
 
     def _resolve(
         self, descriptor_or_data: object, run_meta: RunMetadata
