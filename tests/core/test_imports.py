@@ -348,7 +348,7 @@ def test_importing_jigs_loads_no_optional_extra_nor_the_cli(code: str) -> None:
 
 
 #: The first-party kinds: they import nothing private from jigs (the contract is jigs.plugin,
-#: jigs.descriptors and the helpers of jigs.plugin_tools), so a third-party kind never has to.
+#: jigs.descriptors and the helpers of jigs.plugin.tools), so a third-party kind never has to.
 KINDS = ("harnesses/*/src", "tests/plugins/echo/src")
 
 
@@ -372,7 +372,7 @@ def test_first_party_kinds_import_nothing_private_from_jigs():
     files = [p for pattern in KINDS for p in ROOT.glob(f"{pattern}/**/*.py")]
     assert len(files) > 20  # the kinds are where this test looks
     found = [hit for path in files for hit in _private_jigs_imports(path)]
-    assert found == [], "import these from jigs.plugin / jigs.plugin_tools instead:\n" + "\n".join(
+    assert found == [], "import these from jigs.plugin / jigs.plugin.tools instead:\n" + "\n".join(
         found
     )
 
@@ -396,10 +396,10 @@ def test_the_private_import_check_sees_every_form(tmp_path):
 
 def test_the_plugin_module_exports_the_contract_only():
     import jigs.plugin
-    import jigs.plugin_tools
+    import jigs.plugin.tools
 
     assert "ConfigFile" not in jigs.plugin.__all__
     assert "Planted" not in jigs.plugin.__all__
     assert len(jigs.plugin.__all__) <= 18
-    for name in [*jigs.plugin.__all__, *jigs.plugin_tools.__all__]:
-        assert getattr(jigs.plugin, name, None) or getattr(jigs.plugin_tools, name)
+    for name in [*jigs.plugin.__all__, *jigs.plugin.tools.__all__]:
+        assert getattr(jigs.plugin, name, None) or getattr(jigs.plugin.tools, name)

@@ -71,7 +71,7 @@ def test_the_site_builds_strictly_with_the_whole_contract(tmp_path: Path) -> Non
     kit = _text_outside_code((site / "reference/conformance/index.html").read_text())
     for name in ("ConfigFile", "Planted", "config_files_of"):
         assert name in kit, name
-    tools = _text_outside_code((site / "reference/plugin_tools/index.html").read_text())
+    tools = _text_outside_code((site / "reference/plugin-tools/index.html").read_text())
     for name in ("decode_line", "make_dir", "check_env_name", "redact_known"):
         assert name in tools, name
     # the docstring text is there, not only the names

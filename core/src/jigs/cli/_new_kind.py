@@ -196,7 +196,7 @@ _HARNESS = '''\
 
 Everything else (the environment built from empty, the worktree lock, deadlines, limits, errors,
 structured output, the model object, stopping processes) is the jigs core's. See the docstrings
-of :mod:`jigs.plugin` for every hook a kind may override, and :mod:`jigs.plugin_tools` for the
+of :mod:`jigs.plugin` for every hook a kind may override, and :mod:`jigs.plugin.tools` for the
 helpers a kind may use; a kind imports nothing private (``jigs._*``). The registry verifies the
 kind when it loads (contract version, launch_turn and decoder, the descriptor's limits).
 """

@@ -75,7 +75,7 @@ from jigs.plugin import (
     TurnSpec,
     TurnStream,
 )
-from jigs.plugin_tools import decode_line
+from jigs.plugin.tools import decode_line
 from jigs.policy import _secrets
 from jigs.policy._redact import secret_values
 from jigs.processes import ManagedProcess

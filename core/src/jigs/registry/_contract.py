@@ -47,7 +47,7 @@ CHANGES: dict[int, tuple[str, ...]] = {
         "api_key_env) or override model_key_env(); model_id() names the model",
         "the registry verifies the hooks: launch_turn and decoder, or open_transport",
         "ConfigFile and Planted moved to jigs_testing; config_files() is a hook of the kit",
-        "helpers come from jigs.plugin_tools, never from jigs._* modules",
+        "helpers come from jigs.plugin.tools, never from jigs._* modules",
     ),
 }
 

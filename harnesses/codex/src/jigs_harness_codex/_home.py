@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jigs.mcp import McpHttpServer, McpStdioServer
-from jigs.plugin_tools import make_dir, remove_tree
+from jigs.plugin.tools import make_dir, remove_tree
 
 from jigs_harness_codex._descriptor import DEFAULT_OPENAI_BASE_URL, CodexDescriptor
 from jigs_harness_codex._seed import claim_spare, copy_seed

@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 from jigs.errors import AgentCrashedError, AgentOutputError, AgentTimeoutError, AgentTurnError
-from jigs.plugin_tools import decode_line
+from jigs.plugin.tools import decode_line
 from jigs.processes import ManagedProcess
 
 __all__ = ["AppServer", "AppServerRpcError", "NotHandled", "RequestHandler"]

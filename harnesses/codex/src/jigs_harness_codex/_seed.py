@@ -52,7 +52,7 @@ from typing import Any
 import anyio
 from jigs import processes
 from jigs.executables import installed_dir
-from jigs.plugin_tools import make_dir, remove_tree
+from jigs.plugin.tools import make_dir, remove_tree
 
 from jigs_harness_codex._rpc import AppServer, NotHandled
 

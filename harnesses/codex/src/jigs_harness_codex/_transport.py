@@ -26,7 +26,7 @@ import anyio
 from jigs.errors import AgentOutputError, AgentTurnError, CliNotFoundError, DescriptorError
 from jigs.executables import Resolved
 from jigs.plugin import HarnessContext, HarnessTarget, SessionTransport, TurnDecoder, TurnSpec
-from jigs.plugin_tools import timed
+from jigs.plugin.tools import timed
 from jigs.processes import ManagedProcess
 
 from jigs_harness_codex._approvals import Approver, turn_options

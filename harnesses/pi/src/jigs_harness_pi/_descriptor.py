@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 from jigs.descriptors import DescriptorPart, HarnessDescriptor, LimitEnforcer
-from jigs.plugin_tools import check_env_name, check_url, shown
+from jigs.plugin.tools import check_env_name, check_url, shown
 from pydantic import Field
 
 __all__ = [

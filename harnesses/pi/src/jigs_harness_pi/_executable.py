@@ -26,7 +26,7 @@ from pathlib import Path
 import anyio
 from jigs.errors import CliCommandError, CliNotFoundError
 from jigs.executables import installed_dir, parse_version, which
-from jigs.plugin_tools import redact_known, secret_values
+from jigs.plugin.tools import redact_known, secret_values
 
 __all__ = [
     "ENV_VAR",

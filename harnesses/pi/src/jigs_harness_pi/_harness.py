@@ -58,7 +58,7 @@ from jigs.plugin import (
     artifacts_under,
     private_file,
 )
-from jigs.plugin_tools import write_atomic
+from jigs.plugin.tools import write_atomic
 
 from jigs_harness_pi._compile_cache import compile_cache
 from jigs_harness_pi._descriptor import AnthropicCompatible, OpenAICompatible, PiDescriptor

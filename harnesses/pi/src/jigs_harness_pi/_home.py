@@ -22,7 +22,7 @@ import shlex
 from typing import Any
 
 from jigs.executables import which
-from jigs.plugin_tools import make_dir, remove_tree
+from jigs.plugin.tools import make_dir, remove_tree
 
 from jigs_harness_pi._descriptor import (
     AnthropicCompatible,

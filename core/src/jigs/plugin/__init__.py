@@ -36,7 +36,7 @@ descriptor's endpoint part
 (:class:`~jigs.descriptors.ModelEndpointFields`, or
 :meth:`~jigs.descriptors.HarnessDescriptor.model_key_env`) is refused with a message naming the
 kind, what is missing and the fix; the other kinds load regardless. Helpers a kind may use
-(files, redaction, JSON lines, timing) are in :mod:`jigs.plugin_tools`.
+(files, redaction, JSON lines, timing) are in :mod:`jigs.plugin.tools`.
 
 A kind whose CLI is a long-lived server carrying many turns (Codex's app server) overrides
 :meth:`Harness.open_transport` instead and returns a :class:`SessionTransport`: the second shape of
