@@ -61,6 +61,7 @@ from jigs.engine._logging import logger
 from jigs.errors import CredentialProxyError
 from jigs.proxy._accounting import Accounts, Outcome, ProxiedRequest
 from jigs.proxy._routes import AuthScheme, Routes, parse_model_calls
+from jigs.proxy._serving import Serving
 from jigs.proxy._sockets import Sockets, loopback_socket
 
 __all__ = [
@@ -247,8 +248,6 @@ class CredentialProxy:
             self._sockets.close(own=False)
             self._stopped.set()
             raise
-        from jigs.proxy._serving import Serving  # h11 and httpcore: after the CLI's launch
-
         serving = Serving(
             self._routes,
             self._accounts,

@@ -40,18 +40,16 @@ import socket
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
+from anyio.from_thread import BlockingPortal
 
 from jigs.errors import DescriptorError
 from jigs.plugin import ModelEndpoint, ModelRoute
 from jigs.policy._secrets import remember
 from jigs.proxy._accounting import ModelLedger, ProxiedRequest
 from jigs.proxy._credential import CredentialProxy, loopback_socket
-
-if TYPE_CHECKING:
-    from anyio.from_thread import BlockingPortal
 
 __all__ = [
     "DEFAULT_MODEL_CALLS",
@@ -142,8 +140,6 @@ class _Loop:
                     proxy.failed(RuntimeError("the proxy loop ended"))
 
     async def _serve(self) -> None:
-        from anyio.from_thread import BlockingPortal
-
         async with BlockingPortal() as portal, anyio.create_task_group() as group:
             with self._lock:
                 queued, self._queued = self._queued, []

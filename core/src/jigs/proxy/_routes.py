@@ -12,6 +12,7 @@ credentials.
 from __future__ import annotations
 
 import base64
+import hmac
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -266,8 +267,6 @@ class Routes:
             token, path = "", ""
         if closed:
             return Refusal(401, "closed", path)
-        import hmac  # here, not at the top: its hashlib costs a cold step ~1.8 ms pre-launch
-
         if not hmac.compare_digest(token.encode("latin-1"), self._token_bytes):
             return Refusal(401, "wrong_token", path)
         if unsafe_path(path):
