@@ -8,6 +8,7 @@ executable, or raises :class:`~jigs.errors.CliNotFoundError` listing every place
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import re
@@ -27,6 +28,7 @@ from jigs.policy._redact import redact_known, secret_values
 __all__ = [
     "Candidate",
     "Resolved",
+    "build_key",
     "cli_version",
     "find_executable",
     "from_env_var",
@@ -37,6 +39,17 @@ __all__ = [
     "wheel_package_dir",
     "which",
 ]
+
+
+def build_key(executable: Path, salt: str = "") -> str:
+    """A name for what a kind keeps per build of ``executable`` (a home seed, a cache): from its
+    real path, size and modification time, and ``salt`` (bump it when what is kept changes).
+    Another build, or another format, gets another name. Raises :class:`OSError` when the
+    executable cannot be stat'ed."""
+    real = executable.resolve()
+    stat = real.stat()
+    data = f"{salt}:{real}:{stat.st_size}:{stat.st_mtime_ns}".encode("utf-8", "surrogateescape")
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def wheel_package_dir(package: str, distribution: str) -> Path | None:

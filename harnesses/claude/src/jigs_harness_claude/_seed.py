@@ -27,13 +27,12 @@ import json
 import os
 import shutil
 import tempfile
-import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
-from jigs.executables import installed_dir
+from jigs.executables import build_key, installed_dir
 from jigs.processes import ManagedProcess, launch
 from jigs.sandbox import SandboxView
 
@@ -55,10 +54,7 @@ _FAILED: set[Path] = set()
 
 def seed_path(executable: Path) -> Path:
     """Where the seed of this binary lives (a JSON file)."""
-    real = executable.resolve()
-    stat = real.stat()
-    data = f"{_FORMAT}:{real}:{stat.st_size}:{stat.st_mtime_ns}".encode("utf-8", "surrogateescape")
-    key = f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
+    key = build_key(executable, f"claude-seed-{_FORMAT}")
     return installed_dir("claude") / "home-seeds" / f"{key}.json"
 
 

@@ -44,14 +44,13 @@ import sqlite3
 import stat
 import threading
 import time
-import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
 from jigs import processes
-from jigs.executables import installed_dir
+from jigs.executables import build_key, installed_dir
 from jigs.plugin.tools import make_dir, remove_tree
 
 from jigs_harness_codex._rpc import AppServer, NotHandled
@@ -98,13 +97,7 @@ _BUILDING_LOCK = threading.Lock()
 
 def seed_path(executable: Path) -> Path:
     """Where the seed of this binary lives."""
-    real = executable.resolve()
-    stat = real.stat()
-    # a cache key, not a security boundary: zlib's checksums (another function would orphan the
-    # seeds already built)
-    data = f"{_FORMAT}:{real}:{stat.st_size}:{stat.st_mtime_ns}".encode("utf-8", "surrogateescape")
-    key = f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
-    return installed_dir("codex") / "home-seeds" / key
+    return installed_dir("codex") / "home-seeds" / build_key(executable, f"codex-seed-{_FORMAT}")
 
 
 def _checkpoint(directory: Path) -> None:
