@@ -519,6 +519,16 @@ class Harness(ABC, Generic[D]):
         arrives with ``pip install`` need not override it."""
         raise NotImplementedError(f"the {self.kind} harness has no installer")
 
+    async def warm(self, env: Mapping[str, str], log: Any) -> str | None:
+        """Build now what a fresh worker would otherwise build on its first step (a home seed,
+        a compile cache) for the CLI that :meth:`resolve_executable` finds under ``env``, and
+        say what is in place; None when the kind keeps nothing between steps (the default).
+        ``jigs install`` calls it after :meth:`install`, so a worker in a fresh container does
+        not pay for it inside a step. A step still builds what is missing, so a part that
+        cannot be had now is logged on ``log`` and left out, not raised; an exception is
+        reported by ``jigs install`` and does not fail it."""
+        return None
+
     def session_artifacts(
         self,
         session_id: str,

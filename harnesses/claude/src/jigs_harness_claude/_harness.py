@@ -28,7 +28,7 @@ import os
 import shlex
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from jigs.checks import Check
 from jigs.descriptors import HarnessDescriptor
@@ -50,7 +50,7 @@ from jigs_harness_claude._events import ClaudeDecoder
 from jigs_harness_claude._executable import FIX, resolve_executable
 from jigs_harness_claude._launch import SETS_ENV, Prepared, launch
 from jigs_harness_claude._mcp import mcp_config
-from jigs_harness_claude._seed import ensure_seed
+from jigs_harness_claude._seed import ensure_seed, seed_path
 from jigs_harness_claude._sessions import config_dir, project_dir_name, verify_transcript
 from jigs_harness_claude._shell import write_shell_prefix
 
@@ -63,6 +63,8 @@ __all__ = ["ClaudeHarness"]
 _EMPTY_MCP = '{"mcpServers":{}}'
 #: What the seed's one run of the binary takes from the step's env (root needs IS_SANDBOX).
 _SEED_ENV = ("IS_SANDBOX",)
+#: ``jigs install`` has no step waiting on it: the seed may take as long as a slow disk needs
+_WARM_TIMEOUT = 60.0
 #: Where Claude Code sends requests without ANTHROPIC_BASE_URL.
 ANTHROPIC_API = "https://api.anthropic.com"
 
@@ -87,6 +89,14 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
     def resolve_executable(self, env: Mapping[str, str]) -> Resolved:
         """The CLI: ``$JIGS_CLAUDE_EXECUTABLE``, ``claude`` on PATH, the pip-bundled copy."""
         return resolve_executable(env)
+
+    async def warm(self, env: Mapping[str, str], log: Any) -> str | None:
+        """The CLI's home seed (what a sandboxed step copies to its HOME), made if missing."""
+        executable = resolve_executable(env).path
+        seed_env = {name: env[name] for name in _SEED_ENV if name in env}
+        if await ensure_seed(executable, seed_env, log, timeout=_WARM_TIMEOUT) is None:
+            return "no home seed (see the log); a sandboxed step will try again"
+        return f"home seed in place at {seed_path(executable)}"
 
     def model_route(self, descriptor: ClaudeDescriptor) -> ModelRoute | None:
         if descriptor.api_key_env is None:

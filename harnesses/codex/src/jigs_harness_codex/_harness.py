@@ -29,7 +29,11 @@ from jigs_harness_codex._executable import (
     wheel_binary,
 )
 from jigs_harness_codex._home import live_sessions_dirs, rollout_for, sessions_dir
+from jigs_harness_codex._seed import ensure_seed
 from jigs_harness_codex._transport import open_transport
+
+#: ``jigs install`` has no step waiting on it: the seed may take as long as a slow disk needs
+_WARM_TIMEOUT = 60.0
 
 if TYPE_CHECKING:
     from jigs_testing import ConfigFile
@@ -62,6 +66,14 @@ class CodexHarness(Harness[CodexDescriptor]):
     def resolve_executable(self, env: Mapping[str, str]) -> Resolved:
         """The Codex CLI in the documented order (see :mod:`jigs_harness_codex._executable`)."""
         return resolve_executable(env)
+
+    async def warm(self, env: Mapping[str, str], log: Any) -> str | None:
+        """The CLI's home seed (what every step's private home starts from), made if missing."""
+        executable = resolve_executable(env).path
+        seed = await ensure_seed(executable, env, log, timeout=_WARM_TIMEOUT)
+        if seed is None:
+            return "no home seed (see the log); the first step will try again"
+        return f"home seed in place at {seed}"
 
     def model_route(self, descriptor: CodexDescriptor) -> ModelRoute | None:
         """With ``api_key_env``: the descriptor's ``base_url`` (or OpenAI's API), bearer."""

@@ -257,6 +257,17 @@ class PiHarness(Harness[PiDescriptor]):
     async def install(self, env: Mapping[str, str]) -> str:
         return await install_pi(env)
 
+    async def warm(self, env: Mapping[str, str], log: Any) -> str | None:
+        """A Node Pi's compile cache (what a sandboxed step shows it read-only), made if
+        missing; nothing for a Pi that is not run by Node."""
+        pi = resolve_pi(env)
+        if len(pi.argv) < 2:
+            return None
+        cache = await compile_cache(pi, env, log)
+        if cache is None:
+            return "no compile cache (see the log); a sandboxed step will try again"
+        return f"compile cache in place at {cache}"
+
     def config_files(self) -> Sequence[ConfigFile]:
         """What Pi would read from the worktree and HOME (see :mod:`._config_files`)."""
         from jigs_harness_pi._config_files import CONFIG_FILES  # the kit's types (jigs_testing)
