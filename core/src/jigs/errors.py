@@ -30,6 +30,7 @@ __all__ = [
     "AgentSessionError",
     "AgentTimeoutError",
     "AgentTurnError",
+    "ApprovalPending",
     "CheckFailedError",
     "CheckpointError",
     "CliCommandError",
@@ -51,6 +52,7 @@ __all__ = [
     "SessionSaveError",
     "SessionStoreError",
     "StructuredOutputError",
+    "ToolGateError",
     "WorktreeBusyError",
     "WorktreeLockError",
 ]
@@ -394,6 +396,41 @@ class AgentLimitError(AgentTurnError):
         self.value = value
         fields.setdefault("reason", limit)
         super().__init__(message, kind=kind, **fields)
+
+
+class ToolGateError(AgentTurnError):
+    """The step's ``approve_tool`` raised, or returned something that is not
+    ``Allow()`` / ``Deny(reason)`` / ``Defer()``: the call did not run and the turn was stopped.
+    The gate's own exception is the ``__cause__``. Not retryable (the gate would do it again)."""
+
+    def __init__(self, message: str, *, kind: str, **fields: Any) -> None:
+        fields.setdefault("reason", "tool_gate")
+        super().__init__(message, kind=kind, **fields)
+
+
+class ApprovalPending(AgentTurnError):
+    """The step's ``approve_tool`` deferred a call (``Defer()``): the call did not run, the turn
+    ended, and the session waits for a human's decision. Not a failure of the agent and not
+    retryable (running the step again would ask again): store :attr:`pending` (a pydantic
+    :class:`~jigs.steps.PendingApproval`: the session ref, the usage, the calls), and once
+    decided resume it with ``resume=pending.session`` and
+    ``approvals=pending.decide({call_id: Allow() or Deny(reason)})``."""
+
+    def __init__(
+        self, message: str, *, kind: str, calls: Sequence[Any] = (), **fields: Any
+    ) -> None:
+        fields.setdefault("reason", "approval_pending")
+        super().__init__(message, kind=kind, **fields)
+        #: The deferred :class:`~jigs.steps.ToolCall` s, in the order the agent made them.
+        self.calls = tuple(calls)
+
+    @property
+    def pending(self) -> Any:
+        """A :class:`~jigs.steps.PendingApproval` (session, usage, calls) to store."""
+        from jigs.engine._gate import PendingApproval  # here: it imports this module
+        from jigs.engine._usage import Usage
+
+        return PendingApproval(session=self.session, usage=self.usage or Usage(), calls=self.calls)
 
 
 class StructuredOutputError(JigsError, ValueError):

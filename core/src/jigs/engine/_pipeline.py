@@ -375,9 +375,11 @@ class Step:
         resume: object,
         agents_env: object,
         need_model: bool,
+        gated: bool = False,
     ) -> TurnEngine:
         """Run every stage; raises the first failure (kept in :attr:`error`; the caller then
-        calls :meth:`aclose`)."""
+        calls :meth:`aclose`). ``gated``: the step passes a tool gate, which a kind without
+        ``tool_gate`` refuses here, before anything is acquired."""
         try:
             probe_soon()  # a fresh process's probe runs while the step resolves and locks
             run_meta = _validate_run(run)
@@ -385,6 +387,12 @@ class Step:
             kind = harness.kind
             if need_model and not harness.has_model:
                 raise ModelNotAvailableError(kind)
+            if gated and not harness.tool_gate:
+                raise InvalidInputError(
+                    f"the {kind} kind cannot gate tool calls, so it refuses approve_tool: "
+                    f"{harness.tool_gate_refusal}",
+                    argument="approve_tool",
+                )
             session = _validate_resume(resume)
             if session is not None and session.harness != kind:
                 raise AgentSessionError(

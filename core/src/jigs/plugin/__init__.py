@@ -73,6 +73,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 import pluggy
 
 from jigs import processes
+from jigs.engine._gate import ToolCall, ToolGate
 from jigs.errors import AgentSessionError, RunnerClosedError
 from jigs.policy._files import remove_tree
 from jigs.sandbox import SandboxView
@@ -86,6 +87,8 @@ __all__ = [
     "ModelEndpoint",
     "ModelRoute",
     "SessionTransport",
+    "ToolCall",
+    "ToolGate",
     "TurnDecoder",
     "TurnDriver",
     "TurnLaunch",
@@ -318,7 +321,11 @@ class TurnSpec(Generic[D]):
     ``--fork-session``, Pi ``--fork``): the first turn of a step that resumes forks, so a retried
     step starts from exactly the state its input ref names, whatever a killed attempt wrote.
     ``partial`` asks for text deltas as they arrive (a streamed call). ``options`` are the
-    step's provider options for this kind (functions such as ``approve_tool``; never persisted).
+    step's provider options for this kind (functions; never persisted). ``gate`` is the step's
+    tool gate (None: none was given), only ever set for a kind whose ``tool_gate`` is True: ask
+    :meth:`ToolGate.decide` before each tool call runs and tell the CLI the answer
+    (:class:`~jigs.steps.Allow`: run it; :class:`~jigs.steps.Deny`: refuse it with the reason;
+    :class:`~jigs.steps.Defer`: refuse it and end the turn as soon as the CLI can, cleanly).
     """
 
     descriptor: D
@@ -331,6 +338,7 @@ class TurnSpec(Generic[D]):
     max_output_tokens: int | None = None
     partial: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
+    gate: ToolGate | None = None
 
 
 class TurnDriver(Protocol):
@@ -431,6 +439,13 @@ class Harness(ABC, Generic[D]):
     call_settings: ClassVar[frozenset[str]] = frozenset()
     #: What to do when the CLI is missing (shown in errors and by ``jigs doctor``).
     install_hint: ClassVar[str] = "install the kind's CLI (see `jigs doctor`)"
+    #: True when the kind asks :attr:`TurnSpec.gate` before every tool call its CLI runs (a
+    #: step's ``approve_tool``); False (the default) refuses ``approve_tool`` when the step
+    #: opens, with :attr:`tool_gate_refusal`, so that no step believes itself gated when it is
+    #: not.
+    tool_gate: ClassVar[bool] = False
+    #: Why the kind cannot gate tool calls (the refusal's message, when ``tool_gate`` is False).
+    tool_gate_refusal: ClassVar[str] = "the kind does not declare a tool gate (Harness.tool_gate)"
 
     # ---------------------------------------------------------------- resolution and checks
 

@@ -75,6 +75,7 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
     kind: ClassVar[str] = "claude"
     contract: ClassVar[str | None] = "2.0"
     display_name: ClassVar[str] = "Claude Code"
+    tool_gate: ClassVar[bool] = True
     descriptor_type: ClassVar[type[HarnessDescriptor]] = ClaudeDescriptor
     sets_env: ClassVar[frozenset[str]] = SETS_ENV
     structured_output: ClassVar[Literal["native", "prompted"]] = "native"

@@ -35,7 +35,7 @@ from pathlib import Path
 from jigs.errors import DescriptorError, InvalidInputError
 from jigs.plugin import ModelEndpoint, TurnLaunch, TurnSpec, private_file
 
-from jigs_harness_claude._approval import ApprovalDriver, approve_tool
+from jigs_harness_claude._approval import ApprovalDriver
 from jigs_harness_claude._descriptor import ClaudeDescriptor
 from jigs_harness_claude._mcp import disallowed_mcp_tools
 from jigs_harness_claude._shell import PREFIX_VAR, SHELL_VAR, shell_env
@@ -125,11 +125,11 @@ def build_env(
 
 
 def launch(turn: TurnSpec[ClaudeDescriptor], prepared: Prepared) -> TurnLaunch:
-    """One turn's :class:`TurnLaunch`. ``turn.options["approve_tool"]`` switches to stream-json
+    """One turn's :class:`TurnLaunch`. A tool gate (``turn.gate``) switches to stream-json
     input with the approval driver (see :mod:`._approval`)."""
-    approve = approve_tool(turn.options)
+    gate = turn.gate
     argv = [
-        *_policy_args(turn, prepared, streamed_input=approve is not None),
+        *_policy_args(turn, prepared, streamed_input=gate is not None),
         *_session_args(turn),
         *_descriptor_args(turn.descriptor),
         *_system_args(turn, prepared),
@@ -140,8 +140,8 @@ def launch(turn: TurnSpec[ClaudeDescriptor], prepared: Prepared) -> TurnLaunch:
         max_output_tokens=turn.max_output_tokens,
         shell_prefix=prepared.shell_prefix,
     )
-    if approve is not None:
-        return TurnLaunch(argv, env, driver=ApprovalDriver(approve, turn.prompt))
+    if gate is not None:
+        return TurnLaunch(argv, env, driver=ApprovalDriver(gate, turn.prompt))
     encoded = turn.prompt.encode("utf-8")
     if len(encoded) > MAX_ARG:
         return TurnLaunch(argv, env, stdin=encoded)

@@ -57,6 +57,7 @@ class CodexHarness(Harness[CodexDescriptor]):
     kind: ClassVar[str] = "codex"
     contract: ClassVar[str | None] = "2.0"
     display_name: ClassVar[str] = "Codex"
+    tool_gate: ClassVar[bool] = True
     descriptor_type: ClassVar[type[HarnessDescriptor]] = CodexDescriptor
     sets_env: ClassVar[frozenset[str]] = frozenset({"CODEX_HOME"})
     structured_output: ClassVar[Literal["native", "prompted"]] = "native"

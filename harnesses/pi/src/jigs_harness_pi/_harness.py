@@ -144,6 +144,11 @@ class PiHarness(Harness[PiDescriptor]):
     kind: ClassVar[str] = "pi"
     contract: ClassVar[str | None] = "2.0"
     display_name: ClassVar[str] = "Pi"
+    tool_gate_refusal: ClassVar[str] = (
+        "Pi can block a tool call only from an extension's tool_call handler, and jigs runs Pi "
+        "in json mode with extensions off (-ne) and no channel back to the step, so nothing "
+        "would ask approve_tool; restrict Pi's tools with the descriptor's tools instead"
+    )
     descriptor_type: ClassVar[type[HarnessDescriptor]] = PiDescriptor
     has_model: ClassVar[bool] = False
     structured_output: ClassVar[Literal["native", "prompted"]] = "prompted"
@@ -358,12 +363,11 @@ class PiHarness(Harness[PiDescriptor]):
 
 
 def _refuse_options(options: Mapping[str, Any]) -> None:
-    """Pi takes no provider options: it runs its tools without asking."""
+    """Pi takes no provider options (the core refuses a tool gate for it: ``tool_gate_refusal``)."""
     if options:
         raise InvalidInputError(
             f"the pi kind takes no provider options besides on_event (got "
-            f"{', '.join(sorted(map(str, options)))}); Pi runs its tools without asking, "
-            f"so there is no approve_tool: restrict them with the descriptor's tools",
+            f"{', '.join(sorted(map(str, options)))})",
             argument="provider_options",
         )
 
