@@ -75,6 +75,11 @@ run takes them (name -> an async function of one :class:`KitContext`):
   kind or not, planted in the worktree and HOME: no server of theirs starts and the step does
   its work (or fails closed with :class:`~jigs.errors.JitCheckError` naming the file, which is
   then removed until a step runs);
+- ``tool_gate``: with a kind that declares a gate (``Harness.tool_gate``), a shell command and a
+  file edit the step's ``approve_tool`` declines never happen (no marker, no file), allowed ones
+  do, and the gate saw their arguments (``DemoPlan.edit_file`` scripts the CLI's own edit tool,
+  seen as ``"file_edit"``); a kind without one refuses ``approve_tool`` before any process
+  starts, saying why (``Harness.tool_gate_refusal``);
 - ``event_stream``: one typed event stream, the same in the step log;
 - ``env_canaries``: every launched environment is built from empty (only allowlisted names, plus
   the ``agents_env`` name ``bad_output`` gives its fake CLIs), no canary planted in the host
@@ -166,6 +171,7 @@ from jigs_testing._isolation_probe import (
     view_command,
 )
 from jigs_testing._stray_mcp import STRAY_MCP_CONFIGS, stray_mcp_configs
+from jigs_testing._tool_gate import tool_gate
 from jigs_testing.config_files import ConfigFile, Planted, config_files_of
 from jigs_testing.plan import demo_plan_of, has_demo_plan, how_to_write_demo_plan
 
@@ -1397,6 +1403,7 @@ CHECKS: dict[str, Check] = {
     "home_per_step": home_per_step,
     "planted_config": _planted_config,
     "stray_mcp_configs": stray_mcp_configs,
+    "tool_gate": tool_gate,
     "event_stream": _event_stream,
     "env_canaries": _env_canaries,
     "no_leftovers": _no_leftovers,

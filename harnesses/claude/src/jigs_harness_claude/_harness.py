@@ -198,6 +198,9 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
                     "description": f"write {path}",
                 },
             ),
+            edit_file=scripted_write(
+                "Write", lambda path, content: {"file_path": path, "content": content}
+            ),
             run_command=scripted_command(
                 "Bash", lambda command: {"command": command, "description": "run a command"}
             ),
