@@ -7,6 +7,13 @@ call's arguments (the command, the file's name), as ``"shell"`` and, where the p
 CLI's own edit tool (``DemoPlan.edit_file``), ``"file_edit"``. A kind without a gate must refuse
 ``approve_tool`` with :class:`~jigs.errors.InvalidInputError` naming why, before any process
 starts, leaving the worktree unlocked.
+
+``approval_pending``: a shell command the gate defers does not run and the step raises
+:class:`~jigs.errors.ApprovalPending` with the call and a session whose ``PendingApproval``
+survives JSON; a step that resumes it with ``approvals`` allowing that call (and a gate that
+declines everything) runs the identical command exactly once without asking the gate, and the
+agent's request carries the decision (:func:`~jigs.steps.approvals_prompt`). A kind without
+a gate: skipped by design.
 """
 
 from __future__ import annotations
@@ -14,16 +21,16 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from jigs.errors import InvalidInputError
+from jigs.errors import ApprovalPending, InvalidInputError
 from jigs.policy._lock import worktree_locked
-from jigs.steps import Allow, Deny, ToolCall
+from jigs.steps import Allow, Defer, Deny, PendingApproval, ToolCall, approvals_prompt
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from jigs_testing.conformance import KitContext
 
-__all__ = ["tool_gate"]
+__all__ = ["approval_pending", "tool_gate"]
 
 
 class _Gate:
@@ -82,9 +89,9 @@ def _edit_prompt(ctx: KitContext, tree: Path, name: str) -> str:
     return ctx.write_prompt(name, "gated")
 
 
-async def _turn(ctx: KitContext, tree: Path, prompt: str, gate: _Gate) -> Any:
+async def _turn(ctx: KitContext, tree: Path, prompt: str, gate: _Gate, **options: Any) -> Any:
     try:
-        return await ctx.turn(tree, prompt, approve_tool=gate)
+        return await ctx.turn(tree, prompt, approve_tool=gate, **options)
     finally:
         ctx.server.script.skip_remaining()
         assert not worktree_locked(tree), f"{ctx.kind}: a gated step left the worktree locked"
@@ -107,3 +114,52 @@ async def _refused(ctx: KitContext) -> None:
     started = ctx.launches[before:]
     assert not started, f"{kind}: a refused gate launched {started[0].argv[0]}"
     assert not worktree_locked(tree), f"{kind}: a refused gate left the worktree locked"
+
+
+async def approval_pending(ctx: KitContext) -> None:
+    from jigs_testing.conformance import CheckSkipped  # here: conformance imports this module
+
+    kind = ctx.kind
+    if not ctx.harness.tool_gate:
+        raise CheckSkipped(f"the {kind} kind has no tool gate: {ctx.harness.tool_gate_refusal}")
+    tree = ctx.worktree("gate-defer")
+    command = "echo ran >> approved.marker"
+    raised: ApprovalPending | None = None
+    try:
+        await ctx.turn(tree, ctx.shell_prompt(command, "approval_pending"), approve_tool=_defer)
+    except ApprovalPending as exc:
+        raised = exc
+    finally:
+        ctx.server.script.skip_remaining()
+    assert raised is not None, f"{kind}: a deferred call did not raise ApprovalPending"
+    assert not raised.retryable, f"{kind}: ApprovalPending says a retry can help"
+    pending = PendingApproval.model_validate_json(raised.pending.model_dump_json())
+    assert not (tree / "approved.marker").exists(), f"{kind}: the deferred command ran"
+    assert not worktree_locked(tree), f"{kind}: a deferred step left the worktree locked"
+    calls = [c for c in pending.calls if "approved.marker" in str(c.arguments)]
+    assert calls, f"{kind}: the pending calls do not hold the command: {pending.calls}"
+    assert pending.session is not None, f"{kind}: ApprovalPending carries no session"
+
+    approvals = pending.decide({calls[0].call_id: Allow()})
+    seen = len(ctx.server.model_requests)
+    # the agent makes the approved call again (the plan's script): it runs, the gate unasked
+    ctx.shell_prompt(command, "approval_pending")
+    gate = _Gate(False)
+    await _turn(
+        ctx,
+        tree,
+        approvals_prompt(approvals),
+        gate,
+        resume=pending.session,
+        approvals=approvals,
+    )
+    marker = tree / "approved.marker"
+    ran = marker.read_text() if marker.exists() else ""
+    assert ran == "ran\n", f"{kind}: the approved command ran {ran.count('ran')} time(s)"
+    assert not gate.saw("approved.marker"), f"{kind}: the approved call was asked again"
+    asked = ctx.server.model_requests[seen:]
+    assert any("was approved" in r.text() for r in asked), f"{kind}: the agent never saw it"
+
+
+def _defer(call: ToolCall) -> Defer:
+    return Defer()

@@ -80,6 +80,10 @@ run takes them (name -> an async function of one :class:`KitContext`):
   do, and the gate saw their arguments (``DemoPlan.edit_file`` scripts the CLI's own edit tool,
   seen as ``"file_edit"``); a kind without one refuses ``approve_tool`` before any process
   starts, saying why (``Harness.tool_gate_refusal``);
+- ``approval_pending``: a shell command the gate defers does not run and the step raises
+  :class:`~jigs.errors.ApprovalPending` (not retryable) with the call and the session; resumed
+  with ``approvals`` allowing it, the identical command runs once without asking the gate and the
+  agent reads the decision (a kind without a gate: skipped by design);
 - ``event_stream``: one typed event stream, the same in the step log;
 - ``env_canaries``: every launched environment is built from empty (only allowlisted names, plus
   the ``agents_env`` name ``bad_output`` gives its fake CLIs), no canary planted in the host
@@ -171,7 +175,7 @@ from jigs_testing._isolation_probe import (
     view_command,
 )
 from jigs_testing._stray_mcp import STRAY_MCP_CONFIGS, stray_mcp_configs
-from jigs_testing._tool_gate import tool_gate
+from jigs_testing._tool_gate import approval_pending, tool_gate
 from jigs_testing.config_files import ConfigFile, Planted, config_files_of
 from jigs_testing.plan import demo_plan_of, has_demo_plan, how_to_write_demo_plan
 
@@ -1404,6 +1408,7 @@ CHECKS: dict[str, Check] = {
     "planted_config": _planted_config,
     "stray_mcp_configs": stray_mcp_configs,
     "tool_gate": tool_gate,
+    "approval_pending": approval_pending,
     "event_stream": _event_stream,
     "env_canaries": _env_canaries,
     "no_leftovers": _no_leftovers,

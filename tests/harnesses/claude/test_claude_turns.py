@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from claude_helpers import AGENTS_ENV, descriptor_for
 from jigs import RunMetadata
-from jigs.errors import ApprovalPending, ToolGateError
+from jigs.errors import ToolGateError
 from jigs.events import (
     AgentEvent,
     ModelCallStarted,
@@ -28,11 +28,8 @@ from jigs.models import (
 from jigs.processes import live_groups
 from jigs.steps import (
     Allow,
-    Defer,
     Deny,
-    PendingApproval,
     ToolCall,
-    approvals_prompt,
     create_agent_runner,
     run_agent,
 )
@@ -209,49 +206,6 @@ async def test_a_denied_call_reaches_the_agent_with_its_reason_and_a_raising_gat
     assert [(c.tool, c.category) for c in seen] == [("Write", "file_edit"), ("Bash", "shell")]
     assert seen[0].arguments["file_path"] == str(target)
     assert seen[0].call_id
-
-
-async def test_a_deferred_call_ends_the_turn_and_runs_once_when_approved_on_resume(
-    claude_cli: Path, server: ModelServer, worktree: Path, run_meta: RunMetadata
-) -> None:
-    command = {"command": "echo ran >> approved.txt", "description": "x"}
-    server.add(tool_call("Bash", command), text("must not be reached"))
-    with pytest.raises(ApprovalPending) as info:
-        await run_agent(
-            harness=descriptor_for(server),
-            cwd=worktree,
-            prompt="append",
-            run=run_meta,
-            agents_env=AGENTS_ENV,
-            approve_tool=lambda call: Defer(),
-        )
-    pending = PendingApproval.model_validate_json(info.value.pending.model_dump_json())
-    assert not info.value.retryable
-    assert [c.arguments["command"] for c in pending.calls] == [command["command"]]
-    assert pending.session is not None
-    assert pending.session.store_key
-    assert not (worktree / "approved.txt").exists()
-    assert len(server.model_requests) == 1  # the turn stopped at the deferred call
-    server.script.skip_remaining()
-
-    # decided: the resumed step re-issues the identical call, allowed once without asking
-    approvals = pending.decide({pending.calls[0].call_id: Allow()})
-    server.add(tool_call("Bash", command), tool_call("Bash", command), text("done"))
-    asked: list[ToolCall] = []
-    result = await run_agent(
-        harness=descriptor_for(server),
-        cwd=worktree,
-        prompt=approvals_prompt(approvals),
-        run=run_meta,
-        agents_env=AGENTS_ENV,
-        resume=pending.session,
-        approvals=approvals,
-        approve_tool=lambda call: asked.append(call) or Deny("once is enough"),
-    )
-    assert result.text == "done"
-    assert (worktree / "approved.txt").read_text() == "ran\n"  # once: the repeat was asked
-    assert [c.arguments["command"] for c in asked] == [command["command"]]
-    assert "was approved" in server.model_requests[-3].text()
 
 
 async def test_run_agent_output_uses_the_native_schema_and_keeps_usage(
