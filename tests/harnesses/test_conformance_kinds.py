@@ -11,9 +11,7 @@ async def test_kind_passes_the_conformance_kit(kind, require_cli, tmp_path):
     require_cli(kind)
     report = await check_harness(kind, tmp_path=tmp_path)
     # a shipped kind writes files and has a shell: only the checks that do not apply to it skip
-    # (Pi has no tool gate: its refusal passes tool_gate, approval_pending skips)
-    gateless = {"approval_pending"} if kind == "pi" else set()
-    assert report.skipped.keys() <= {"no_model_refusal", *gateless}, report.skipped
+    assert report.skipped.keys() <= {"no_model_refusal"}, report.skipped
     # the kit is where the engine's faults are tested on real CLIs (the kinds' own tests keep to
     # their decoder, argv/env and transport): none of these may be skipped
     assert {
@@ -31,4 +29,5 @@ async def test_kind_passes_the_conformance_kit(kind, require_cli, tmp_path):
         "model_only",
         "key_not_relayed",
         "tool_gate",
+        "approval_pending",
     } <= set(report.passed)

@@ -414,7 +414,7 @@ class Step:
             self._lock(workdir, run_meta)
 
             target: HarnessTarget[Any] = HarnessTarget(
-                descriptor=descriptor, cwd=workdir, resume=session
+                descriptor=descriptor, cwd=workdir, resume=session, gated=gated
             )
             await self._checks(harness, descriptor, env, target)
             ctx = self._context(harness, target, env, run_meta, sandboxed)

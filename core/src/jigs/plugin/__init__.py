@@ -131,11 +131,15 @@ D = TypeVar("D", bound="HarnessDescriptor")
 
 @dataclass(frozen=True)
 class HarnessTarget(Generic[D]):
-    """What a step asks for: a descriptor, the worktree, and optionally a session to resume."""
+    """What a step asks for: a descriptor, the worktree, optionally a session to resume, and
+    whether the step passes a tool gate (``gated``: every turn's :attr:`TurnSpec.gate` is then
+    set; a kind that configures its CLI once per step, such as an MCP server's approval mode,
+    reads it here)."""
 
     descriptor: D
     cwd: Path
     resume: AgentSessionRef | None = None
+    gated: bool = False
 
 
 @dataclass(frozen=True)

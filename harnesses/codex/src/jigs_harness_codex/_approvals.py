@@ -12,9 +12,11 @@ each request becomes a :class:`~jigs.plugin.ToolCall` for :meth:`~jigs.plugin.To
   ``"apply_patch"``, ``"file_edit"``, with ``{"paths", "reason"}``;
 - extra permissions (``item/permissions/requestApproval``) -> ``"request_permissions"``,
   ``"other"``, with ``{"permissions", "reason"}``;
-- an MCP server's elicitation (how Codex asks about an MCP tool call that needs it) ->
-  ``"mcp__<server>__elicitation"``, ``"mcp"``, with ``{"message", "mode"}`` (declined when no
-  gate is given: nobody is there to fill a form).
+- an MCP tool call (the step's servers get ``default_tools_approval_mode = "prompt"`` when the
+  step is gated; Codex asks with an elicitation whose ``_meta.codex_approval_kind`` is
+  ``"mcp_tool_call"``) -> ``"mcp__<server>__<tool>"``, ``"mcp"``, with the tool's arguments;
+- any other MCP server's elicitation -> ``"mcp__<server>__elicitation"``, ``"mcp"``, with
+  ``{"message", "mode"}`` (declined when no gate is given: nobody is there to fill a form).
 
 ``Allow`` accepts, ``Deny`` declines (Codex's decline carries no message: the reason is logged,
 the agent reads that the user declined), ``Defer`` declines and interrupts the turn. Questions to
@@ -25,6 +27,7 @@ first, so the call does not run).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -72,6 +75,8 @@ def turn_options(options: Mapping[str, Any]) -> str | None:
 
 
 _Category = Literal["shell", "file_edit", "mcp", "other"]
+#: Codex names the tool only in its question: 'Allow the x MCP server to run tool "lookup"?'
+_TOOL_IN_MESSAGE = re.compile(r'run tool "([^"]+)"')
 
 
 def tool_call(method: str, params: dict[str, Any], paths: Mapping[str, list[str]]) -> ToolCall:
@@ -99,6 +104,12 @@ def _tool(
         arguments = {"permissions": params.get("permissions"), "reason": params.get("reason")}
         return "request_permissions", "other", arguments
     server = params.get("serverName")
+    meta = params.get("_meta")
+    if isinstance(meta, dict) and meta.get("codex_approval_kind") == "mcp_tool_call":
+        named = _TOOL_IN_MESSAGE.search(str(params.get("message") or ""))
+        tool = named.group(1) if named else "tool"
+        given = meta.get("tool_params")
+        return f"mcp__{server}__{tool}", "mcp", given if isinstance(given, dict) else {}
     arguments = {"message": params.get("message"), "mode": params.get("mode")}
     return f"mcp__{server}__elicitation", "mcp", arguments
 

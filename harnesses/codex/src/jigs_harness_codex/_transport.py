@@ -359,6 +359,7 @@ def _open_home(
             ctx.state_dir,
             seed=seed,
             base_url=endpoint.base_url if endpoint is not None else None,
+            gated=target.gated,
         )
     cleanup = _HomeCleanup(home, seed, sessions_dir(ctx.state_dir), ctx.log)
     ctx.callback(cleanup)
