@@ -65,7 +65,9 @@ async def test_a_gate_that_answers_nonsense_or_raises_fails_the_turn(answer: obj
 
 
 def test_pending_approval_round_trips_and_decides_only_pending_ids() -> None:
-    error = ApprovalPending("waiting", kind="k", calls=[_call("make deploy")])
+    error = ApprovalPending(
+        "waiting", kind="k", pending=PendingApproval(session=None, calls=(_call("make deploy"),))
+    )
     assert not error.retryable
     back = pickle.loads(pickle.dumps(error))
     pending = PendingApproval.model_validate_json(back.pending.model_dump_json())

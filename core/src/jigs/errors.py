@@ -416,21 +416,25 @@ class ApprovalPending(AgentTurnError):
     decided resume it with ``resume=pending.session`` and
     ``approvals=pending.decide({call_id: Allow() or Deny(reason)})``."""
 
-    def __init__(
-        self, message: str, *, kind: str, calls: Sequence[Any] = (), **fields: Any
-    ) -> None:
+    def __init__(self, message: str, *, kind: str, pending: Any, **fields: Any) -> None:
         fields.setdefault("reason", "approval_pending")
         super().__init__(message, kind=kind, **fields)
-        #: The deferred :class:`~jigs.steps.ToolCall` s, in the order the agent made them.
-        self.calls = tuple(calls)
+        # the PendingApproval the engine built (this module imports nothing of jigs); its
+        # session is filled in when read, once the step has stored the session
+        self._pending = pending
+
+    @property
+    def calls(self) -> tuple[Any, ...]:
+        """The deferred :class:`~jigs.steps.ToolCall` s, in the order the agent made them."""
+        return tuple(self._pending.calls)
 
     @property
     def pending(self) -> Any:
         """A :class:`~jigs.steps.PendingApproval` (session, usage, calls) to store."""
-        from jigs.engine._gate import PendingApproval  # here: it imports this module
-        from jigs.engine._usage import Usage
-
-        return PendingApproval(session=self.session, usage=self.usage or Usage(), calls=self.calls)
+        update: dict[str, Any] = {"session": self.session}
+        if self.usage is not None:
+            update["usage"] = self.usage
+        return self._pending.model_copy(update=update)
 
 
 class StructuredOutputError(JigsError, ValueError):

@@ -1386,6 +1386,13 @@ def _files_holding(roots: Sequence[Path], needle: bytes) -> list[Path]:
     return found
 
 
+async def _approval_pending(ctx: KitContext) -> None:
+    if not ctx.harness.tool_gate:
+        reason = ctx.harness.tool_gate_refusal
+        raise CheckSkipped(f"the {ctx.kind} kind has no tool gate: {reason}")
+    await approval_pending(ctx)
+
+
 CHECKS: dict[str, Check] = {
     "descriptor_json": _descriptor_json,
     "stale_resume": _stale_resume,
@@ -1408,7 +1415,7 @@ CHECKS: dict[str, Check] = {
     "planted_config": _planted_config,
     "stray_mcp_configs": stray_mcp_configs,
     "tool_gate": tool_gate,
-    "approval_pending": approval_pending,
+    "approval_pending": _approval_pending,
     "event_stream": _event_stream,
     "env_canaries": _env_canaries,
     "no_leftovers": _no_leftovers,

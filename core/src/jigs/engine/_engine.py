@@ -39,7 +39,7 @@ import anyio
 import anyio.abc
 
 from jigs.engine import _otel, _structured
-from jigs.engine._gate import ToolGate
+from jigs.engine._gate import PendingApproval, ToolGate
 from jigs.engine._steplog import StepLog
 from jigs.engine._usage import Usage
 from jigs.errors import (
@@ -777,7 +777,7 @@ class TurnEngine:
             f"call(s) ({names}) for a decision. Store error.pending, then resume its session "
             f"with approvals=error.pending.decide({{call_id: Allow() or Deny(reason)}})",
             kind=self.harness.kind,
-            calls=calls,
+            pending=PendingApproval(session=None, calls=calls),
         )
         if record.failed is not None:
             error.stop_reason = record.failed.stop_reason
