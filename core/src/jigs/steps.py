@@ -13,6 +13,7 @@ that worktree.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from pathlib import Path
@@ -64,6 +65,7 @@ __all__ = [
     "AgentStream",
     "EngineStepOptions",
     "JitCheckError",
+    "LazyPrompt",
     "StepOptions",
     "agent_session",
     "create_agent_runner",
@@ -120,6 +122,11 @@ class EngineStepOptions(_Options, total=False):
 
     run: RunMetadata | None
 
+
+#: A prompt, or a function that makes it (sync or async), called only when the prompt is sent:
+#: :func:`agent_session` calls ``fresh_prompt`` only on the fresh path (an expensive diff is
+#: never computed for a resumed session) and ``resume_prompt`` only on the resumed one.
+LazyPrompt = str | Callable[[], str | Awaitable[str]]
 
 #: The structured output of a turn: a pydantic model, or None when none was asked for.
 OutputT = TypeVar("OutputT", bound="BaseModel | None")
@@ -558,8 +565,8 @@ async def agent_session(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
     session: AgentSessionRef | None,
-    resume_prompt: str,
-    fresh_prompt: str,
+    resume_prompt: LazyPrompt,
+    fresh_prompt: LazyPrompt,
     output: type[T],
     name: str = "agent",
     **options: Unpack[StepOptions],
@@ -571,8 +578,8 @@ async def agent_session(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
     session: AgentSessionRef | None,
-    resume_prompt: str,
-    fresh_prompt: str,
+    resume_prompt: LazyPrompt,
+    fresh_prompt: LazyPrompt,
     output: None = None,
     name: str = "agent",
     **options: Unpack[StepOptions],
@@ -583,21 +590,22 @@ async def agent_session(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
     session: AgentSessionRef | None,
-    resume_prompt: str,
-    fresh_prompt: str,
+    resume_prompt: LazyPrompt,
+    fresh_prompt: LazyPrompt,
     output: type[T] | None = None,
     name: str = "agent",
     **options: Unpack[StepOptions],
 ) -> AgentResult[Any]:
     """Continue a held session when it still fits, else start fresh.
 
-    Resumes ``session`` with ``resume_prompt`` only if it was recorded on the same kind with the
-    same descriptor (``describe()``); otherwise, or when the harness cannot resume it
-    (:class:`~jigs.errors.AgentSessionError`), runs ``fresh_prompt`` without resume, logging
-    why. A turn error that carries a session (a turn stopped by ``max_turns``, say) can be
-    continued by passing ``error.session`` as ``session``. ``options``: :class:`StepOptions`,
-    but for ``resume`` (:class:`~jigs.errors.InvalidInputError`): the held session is
-    ``session``.
+    Each prompt is a string or a function making one (sync or async, :data:`LazyPrompt`),
+    called only on the path that sends it. Resumes ``session`` with ``resume_prompt`` only if
+    it was recorded on the same kind with the same descriptor (``describe()``); otherwise, or
+    when the harness cannot resume it (:class:`~jigs.errors.AgentSessionError`), runs
+    ``fresh_prompt`` without resume, logging why. A turn error that carries a session (a turn
+    stopped by ``max_turns``, say) can be continued by passing ``error.session`` as
+    ``session``. ``options``: :class:`StepOptions`, but for ``resume``
+    (:class:`~jigs.errors.InvalidInputError`): the held session is ``session``.
     """
     if "resume" in options:
         raise InvalidInputError(
@@ -618,7 +626,19 @@ async def agent_session(
         else:
             try:
                 resuming: StepOptions = {**options, "resume": session}
-                return await _run_agent(descriptor, resume_prompt, output, resuming)
+                prompt = await _made(resume_prompt)
+                return await _run_agent(descriptor, prompt, output, resuming)
             except AgentSessionError as exc:
                 log.info("agent_session.fresh", reason=str(exc), session_id=session.id)
-    return await _run_agent(descriptor, fresh_prompt, output, options)
+    return await _run_agent(descriptor, await _made(fresh_prompt), output, options)
+
+
+async def _made(prompt: LazyPrompt) -> str:
+    """The prompt itself: a string as it is, a function's (awaited) return value. What is not
+    a string is :func:`run_agent`'s :class:`~jigs.errors.PromptError`."""
+    if not callable(prompt):
+        return prompt
+    made = prompt()
+    if inspect.isawaitable(made):
+        made = await made
+    return made
