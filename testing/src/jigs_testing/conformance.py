@@ -75,6 +75,11 @@ run takes them (name -> an async function of one :class:`KitContext`):
   kind or not, planted in the worktree and HOME: no server of theirs starts and the step does
   its work (or fails closed with :class:`~jigs.errors.JitCheckError` naming the file, which is
   then removed until a step runs);
+- ``tool_free``: :func:`jigs.steps.ask_agent` on a kind that says it runs without tools
+  (:meth:`~jigs.plugin.Harness.tool_free_problem` is None) offers the model no tool, runs no
+  command (the scripted shell call to print a planted file), sends no file planted above its
+  scratch directory, takes no lock, keeps no session and leaves no directory; a kind that
+  cannot is refused with its reason;
 - ``event_stream``: one typed event stream, the same in the step log;
 - ``env_canaries``: every launched environment is built from empty (only allowlisted names, plus
   the ``agents_env`` name ``bad_output`` gives its fake CLIs), no canary planted in the host
@@ -166,6 +171,7 @@ from jigs_testing._isolation_probe import (
     view_command,
 )
 from jigs_testing._stray_mcp import STRAY_MCP_CONFIGS, stray_mcp_configs
+from jigs_testing._tool_free import tool_free
 from jigs_testing.config_files import ConfigFile, Planted, config_files_of
 from jigs_testing.plan import demo_plan_of, has_demo_plan, how_to_write_demo_plan
 
@@ -1397,6 +1403,7 @@ CHECKS: dict[str, Check] = {
     "home_per_step": home_per_step,
     "planted_config": _planted_config,
     "stray_mcp_configs": stray_mcp_configs,
+    "tool_free": tool_free,
     "event_stream": _event_stream,
     "env_canaries": _env_canaries,
     "no_leftovers": _no_leftovers,

@@ -400,6 +400,7 @@ class TurnEngine:
             ),
             partial=request.partial,
             options=request.options,
+            tool_free=self.target.tool_free,
         )
 
     async def run(self, request: TurnRequest, record: TurnRecord) -> AsyncIterator[AgentEvent]:

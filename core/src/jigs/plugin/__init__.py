@@ -128,11 +128,18 @@ D = TypeVar("D", bound="HarnessDescriptor")
 
 @dataclass(frozen=True)
 class HarnessTarget(Generic[D]):
-    """What a step asks for: a descriptor, the worktree, and optionally a session to resume."""
+    """What a step asks for: a descriptor, the worktree, and optionally a session to resume.
+
+    ``tool_free`` (:func:`jigs.steps.ask_agent`): the step's turns run with no tool at all (no
+    shell, no file tools, no MCP, no web search, no subagents) and keep no session (nothing
+    resumes an ask; ``cwd`` is a private scratch directory, removed afterwards). A kind that
+    says it can (:meth:`Harness.tool_free_problem` returns None) must turn every tool of its
+    CLI off for such a target, and write no session it would keep."""
 
     descriptor: D
     cwd: Path
     resume: AgentSessionRef | None = None
+    tool_free: bool = False
 
 
 @dataclass(frozen=True)
@@ -319,6 +326,7 @@ class TurnSpec(Generic[D]):
     step starts from exactly the state its input ref names, whatever a killed attempt wrote.
     ``partial`` asks for text deltas as they arrive (a streamed call). ``options`` are the
     step's provider options for this kind (functions such as ``approve_tool``; never persisted).
+    ``tool_free``: the step's target is tool-free (see :class:`HarnessTarget`).
     """
 
     descriptor: D
@@ -331,6 +339,7 @@ class TurnSpec(Generic[D]):
     max_output_tokens: int | None = None
     partial: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
+    tool_free: bool = False
 
 
 class TurnDriver(Protocol):
@@ -474,6 +483,16 @@ class Harness(ABC, Generic[D]):
     def jit_checks(self, target: HarnessTarget[D], env: Mapping[str, str]) -> Sequence[Check]:
         """Checks that need the worktree, run just before the step starts."""
         return ()
+
+    def tool_free_problem(self, descriptor: D) -> str | None:
+        """Why this kind cannot run ``descriptor``'s turns without tools
+        (:func:`jigs.steps.ask_agent`, :attr:`HarnessTarget.tool_free`), or None when it can. The
+        default: it cannot (a kind says it can only once its launch turns every tool of its CLI
+        off). The core refuses a descriptor with MCP servers itself."""
+        return (
+            f"the {self.kind} kind does not say how to run its CLI without tools "
+            f"(Harness.tool_free_problem); use run_agent with a worktree"
+        )
 
     async def verify_resume(self, target: HarnessTarget[D], ctx: HarnessContext) -> None:
         """Prove ``target.resume`` can be resumed before any process starts, or raise
