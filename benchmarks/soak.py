@@ -11,12 +11,13 @@ worker meets: a CLI that crashes, a turn over its deadline, a step cancelled mid
 that leaves a grandchild behind, and for the real CLIs a model API error. Runs reuse eight run
 ids, so the store holds at most eight runs whatever ``N`` is.
 
-It prints steps run, outcomes by type and, measured after a warm-up and again at the end: open
-file descriptors, sockets, namespace handles, threads, RSS, child processes, temporary dirs (the
-worker's ``TMPDIR`` is a scratch dir of its own) and the store's runs. ``--check`` exits 1 when an
-outcome is not typed (not a :class:`~jigs.errors.JigsError` and not the cancellation the soak
-made itself) or when a count grew (RSS by more than 16 MiB); the suite runs a short version that
-way (``tests/core/test_soak.py``). Figures, not timings.
+It prints steps run, outcomes by type, a step's median seconds by what it met and, measured after
+a warm-up and again at the end: open file descriptors, sockets, namespace handles, threads (not
+counting anyio's pool), RSS, child processes, temporary dirs (the worker's ``TMPDIR`` is a scratch
+dir of its own) and the store's runs. ``--check`` exits 1 when an outcome is not typed (not a
+:class:`~jigs.errors.JigsError` and not the cancellation the soak made itself) or when a count
+grew (RSS by more than 16 MiB); the suite runs a short version that way
+(``tests/core/test_soak.py``). Figures, not timings.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -108,7 +111,9 @@ def snapshot(data_home: Path, server_port: int) -> dict[str, int]:
         "file descriptors": sum(fds.values()),
         "sockets": fds["socket"],
         "namespace handles": sum(n for kind, n in fds.items() if kind in ("pid", "net", "mnt")),
-        "threads": len(os.listdir("/proc/self/task")),
+        # anyio's idle worker threads stay a while for the next call; they are a pool, not a leak
+        "threads": len(os.listdir("/proc/self/task"))
+        - sum(1 for thread in threading.enumerate() if thread.name == "AnyIO worker thread"),
         "RSS (KiB)": _rss_kib(),
         "child processes": len(_descendants()),
         "temp dirs": sum(1 for p in tmp.iterdir() if not p.name.startswith("soak-")),
@@ -123,12 +128,20 @@ class Soak:
         self.outcomes: collections.Counter[str] = collections.Counter()
         self.untyped: list[str] = []
         self.steps = 0
+        self.seconds: dict[str, list[float]] = collections.defaultdict(list)
 
     async def step(self, run: Callable[[], Awaitable[Any]], fault: str, label: str) -> None:
         """One step; its outcome counted by type (a cancellation only when the soak made it)."""
+        self.steps += 1
+        began = time.monotonic()
+        try:
+            await self._step(run, fault, label)
+        finally:
+            self.seconds[f"{label} {fault}"].append(time.monotonic() - began)
+
+    async def _step(self, run: Callable[[], Awaitable[Any]], fault: str, label: str) -> None:
         from jigs.errors import JigsError
 
-        self.steps += 1
         with anyio.CancelScope() as scope:
             if fault == "cancel":
                 scope.deadline = anyio.current_time() + 0.8
@@ -223,6 +236,9 @@ def report(before: dict[str, int], after: dict[str, int], soak: Soak, seconds: f
     print(f"\nsteps run: {soak.steps} in {seconds:.1f} s")
     for outcome, number in sorted(soak.outcomes.items()):
         print(f"  {number:6d}  {outcome}")
+    print("\n  median seconds of a step, by what it met")
+    for what, times in sorted(soak.seconds.items()):
+        print(f"  {statistics.median(times):6.2f}  {what}")
     print(f"\n  {'held':20s} {'after warm-up':>14s} {'at the end':>11s}")
     grew = []
     for name, value in before.items():
@@ -248,6 +264,7 @@ async def main_async(args: argparse.Namespace) -> int:
         for kind in args.kinds:
             await real_steps(soak, kind, min(args.real, 1))  # one answer: its imports and seeds
         soak.outcomes.clear()
+        soak.seconds.clear()
         soak.steps = 0
         before = snapshot(data_home, server.port)
         started = time.monotonic()

@@ -132,3 +132,34 @@ async def test_agent_session_refuses_resume(worktree: Path, run_meta: RunMetadat
             fresh_prompt="fresh",
             resume=first.session,
         )
+
+
+async def test_agent_session_calls_only_the_prompt_its_path_sends(
+    worktree: Path, run_meta: RunMetadata
+):
+    called: list[str] = []
+
+    def fresh() -> str:
+        called.append("fresh")
+        return "fresh"
+
+    async def resume() -> str:
+        called.append("resume")
+        return "more"
+
+    def session(held: typing.Any) -> typing.Any:
+        return agent_session(
+            harness=harnesses.echo(),
+            cwd=worktree,
+            run=run_meta,
+            session=held,
+            resume_prompt=resume,
+            fresh_prompt=fresh,
+        )
+
+    first = await session(None)
+    assert first.text == "echo: fresh (turn 1)"
+    assert called == ["fresh"]
+    again = await session(first.session)
+    assert again.text == "echo: more (turn 2)"
+    assert called == ["fresh", "resume"]

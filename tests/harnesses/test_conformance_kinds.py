@@ -26,6 +26,7 @@ async def test_kind_passes_the_conformance_kit(kind, require_cli, tmp_path):
         "process_view",
         "planted_config",
         "stray_mcp_configs",
+        "tool_free",
         "model_only",
         "key_not_relayed",
         "tool_gate",

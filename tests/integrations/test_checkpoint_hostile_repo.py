@@ -21,9 +21,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from jigs import RunMetadata, checkpoints
+from jigs import RunMetadata
 from jigs.registry._registry import default_registry
 from jigs.steps import run_agent
+from jigs.worktrees import checkpoints
 from jigs_testing import ModelServer
 from jigs_testing._environ import patched_environ
 

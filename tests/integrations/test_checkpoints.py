@@ -6,8 +6,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from jigs import checkpoints
 from jigs.errors import CheckpointError
+from jigs.worktrees import checkpoints
 
 pytestmark = pytest.mark.anyio
 

@@ -54,6 +54,7 @@ __all__ = [
     "StructuredOutputError",
     "ToolGateError",
     "WorktreeBusyError",
+    "WorktreeError",
     "WorktreeLockError",
 ]
 
@@ -533,15 +534,21 @@ class SessionSaveError(SessionStoreError):
         self.session_id = session_id
 
 
-class CheckpointError(JigsError, RuntimeError):
-    """A worktree checkpoint could not be saved or restored (not a git repository, unresolved
-    merge conflicts, git failed). Not retryable: the same worktree fails the same way."""
+class WorktreeError(JigsError, RuntimeError):
+    """A worktree jigs provisions, diffs or releases (:mod:`jigs.worktrees`) could not be: not a
+    git repository, a base that names no commit, git failed. ``worktree`` is the path. Not
+    retryable: the same repository fails the same way."""
 
     retryable = False
 
     def __init__(self, message: str, *, worktree: Path) -> None:
         super().__init__(message)
         self.worktree = worktree
+
+
+class CheckpointError(WorktreeError):
+    """A worktree checkpoint could not be saved or restored (not a git repository, unresolved
+    merge conflicts, git failed). Not retryable: the same worktree fails the same way."""
 
 
 def _what_changed(changes: tuple[str, ...], core_contract: str, guide: str | None) -> str:

@@ -1,4 +1,5 @@
-"""What a workflow step calls: ``create_agent_runner``, ``run_agent`` and ``agent_session``.
+"""What a workflow step calls: ``create_agent_runner``, ``run_agent`` and ``agent_session``;
+``ask_agent`` for a question that needs no worktree.
 
 ::
 
@@ -13,6 +14,7 @@ that worktree.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from pathlib import Path
@@ -54,7 +56,9 @@ from jigs.events import AgentEvent
 from jigs.harnesses import load
 from jigs.models._functions import parse_output
 from jigs.models._types import Usage
+from jigs.policy._files import remove_tree
 from jigs.sandbox._isolation import isolation, probe_soon
+from jigs.sandbox._private_dirs import make_owned_dir
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -79,15 +83,18 @@ __all__ = [
     "Approval",
     "ApprovalPending",
     "ApproveTool",
+    "AskOptions",
     "Defer",
     "Deny",
     "EngineStepOptions",
     "JitCheckError",
+    "LazyPrompt",
     "PendingApproval",
     "StepOptions",
     "ToolCall",
     "agent_session",
     "approvals_prompt",
+    "ask_agent",
     "create_agent_runner",
     "run_agent",
     "stream_agent",
@@ -153,6 +160,23 @@ class EngineStepOptions(_Options, total=False):
 
     run: RunMetadata | None
 
+
+class AskOptions(TypedDict, total=False):
+    """The options of :func:`ask_agent`: :class:`StepOptions` without what needs a worktree
+    (``cwd``, ``resume``, ``session_store``). ``agents_env`` is the only source of the agent's
+    extra variable names: an ask has no worktree to find the factory's configuration from."""
+
+    run: Required[RunMetadata]
+    agents_env: Sequence[str] | None
+    provider_options: Mapping[str, Mapping[str, Any]] | None
+    on_event: EventCallback | None
+    registry: Registry | None
+
+
+#: A prompt, or a function that makes it (sync or async), called only when the prompt is sent:
+#: :func:`agent_session` calls ``fresh_prompt`` only on the fresh path (an expensive diff is
+#: never computed for a resumed session) and ``resume_prompt`` only on the resumed one.
+LazyPrompt = str | Callable[[], str | Awaitable[str]]
 
 #: The structured output of a turn: a pydantic model, or None when none was asked for.
 OutputT = TypeVar("OutputT", bound="BaseModel | None")
@@ -450,8 +474,8 @@ class _Turns:
         step: Step,
         engine: TurnEngine,
         schema: dict[str, Any] | None,
-        options: StepOptions,
-        gate: ToolGate | None,
+        options: StepOptions | AskOptions,
+        gate: ToolGate | None = None,
     ) -> None:
         self._step = step
         self._gate = gate
@@ -616,8 +640,8 @@ async def agent_session(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
     session: AgentSessionRef | None,
-    resume_prompt: str,
-    fresh_prompt: str,
+    resume_prompt: LazyPrompt,
+    fresh_prompt: LazyPrompt,
     output: type[T],
     name: str = "agent",
     **options: Unpack[StepOptions],
@@ -629,8 +653,8 @@ async def agent_session(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
     session: AgentSessionRef | None,
-    resume_prompt: str,
-    fresh_prompt: str,
+    resume_prompt: LazyPrompt,
+    fresh_prompt: LazyPrompt,
     output: None = None,
     name: str = "agent",
     **options: Unpack[StepOptions],
@@ -641,21 +665,22 @@ async def agent_session(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
     session: AgentSessionRef | None,
-    resume_prompt: str,
-    fresh_prompt: str,
+    resume_prompt: LazyPrompt,
+    fresh_prompt: LazyPrompt,
     output: type[T] | None = None,
     name: str = "agent",
     **options: Unpack[StepOptions],
 ) -> AgentResult[Any]:
     """Continue a held session when it still fits, else start fresh.
 
-    Resumes ``session`` with ``resume_prompt`` only if it was recorded on the same kind with the
-    same descriptor (``describe()``); otherwise, or when the harness cannot resume it
-    (:class:`~jigs.errors.AgentSessionError`), runs ``fresh_prompt`` without resume, logging
-    why. A turn error that carries a session (a turn stopped by ``max_turns``, say) can be
-    continued by passing ``error.session`` as ``session``. ``options``: :class:`StepOptions`,
-    but for ``resume`` (:class:`~jigs.errors.InvalidInputError`): the held session is
-    ``session``.
+    Each prompt is a string or a function making one (sync or async, :data:`LazyPrompt`),
+    called only on the path that sends it. Resumes ``session`` with ``resume_prompt`` only if
+    it was recorded on the same kind with the same descriptor (``describe()``); otherwise, or
+    when the harness cannot resume it (:class:`~jigs.errors.AgentSessionError`), runs
+    ``fresh_prompt`` without resume, logging why. A turn error that carries a session (a turn
+    stopped by ``max_turns``, say) can be continued by passing ``error.session`` as
+    ``session``. ``options``: :class:`StepOptions`, but for ``resume``
+    (:class:`~jigs.errors.InvalidInputError`): the held session is ``session``.
     """
     if "resume" in options:
         raise InvalidInputError(
@@ -676,7 +701,114 @@ async def agent_session(
         else:
             try:
                 resuming: StepOptions = {**options, "resume": session}
-                return await _run_agent(descriptor, resume_prompt, output, resuming)
+                prompt = await _made(resume_prompt)
+                return await _run_agent(descriptor, prompt, output, resuming)
             except AgentSessionError as exc:
                 log.info("agent_session.fresh", reason=str(exc), session_id=session.id)
-    return await _run_agent(descriptor, fresh_prompt, output, options)
+    return await _run_agent(descriptor, await _made(fresh_prompt), output, options)
+
+
+async def _made(prompt: LazyPrompt) -> str:
+    """The prompt itself: a string as it is, a function's (awaited) return value. What is not
+    a string is :func:`run_agent`'s :class:`~jigs.errors.PromptError`."""
+    if not callable(prompt):
+        return prompt
+    made = prompt()
+    if inspect.isawaitable(made):
+        made = await made
+    return made
+
+
+#: What :func:`ask_agent` refuses, and why.
+_NOT_FOR_ASKS = {
+    "cwd": "ask_agent runs in a private scratch directory of its own",
+    "resume": "an ask keeps no session to resume",
+    "session_store": "an ask keeps no session to store",
+}
+
+
+@overload
+async def ask_agent(
+    *,
+    harness: HarnessDescriptor | Mapping[str, Any],
+    prompt: str,
+    output: type[T],
+    **options: Unpack[AskOptions],
+) -> AgentResult[T]: ...
+
+
+@overload
+async def ask_agent(
+    *,
+    harness: HarnessDescriptor | Mapping[str, Any],
+    prompt: str,
+    output: None = None,
+    **options: Unpack[AskOptions],
+) -> AgentResult[None]: ...
+
+
+async def ask_agent(
+    *,
+    harness: HarnessDescriptor | Mapping[str, Any],
+    prompt: str,
+    output: type[T] | None = None,
+    **options: Unpack[AskOptions],
+) -> AgentResult[Any]:
+    """One tool-free turn: a question that needs no worktree ("classify this ticket",
+    "summarise this diff": put what it needs in the prompt). ``options``: :class:`AskOptions`.
+
+    The agent runs in a private scratch directory (removed afterwards, whatever happens) with
+    no tool at all: no shell, no file tools, no MCP server, no web search; nothing is locked
+    and no session is kept (``result.session`` is None). Everything else is
+    :func:`run_agent`'s policy: the environment built from empty, the credential proxy, the
+    sandbox, the descriptor's limits and timeouts, ``output`` validated with one re-ask.
+
+    Raises :class:`~jigs.errors.InvalidInputError` for ``cwd``, ``resume`` or
+    ``session_store``, for a descriptor with ``mcp_servers``, and for a kind that cannot run
+    its CLI without tools (the message says why); otherwise what :func:`run_agent` raises.
+    """
+    for key, why in _NOT_FOR_ASKS.items():
+        if key in options:
+            raise InvalidInputError(f"ask_agent takes no {key}=: {why}", argument=key)
+    return await _ask(harness, prompt, output, options)
+
+
+async def _ask(
+    harness: HarnessDescriptor | Mapping[str, Any],
+    prompt: str,
+    output: type[BaseModel] | None,
+    options: AskOptions,
+) -> AgentResult[Any]:
+    probe_soon()  # the isolation probe runs while the step resolves
+
+    _check_arguments(prompt, output)
+    schema = output.model_json_schema() if output is not None else None
+    scratch = make_owned_dir("jigs-ask-")
+    step = Step(options.get("registry"))
+    try:
+        try:
+            engine = await step.open(
+                harness,
+                cwd=scratch,
+                run=options.get("run"),
+                resume=None,
+                agents_env=options.get("agents_env"),
+                need_model=False,
+                tool_free=True,
+            )
+            turn = _Turns(step, engine, schema, options)
+            record, usage, parsed = await turn.answer(prompt, output)
+        except BaseException as exc:
+            await _close_after(step.aclose, exc, step)
+            _collect_probe()
+            raise
+        await step.aclose()
+    finally:
+        remove_tree(scratch)  # after the close: no process of the step is left to write there
+    return AgentResult(
+        text=record.text,
+        session=None,
+        output=parsed,
+        usage=usage,
+        provider_metadata=record.provider_metadata(engine.harness.kind),
+    )

@@ -75,6 +75,11 @@ run takes them (name -> an async function of one :class:`KitContext`):
   kind or not, planted in the worktree and HOME: no server of theirs starts and the step does
   its work (or fails closed with :class:`~jigs.errors.JitCheckError` naming the file, which is
   then removed until a step runs);
+- ``tool_free``: :func:`jigs.steps.ask_agent` on a kind that says it runs without tools
+  (:meth:`~jigs.plugin.Harness.tool_free_problem` is None) offers the model no tool, runs no
+  command (the scripted shell call to print a planted file), sends no file planted above its
+  scratch directory, takes no lock, keeps no session and leaves no directory; a kind that
+  cannot is refused with its reason;
 - ``tool_gate``: with a kind that declares a gate (``Harness.tool_gate``), a shell command and a
   file edit the step's ``approve_tool`` declines never happen (no marker, no file), allowed ones
   do, and the gate saw their arguments (``DemoPlan.edit_file`` scripts the CLI's own edit tool,
@@ -175,6 +180,7 @@ from jigs_testing._isolation_probe import (
     view_command,
 )
 from jigs_testing._stray_mcp import STRAY_MCP_CONFIGS, stray_mcp_configs
+from jigs_testing._tool_free import tool_free
 from jigs_testing._tool_gate import approval_pending, tool_gate
 from jigs_testing.config_files import ConfigFile, Planted, config_files_of
 from jigs_testing.plan import demo_plan_of, has_demo_plan, how_to_write_demo_plan
@@ -1414,6 +1420,7 @@ CHECKS: dict[str, Check] = {
     "home_per_step": home_per_step,
     "planted_config": _planted_config,
     "stray_mcp_configs": stray_mcp_configs,
+    "tool_free": tool_free,
     "tool_gate": tool_gate,
     "approval_pending": _approval_pending,
     "event_stream": _event_stream,

@@ -91,6 +91,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         "age_seconds",
         "stores",
         "locked",
+        "worktrees",
     ):
         value = data[key]
         shown = ", ".join(map(str, value)) if isinstance(value, list) else value

@@ -404,6 +404,7 @@ class TurnEngine:
             partial=request.partial,
             options=request.options,
             gate=request.gate,
+            tool_free=self.target.tool_free,
         )
 
     async def run(self, request: TurnRequest, record: TurnRecord) -> AsyncIterator[AgentEvent]:

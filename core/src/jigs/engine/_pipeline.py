@@ -376,10 +376,14 @@ class Step:
         agents_env: object,
         need_model: bool,
         gated: bool = False,
+        tool_free: bool = False,
     ) -> TurnEngine:
         """Run every stage; raises the first failure (kept in :attr:`error`; the caller then
         calls :meth:`aclose`). ``gated``: the step passes a tool gate, which a kind without
-        ``tool_gate`` refuses here, before anything is acquired."""
+        ``tool_gate`` refuses here, before anything is acquired. ``tool_free``
+        (:func:`jigs.steps.ask_agent`): ``cwd`` is the ask's private scratch directory; the kind
+        must say it runs without tools, the descriptor must declare no MCP server, and nothing is
+        locked or stored."""
         try:
             probe_soon()  # a fresh process's probe runs while the step resolves and locks
             run_meta = _validate_run(run)
@@ -401,26 +405,35 @@ class Step:
                     kind=kind,
                     session_id=session.id,
                 )
+            if tool_free:
+                _refuse_tools(harness, descriptor)
             workdir = _validate_cwd(cwd)
             names = _validate_agents_env(agents_env)
             sandboxed = _sandbox_or_refuse(descriptor, self.log)
 
-            self.store = store = resolve_store(self._store_spec, cwd=workdir)
+            # an ask stores nothing: its session is never resumed
+            store = None if tool_free else resolve_store(self._store_spec, cwd=workdir)
+            self.store = store
             self.harness, self.workdir = harness, workdir
 
             with timed("runner.env.built", self.log, span=self.span) as fields:
                 env, source = agent_env_for(harness, descriptor, workdir, names)
                 fields.update(names=sorted(env), agents_env_source=source)
-            self._lock(workdir, run_meta)
+            if not tool_free:  # an ask's scratch directory is its own: nothing to share
+                self._lock(workdir, run_meta)
 
             target: HarnessTarget[Any] = HarnessTarget(
-                descriptor=descriptor, cwd=workdir, resume=session, gated=gated
+                descriptor=descriptor,
+                cwd=workdir,
+                resume=session,
+                gated=gated,
+                tool_free=tool_free,
             )
             await self._checks(harness, descriptor, env, target)
             ctx = self._context(harness, target, env, run_meta, sandboxed)
             self.ctx = ctx
             record_run(run_meta)
-            if session is not None:
+            if session is not None and store is not None:
                 await self._verify_resume(store, harness, target, ctx, session)
             return await self._open_engine(harness, target, ctx)
         except BaseException as exc:
@@ -849,6 +862,20 @@ def _refuse_leftovers(workdir: Path, log: Any) -> None:
         pid, name = leftovers[0]
         log.warning("runner.worktree.leftovers", pids=[p for p, _ in leftovers][:10], name=name)
         raise WorktreeBusyError(workdir, None, pid)
+
+
+def _refuse_tools(harness: Harness[Any], descriptor: HarnessDescriptor) -> None:
+    """An ask runs without tools: refuse a descriptor with MCP servers, and a kind that cannot
+    turn its CLI's tools off (its reason)."""
+    if descriptor.mcp_servers:
+        raise InvalidInputError(
+            "ask_agent runs without tools, so it has no MCP servers; give it a descriptor "
+            "without mcp_servers (or use run_agent with a worktree)",
+            argument="harness",
+        )
+    problem = harness.tool_free_problem(descriptor)
+    if problem is not None:
+        raise InvalidInputError(f"ask_agent cannot run this harness: {problem}", argument="harness")
 
 
 def _resolve(registry: Registry, data: object) -> tuple[Harness[Any], HarnessDescriptor]:

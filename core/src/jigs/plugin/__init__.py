@@ -131,15 +131,23 @@ D = TypeVar("D", bound="HarnessDescriptor")
 
 @dataclass(frozen=True)
 class HarnessTarget(Generic[D]):
-    """What a step asks for: a descriptor, the worktree, optionally a session to resume, and
-    whether the step passes a tool gate (``gated``: every turn's :attr:`TurnSpec.gate` is then
-    set; a kind that configures its CLI once per step, such as an MCP server's approval mode,
-    reads it here)."""
+    """What a step asks for: a descriptor, the worktree, and optionally a session to resume.
+
+    ``gated``: the step passes a tool gate (every turn's :attr:`TurnSpec.gate` is then set; a
+    kind that configures its CLI once per step, such as an MCP server's approval mode, reads it
+    here).
+
+    ``tool_free`` (:func:`jigs.steps.ask_agent`): the step's turns run with no tool at all (no
+    shell, no file tools, no MCP, no web search, no subagents) and keep no session (nothing
+    resumes an ask; ``cwd`` is a private scratch directory, removed afterwards). A kind that
+    says it can (:meth:`Harness.tool_free_problem` returns None) must turn every tool of its
+    CLI off for such a target, and write no session it would keep."""
 
     descriptor: D
     cwd: Path
     resume: AgentSessionRef | None = None
     gated: bool = False
+    tool_free: bool = False
 
 
 @dataclass(frozen=True)
@@ -330,6 +338,7 @@ class TurnSpec(Generic[D]):
     :meth:`ToolGate.decide` before each tool call runs and tell the CLI the answer
     (:class:`~jigs.steps.Allow`: run it; :class:`~jigs.steps.Deny`: refuse it with the reason;
     :class:`~jigs.steps.Defer`: refuse it and end the turn as soon as the CLI can, cleanly).
+    ``tool_free``: the step's target is tool-free (see :class:`HarnessTarget`).
     """
 
     descriptor: D
@@ -343,6 +352,7 @@ class TurnSpec(Generic[D]):
     partial: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
     gate: ToolGate | None = None
+    tool_free: bool = False
 
 
 class TurnDriver(Protocol):
@@ -493,6 +503,16 @@ class Harness(ABC, Generic[D]):
     def jit_checks(self, target: HarnessTarget[D], env: Mapping[str, str]) -> Sequence[Check]:
         """Checks that need the worktree, run just before the step starts."""
         return ()
+
+    def tool_free_problem(self, descriptor: D) -> str | None:
+        """Why this kind cannot run ``descriptor``'s turns without tools
+        (:func:`jigs.steps.ask_agent`, :attr:`HarnessTarget.tool_free`), or None when it can. The
+        default: it cannot (a kind says it can only once its launch turns every tool of its CLI
+        off). The core refuses a descriptor with MCP servers itself."""
+        return (
+            f"the {self.kind} kind does not say how to run its CLI without tools "
+            f"(Harness.tool_free_problem); use run_agent with a worktree"
+        )
 
     async def verify_resume(self, target: HarnessTarget[D], ctx: HarnessContext) -> None:
         """Prove ``target.resume`` can be resumed before any process starts, or raise

@@ -21,8 +21,12 @@ them with the model key and every other secret of the worker. So every git comma
   there, as it would be by ``-c``);
 - runs only builtin plumbing or porcelain commands (an alias can never shadow a builtin).
 
-Diff drivers (textconv, ``diff.<x>.command``) only run when git diffs; jigs never asks for a
-diff or a patch (the commit message is read with ``cat-file``).
+Diff drivers (textconv, ``diff.<x>.command``) only run when git diffs: the one diff jigs asks
+for (:func:`jigs.worktrees.diff`) carries ``--no-ext-diff --no-textconv``, and a commit message is
+read with ``cat-file``, never through ``log``.
+
+A failure raises the :class:`~jigs.errors.WorktreeError` subclass the caller names
+(:class:`~jigs.errors.CheckpointError` by default), with what the caller needs in its fix.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,9 +42,9 @@ from pathlib import Path
 import anyio
 
 from jigs.engine._logging import logger
-from jigs.errors import CheckpointError
+from jigs.errors import CheckpointError, WorktreeError
 
-__all__ = ["GitRunner", "hardened_env", "hardening_options"]
+__all__ = ["GitRunner", "commit_message", "copy_index", "hardened_env", "hardening_options"]
 
 #: Config every jigs git command runs with (``-c``): what a repository could make git execute.
 _OVERRIDES: tuple[tuple[str, str], ...] = (
@@ -103,19 +108,19 @@ def hardened_env(git: Path, extra: Mapping[str, str] | None = None) -> dict[str,
     return env
 
 
-def find_git(worktree: Path) -> Path:
+def find_git(worktree: Path, error: type[WorktreeError] = CheckpointError) -> Path:
     """The git executable on the worker's ``PATH``: absolute, and never one inside the worktree
-    (an agent can write there). Raises :class:`CheckpointError`."""
+    (an agent can write there). Raises ``error``."""
     found = shutil.which("git")
     if found is None or not os.path.isabs(found):
-        raise CheckpointError(
-            "git was not found on PATH (as an absolute path); install git to use worktree "
-            "checkpoints",
+        raise error(
+            "git was not found on PATH (as an absolute path); install git to use jigs' worktree "
+            "checkpoints and provisioned worktrees",
             worktree=worktree,
         )
     git = Path(found).resolve()
     if git.is_relative_to(worktree.resolve()):
-        raise CheckpointError(
+        raise error(
             f"the git on PATH ({found}) is inside the worktree, where the agent can write; put "
             f"the system's git first on the worker's PATH",
             worktree=worktree,
@@ -129,17 +134,33 @@ class GitRunner:
     given (``core.worktree`` cannot send jigs' ``clean`` elsewhere)."""
 
     def __init__(
-        self, worktree: Path, git: Path, identity: Mapping[str, str] | None = None
+        self,
+        worktree: Path,
+        git: Path,
+        identity: Mapping[str, str] | None = None,
+        *,
+        error: type[WorktreeError] = CheckpointError,
+        needs: str = "the worktree checkpoint needs a git repository without merge conflicts",
     ) -> None:
         self.worktree = worktree
         self.git = git
+        #: What a failure raises, and what its message says the caller needs (the fix).
+        self.error = error
+        self.needs = needs
         #: The filter drivers the repository's config names (all neutralised).
         self.filters: tuple[str, ...] = ()
         self._base_env: dict[str, str] = dict(identity or {})
 
     @classmethod
-    async def open(cls, worktree: Path, identity: Mapping[str, str] | None = None) -> GitRunner:
-        runner = cls(worktree, find_git(worktree), identity)
+    async def open(
+        cls,
+        worktree: Path,
+        identity: Mapping[str, str] | None = None,
+        *,
+        error: type[WorktreeError] = CheckpointError,
+        needs: str = "the worktree checkpoint needs a git repository without merge conflicts",
+    ) -> GitRunner:
+        runner = cls(worktree, find_git(worktree, error), identity, error=error, needs=needs)
         # reading config runs nothing; --includes: a planted include.path counts too
         listed = await runner.run(
             "config", "-z", "--includes", "--get-regexp", r"^filter\.", ok=True
@@ -148,7 +169,7 @@ class GitRunner:
         top = await runner.run("rev-parse", "--show-toplevel")
         real = worktree.resolve()
         if not (Path(top).resolve() == real or Path(top).resolve() in real.parents):
-            raise CheckpointError(
+            raise runner.error(
                 f"the repository's work tree is {top}, not {worktree} (core.worktree was set, "
                 f"by the agent or by hand); unset it with `git config --unset core.worktree`",
                 worktree=worktree,
@@ -175,22 +196,47 @@ class GitRunner:
         self.filters = tuple(sorted(names))
         self._base_env.update(env)
 
-    async def run(self, *args: str, env: Mapping[str, str] | None = None, ok: bool = False) -> str:
-        """``git <args>`` in the worktree; its stdout, stripped. A failure raises
-        :class:`CheckpointError` unless ``ok`` (then the output is ``""``)."""
+    async def run(
+        self,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        ok: bool = False,
+        local_transport: bool = False,
+        strip: bool = True,
+    ) -> str:
+        """``git <args>`` in the worktree; its stdout (stripped unless ``strip`` is False). A
+        failure raises :attr:`error` unless ``ok`` (then the output is ``""``).
+        ``local_transport`` lets this one command read another repository on this machine by
+        its path (``clone``, ``fetch``); every other transport stays off."""
         full = hardened_env(self.git, {**self._base_env, **(env or {})})
-        argv = [str(self.git), "--no-pager", *hardening_options(), *args]
+        local = ["-c", "protocol.file.allow=always"] if local_transport else []
+        argv = [str(self.git), "--no-pager", *hardening_options(), *local, *args]
         result = await anyio.run_process(
             argv, cwd=self.worktree, env=full, check=False, stdin=subprocess.DEVNULL
         )
         if result.returncode != 0 and not ok:
-            raise CheckpointError(
+            raise self.error(
                 f"git {args[0]} failed in {self.worktree} ({result.returncode}): "
-                f"{result.stderr.decode(errors='replace').strip()[:300]}; the worktree "
-                f"checkpoint needs a git repository without merge conflicts",
+                f"{result.stderr.decode(errors='replace').strip()[:300]}; {self.needs}",
                 worktree=self.worktree,
             )
-        return result.stdout.decode(errors="replace").strip() if result.returncode == 0 else ""
+        if result.returncode != 0:
+            return ""
+        out = result.stdout.decode(errors="replace")
+        return out.strip() if strip else out
+
+
+def copy_index(git_dir: Path, index: Path) -> None:
+    """Seed the temporary index from the repository's own (its stat cache spares rehashing
+    unchanged files): only a regular file, never through a link or a FIFO the agent planted."""
+    source = git_dir / "index"
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return
+    with os.fdopen(fd, "rb") as fh:
+        if stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            index.write_bytes(fh.read())
 
 
 def commit_message(raw: str) -> str:

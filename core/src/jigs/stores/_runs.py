@@ -4,7 +4,9 @@ A run is ``<data>/runs/<safe run id>/`` (one dir per kind: the kind's state, ``s
 records of the sessions sent to the store) plus every store key under ``<safe run id>/``.
 A run is *locked* while an agent of that run holds a worktree lock (the lock's holder record
 names the run; :func:`jigs.policy._lock.worktree_locked` proves the lock is live): prune never
-touches it.
+touches it. The worktrees :func:`jigs.worktrees.provision` made for a run go with it, under the
+rule :func:`jigs.worktrees.release` applies (:func:`jigs.worktrees._retention.removal_problem`):
+a run with a worktree that would lose work is refused, whole.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from jigs.policy._lock import worktree_locked
 from jigs.policy._paths import data_dir
 from jigs.stores._session_sync import RUN_FILE, STORED_DIR
+from jigs.worktrees._retention import WORKTREES_FILE, recorded_at, removal_problem, remove
 
 if TYPE_CHECKING:
     from jigs.stores import SessionStore
@@ -43,6 +48,8 @@ class RunInfo:
     stores: list[str] = field(default_factory=list)
     local: bool = False
     locked: bool = False
+    #: The worktrees jigs provisioned for the run (their paths).
+    worktrees: list[str] = field(default_factory=list)
 
     @property
     def age(self) -> float:
@@ -128,6 +135,7 @@ def _local_runs() -> dict[str, RunInfo]:
                     continue
         info.sessions = sorted(sessions)
         info.stores = sorted(stores)
+        info.worktrees = [w.path for w in recorded_at(run_dir / WORKTREES_FILE)]
         runs[info.name] = info
     return runs
 
@@ -183,8 +191,11 @@ def prune_runs(
     dry_run: bool = False,
 ) -> PruneReport:
     """Remove ``run`` (by id), or every run not modified for ``older_than`` seconds: its local
-    dir and its store keys. A locked run is refused (listed in ``refused``), never touched.
-    With ``dry_run`` nothing is removed; the report says what would be."""
+    dir, its store keys and its provisioned worktrees. A locked run, or one with a worktree that
+    would lose work (:func:`~jigs.worktrees._retention.removal_problem`), is refused (listed in
+    ``refused``), never touched. With ``dry_run`` nothing is removed; the report says what
+    would be. Runs git (hardened) for the worktrees' check: call it outside an event loop's
+    thread."""
     report = PruneReport()
     runs = list_runs(store)
     if run is not None:
@@ -194,17 +205,23 @@ def prune_runs(
         limit = older_than if older_than is not None else float("inf")
         candidates = [r for r in runs if r.age >= limit]
     for info in candidates:
-        if info.locked:
-            report.refused.append(
-                {"run_id": info.run_id, "reason": "an agent of this run holds a worktree lock"}
-            )
-            continue
         local_dir = data_dir() / "runs" / info.name
+        worktrees = recorded_at(local_dir / WORKTREES_FILE)
+        problem = (
+            "an agent of this run holds a worktree lock"
+            if info.locked
+            else anyio.run(_worktree_problem, worktrees)
+        )
+        if problem is not None:
+            report.refused.append({"run_id": info.run_id, "reason": problem})
+            continue
         keys = [a.key for a in store.list(f"{info.name}/")] if store is not None else []
         if not dry_run:
             # the store first: a run whose keys could not all be removed stays listed locally
             for key in keys:
                 store.delete(key)  # type: ignore[union-attr]
+            for worktree in worktrees:
+                remove(worktree)
             if local_dir.is_dir():
                 shutil.rmtree(local_dir)
         report.removed.append(
@@ -214,7 +231,17 @@ def prune_runs(
                 "local_bytes": info.local_bytes,
                 "store_keys": keys,
                 "store_bytes": info.store_bytes,
+                "worktrees": [w.path for w in worktrees],
                 "dry_run": dry_run,
             }
         )
     return report
+
+
+async def _worktree_problem(worktrees: list[Any]) -> str | None:
+    """The first of the run's worktrees that removing would lose work in, and why."""
+    for worktree in worktrees:
+        problem = await removal_problem(worktree)
+        if problem is not None:
+            return f"its worktree {worktree.path} is kept: {problem}"
+    return None

@@ -129,6 +129,11 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
             return [root_check(env), key_check(descriptor)]
         return [root_check(env), auth_check(env, fast=True)]
 
+    def tool_free_problem(self, descriptor: ClaudeDescriptor) -> str | None:
+        """Claude Code runs with ``--tools ""`` (no built-in tool), the step's empty MCP config,
+        no slash command and no transcript (:mod:`._launch`)."""
+        return None
+
     def session_artifacts(
         self,
         session_id: str,

@@ -131,7 +131,7 @@ def launch(turn: TurnSpec[ClaudeDescriptor], prepared: Prepared) -> TurnLaunch:
     argv = [
         *_policy_args(turn, prepared, streamed_input=gate is not None),
         *_session_args(turn),
-        *_descriptor_args(turn.descriptor),
+        *_descriptor_args(turn.descriptor, tool_free=turn.tool_free),
         *_system_args(turn, prepared),
     ]
     env = build_env(
@@ -174,7 +174,10 @@ def _policy_args(
 
 
 def _session_args(turn: TurnSpec[ClaudeDescriptor]) -> list[str]:
-    """A fresh session's id, or the resumed one (forked when the turn says so)."""
+    """A fresh session's id, or the resumed one (forked when the turn says so); a tool-free
+    turn (an ask) writes no transcript: nothing resumes it."""
+    if turn.tool_free:
+        return ["--session-id", str(uuid.uuid4()), "--no-session-persistence"]
     if turn.session_id is None:
         return ["--session-id", str(uuid.uuid4())]
     if turn.fork:
@@ -183,8 +186,19 @@ def _session_args(turn: TurnSpec[ClaudeDescriptor]) -> list[str]:
     return [f"--resume={turn.session_id}"]
 
 
-def _descriptor_args(d: ClaudeDescriptor) -> list[str]:
-    """The descriptor's flags: model, effort, budgets, tools, directories, betas."""
+def _descriptor_args(d: ClaudeDescriptor, *, tool_free: bool = False) -> list[str]:
+    """The descriptor's flags: model, effort, budgets, tools, directories, betas. A tool-free
+    turn gets no tool (``--tools ""``: none of Claude Code's built-in tools; the step's MCP
+    config is empty, the core refuses servers), no extra directory and no slash command."""
+    if tool_free:
+        d = d.model_copy(
+            update={
+                "tools": (),
+                "allowed_tools": (),
+                "additional_directories": (),
+                "disable_slash_commands": True,
+            }
+        )
     argv: list[str] = []
     _value(argv, "--model", d.model)
     _value(argv, "--fallback-model", d.fallback_model)

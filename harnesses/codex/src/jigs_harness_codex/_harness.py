@@ -108,6 +108,12 @@ class CodexHarness(Harness[CodexDescriptor]):
     ) -> Sequence[Check]:
         return [worktree_config_check(target.cwd), system_config_check()]
 
+    def tool_free_problem(self, descriptor: CodexDescriptor) -> str | None:
+        """The thread starts ephemeral (no rollout) with every tool feature off: no shell or
+        exec, no image viewer, no subagents, no goals, no web search, no user-input tool
+        (:mod:`._transport`)."""
+        return None
+
     def session_artifacts(
         self,
         session_id: str,

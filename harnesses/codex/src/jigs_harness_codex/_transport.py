@@ -414,6 +414,24 @@ async def _initialize(server: AppServer, descriptor: CodexDescriptor) -> None:
     await server.send({"method": "initialized"})
 
 
+#: ``thread/start``'s config overrides of a tool-free thread (:attr:`HarnessTarget.tool_free`):
+#: with them the model request of Codex 0.163 lists no tool at all (the ask tests check it).
+TOOL_FREE_CONFIG: dict[str, Any] = {
+    "features.shell_tool": False,
+    "features.unified_exec": False,
+    "features.view_image": False,
+    "features.multi_agent": False,
+    "features.goals": False,
+    "features.apps": False,
+    "features.tool_suggest": False,
+    "features.image_generation": False,
+    "web_search": "disabled",
+    "tools.experimental_request_user_input": {"enabled": False},
+    # no AGENTS.md from the scratch directory's parents (an ask has no project)
+    "project_doc_max_bytes": 0,
+}
+
+
 def _thread_params(target: HarnessTarget[CodexDescriptor]) -> dict[str, Any]:
     """``thread/start``'s (or ``thread/fork``'s) settings from the descriptor, unset ones out."""
     descriptor = target.descriptor
@@ -427,6 +445,9 @@ def _thread_params(target: HarnessTarget[CodexDescriptor]) -> dict[str, Any]:
         "personality": descriptor.personality,
         "serviceTier": descriptor.service_tier,
     }
+    if target.tool_free:
+        # an ask: no rollout (nothing resumes it), and every tool Codex would offer turned off
+        params.update(ephemeral=True, config=dict(TOOL_FREE_CONFIG))
     return {key: value for key, value in params.items() if value is not None}
 
 

@@ -237,6 +237,11 @@ class PiHarness(Harness[PiDescriptor]):
 
         return [Check("harness.pi-model-key", "Pi model key", run)]
 
+    def tool_free_problem(self, descriptor: PiDescriptor) -> str | None:
+        """Pi runs with ``--no-tools`` (built-in and extension tools), ``--no-mcp``, no context
+        file, skill or prompt template, and ``--no-session``."""
+        return None
+
     def session_artifacts(
         self,
         session_id: str,
@@ -350,9 +355,15 @@ class PiHarness(Harness[PiDescriptor]):
         # a gated turn speaks RPC: the gate's extension asks the step before each tool call
         mode = "json" if turn.gate is None else "rpc"
         argv = [*prepared.pi.argv, "--mode", mode, "--model", model_flag(turn.descriptor)]
-        session_args, expected = _session_args(turn, prepared.sessions)
-        argv += session_args
-        argv += _descriptor_args(turn.descriptor)
+        if turn.tool_free:  # an ask: no tool, nothing loaded, no session kept
+            argv += ["--no-session", *_TOOL_FREE_ARGS]
+            if turn.descriptor.thinking is not None:
+                argv += ["--thinking", turn.descriptor.thinking]
+            expected = None
+        else:
+            session_args, expected = _session_args(turn, prepared.sessions)
+            argv += session_args
+            argv += _descriptor_args(turn.descriptor)
         argv += prepared.prompt_args
         decoder = PiDecoder(expected, cli=str(prepared.pi.path))
         if turn.gate is not None:
@@ -415,6 +426,11 @@ def _session_args(turn: TurnSpec[PiDescriptor], sessions: Path) -> tuple[list[st
         # a copy under Pi's new id: the resumed file stays as its ref names it
         return [*argv, "--fork", str(resume_file)], None
     return [*argv, "--session", str(resume_file)], turn.session_id
+
+
+#: A tool-free turn's flags: no tool (built-in or extension), no MCP, nothing discovered or
+#: loaded (extensions, skills, prompt templates, themes, context files, project-local files).
+_TOOL_FREE_ARGS = ("-nt", "--no-mcp", "-ne", "-ns", "-np", "--no-themes", "-nc", "-na")
 
 
 def _descriptor_args(descriptor: PiDescriptor) -> list[str]:

@@ -45,7 +45,7 @@ def step(
     ``checkpoint`` (off by default) names the function's parameter that holds the worktree: the
     step then records the worktree's git state when it first starts and restores it when it
     starts again (a DBOS retry, or a re-run after the worker died), before the agent runs
-    (:mod:`jigs.checkpoints`).
+    (:mod:`jigs.worktrees.checkpoints`).
     """
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
@@ -74,7 +74,7 @@ def _step_body(
     """``func`` as the step runs it: under its step name (for :func:`run_metadata`), and in
     the worktree's checkpoint when ``checkpoint`` names its parameter."""
     from dbos import DBOS
-    from jigs.checkpoints import worktree_parameter
+    from jigs.worktrees.checkpoints import worktree_parameter
 
     worktree_of = worktree_parameter(func, checkpoint)
 
@@ -84,7 +84,7 @@ def _step_body(
         try:
             if worktree_of is None:
                 return await func(*args, **kwargs)
-            from jigs.checkpoints import step_checkpoint
+            from jigs.worktrees.checkpoints import step_checkpoint
 
             key = f"dbos/{DBOS.workflow_id}/{DBOS.step_id}"
             async with step_checkpoint(worktree_of(args, kwargs), key):

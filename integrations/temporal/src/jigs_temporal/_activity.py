@@ -9,10 +9,11 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import ParamSpec, TypeVar
 
+from jigs.errors import JigsError
+
 # at module level: a workflow imports this module passed through Temporal's sandbox, and the
 # decorator runs inside it, where an import would re-execute jigs (and structlog) sandboxed
-from jigs.checkpoints import step_checkpoint, worktree_parameter
-from jigs.errors import JigsError
+from jigs.worktrees.checkpoints import step_checkpoint, worktree_parameter
 
 __all__ = ["activity", "application_error"]
 
@@ -48,7 +49,7 @@ def activity(
 
     ``checkpoint`` (off by default) names the function's parameter that holds the worktree: the
     activity then records the worktree's git state on its first attempt and restores it on every
-    later attempt, before the agent runs (:mod:`jigs.checkpoints`).
+    later attempt, before the agent runs (:mod:`jigs.worktrees.checkpoints`).
     """
     if heartbeat_every <= 0:
         raise ValueError("heartbeat_every must be positive")

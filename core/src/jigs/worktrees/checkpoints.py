@@ -22,9 +22,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import os
 import re
-import stat
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -33,7 +31,7 @@ from typing import Any
 
 from jigs.engine._logging import logger
 from jigs.errors import CheckpointError, InvalidInputError
-from jigs.policy._git import GitRunner, commit_message
+from jigs.policy._git import GitRunner, commit_message, copy_index
 
 __all__ = ["drop", "restore", "save", "step_checkpoint", "worktree_parameter"]
 
@@ -53,19 +51,6 @@ def _ref(key: str) -> str:
     return f"{_PREFIX}{cleaned}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
-def _copy_index(git_dir: Path, index: Path) -> None:
-    """Seed the temporary index from the repository's own (its stat cache spares rehashing
-    unchanged files): only a regular file, never through a link or a FIFO the agent planted."""
-    source = git_dir / "index"
-    try:
-        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return
-    with os.fdopen(fd, "rb") as fh:
-        if stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            index.write_bytes(fh.read())
-
-
 async def save(worktree: Path, key: str) -> None:
     """Record the worktree's state under ``key`` (replacing an older checkpoint of it)."""
     git = await GitRunner.open(worktree, _IDENTITY)
@@ -79,7 +64,7 @@ async def save(worktree: Path, key: str) -> None:
             # with filter drivers neutralised, an index entry whose stat matches would keep
             # its filtered blob while the rest are stored raw: start empty so every file is
             # stored as its bytes (and checked out as its bytes, without the smudge filter)
-            _copy_index(git_dir, index)
+            copy_index(git_dir, index)
         env = {"GIT_INDEX_FILE": str(index)}
         await git.run("add", "-A", env=env)
         work_tree = await git.run("write-tree", env=env)
