@@ -115,6 +115,31 @@ async def _drive_explain(d: Driven) -> None:
         assert made == [{"model": "sonnet"}, {"model": "sonnet"}]
 
 
+async def _drive_tools(d: Driven) -> None:
+    """The tools example, with the real claude CLI against the local model server: the model
+    calls the tool, whose result reaches its next request."""
+    from jigs.registry._registry import default_registry
+    from jigs_testing import ModelServer, text, tool_call
+    from jigs_testing.plan import demo_plan_of
+
+    d.require_cli("claude")
+    async with ModelServer() as server:
+        plan = demo_plan_of(default_registry().get("claude"), server)
+        assert plan is not None
+        for name, value in plan.host_env.items():
+            d.monkeypatch.setenv(name, value)
+        _factory_env(d.root, list(plan.agents_env))
+        server.add(
+            tool_call("mcp__tools__record_decision", {"ticket": "T-17", "decision": "fix"}),
+            text("T-17: fix"),
+        )
+        worktree = _git_worktree(d.root)
+        answer, decisions = await d.ns["triage"](str(worktree), d.run, plan.descriptor)
+        assert answer == "T-17: fix"
+        assert decisions == ["T-17: fix"]
+        assert "recorded fix for T-17" in server.model_requests[1].text()
+
+
 async def _drive_watch(d: Driven) -> None:
     """The events example with the echo kind: the callback and the iterator both see events."""
     from jigs import harnesses
@@ -174,6 +199,7 @@ DRIVERS: dict[str, Callable[[Driven], Awaitable[None]]] = {
     "explain": _drive_explain,
     "watch": _drive_watch,
     "mini": _drive_mini,
+    "tools": _drive_tools,
 }
 #: Drivers run from a plain (not async) test: the block is itself a pytest file whose test
 #: starts its own event loop.

@@ -91,6 +91,7 @@ class _Options(TypedDict, total=False):
     on_event: EventCallback | None
     registry: Registry | None
     session_store: SessionStore | str | Mapping[str, Any] | None
+    tools: Sequence[Callable[..., Any]] | None
 
 
 class StepOptions(_Options, total=False):
@@ -115,6 +116,10 @@ class StepOptions(_Options, total=False):
       configured store (``JIGS_SESSION_STORE``, ``[tool.jigs.session_store]``, else the local
       directory). At close the session's artifacts go there, and a resume of a ref that names a
       stored copy fetches and verifies it first.
+    - ``tools``: plain Python functions (sync or async, typed parameters, a docstring) the agent
+      may call, served to it as an MCP server (``tools``) that runs in this worker, for the
+      step only (the Tools page). A tool that raises gives the agent an error to
+      read; the step goes on.
     """
 
     run: Required[RunMetadata]
@@ -176,7 +181,7 @@ class AgentRunner:
         self._model = EngineModel(engine, provider_options, on_event)
         self.kind = engine.harness.kind
         self.run_id = engine.ctx.run.workflow_run_id
-        self.descriptor: HarnessDescriptor = engine.target.descriptor
+        self.descriptor: HarnessDescriptor = step.descriptor or engine.target.descriptor
         self.cwd: Path = engine.target.cwd
         self.env_names: tuple[str, ...] = tuple(sorted(engine.ctx.env))
         self.lock_path: Path = step.lock.path
@@ -201,7 +206,7 @@ class AgentRunner:
         return AgentSessionRef(
             harness=self.kind,
             id=session_id,
-            descriptor=self.descriptor.describe(),
+            descriptor=self._step.describe or self.descriptor.describe(),
             store_key=stored[0] if stored else None,
             digest=stored[1] if stored else None,
         )
@@ -260,6 +265,7 @@ async def _open_step(
         resume=options.get("resume"),
         agents_env=options.get("agents_env"),
         need_model=need_model,
+        tools=options.get("tools"),
     )
 
 
@@ -478,7 +484,7 @@ def _session_ref(step: Step, engine: TurnEngine, session_id: str | None) -> Agen
     return AgentSessionRef(
         harness=engine.harness.kind,
         id=session_id,
-        descriptor=engine.target.descriptor.describe(),
+        descriptor=engine.describe,
         store_key=stored[0] if stored else None,
         digest=stored[1] if stored else None,
     )
@@ -670,6 +676,7 @@ _NOT_FOR_ASKS = {
     "cwd": "ask_agent runs in a private scratch directory of its own",
     "resume": "an ask keeps no session to resume",
     "session_store": "an ask keeps no session to store",
+    "tools": "an ask runs without tools (use run_agent to give the agent Python tools)",
 }
 
 

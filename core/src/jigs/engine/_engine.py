@@ -351,6 +351,8 @@ class TurnEngine:
         #: The step proxy's count of model calls (None: the step is not proxied).
         self._ledger: ModelLedger | None = None
         self.step_log: StepLog | None = None
+        #: Set by the step: its caller's descriptor's ``describe()``.
+        self.session_descriptor: str | None = None
 
     @classmethod
     async def open(
@@ -367,7 +369,9 @@ class TurnEngine:
 
     @property
     def describe(self) -> str:
-        return str(self.target.descriptor.describe())
+        """What the session is recorded under: the caller's descriptor (the step's, not the one
+        its kind sees with the step's own tool server)."""
+        return self.session_descriptor or str(self.target.descriptor.describe())
 
     def warnings_for(self, settings: Mapping[str, Any]) -> list[CallWarning]:
         """Warnings for the per-call settings the kind does not honour."""
