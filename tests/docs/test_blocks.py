@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 import os
 import subprocess
 import sys
@@ -140,6 +141,37 @@ async def _drive_tools(d: Driven) -> None:
         assert "recorded fix for T-17" in server.model_requests[1].text()
 
 
+async def _drive_skills(d: Driven) -> None:
+    """The skills example, with the real claude CLI against the local model server: the
+    declared skill is in the model's request."""
+    import jigs.harnesses
+    from jigs.registry._registry import default_registry
+    from jigs_testing import ModelServer, text
+    from jigs_testing.plan import demo_plan_of
+
+    d.require_cli("claude")
+    skill = d.root / "skills" / "release-steps"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\nname: release-steps\ndescription: How this team cuts a release.\n---\n\n1. Tag.\n"
+    )
+    async with ModelServer() as server:
+        plan = demo_plan_of(default_registry().get("claude"), server)
+        assert plan is not None
+        for name, value in plan.host_env.items():
+            d.monkeypatch.setenv(name, value)
+        _factory_env(d.root, list(plan.agents_env))
+
+        def claude(**settings: Any) -> Any:
+            return type(plan.descriptor).from_data({**plan.descriptor.to_data(), **settings})
+
+        d.monkeypatch.setattr(jigs.harnesses, "claude", claude, raising=False)
+        server.add(text("Released."))
+        worktree = _git_worktree(d.root)
+        assert await d.ns["cut_release"](str(worktree), d.run, str(skill)) == "Released."
+        assert "How this team cuts a release." in json.dumps(server.model_requests[0].body)
+
+
 async def _drive_watch(d: Driven) -> None:
     """The events example with the echo kind: the callback and the iterator both see events."""
     from jigs import harnesses
@@ -200,6 +232,7 @@ DRIVERS: dict[str, Callable[[Driven], Awaitable[None]]] = {
     "watch": _drive_watch,
     "mini": _drive_mini,
     "tools": _drive_tools,
+    "skills": _drive_skills,
 }
 #: Drivers run from a plain (not async) test: the block is itself a pytest file whose test
 #: starts its own event loop.

@@ -79,6 +79,8 @@ class Prepared:
     shell_prefix: Path | None
     private: Path
     endpoint: ModelEndpoint | None = None
+    #: The step's skills as a private plugin (``--plugin-dir``), when the descriptor has any.
+    plugin_dir: Path | None = None
 
 
 def build_env(
@@ -170,6 +172,7 @@ def _policy_args(
         # run hooks or apiKeyHelper, inject env or change permissions
         "--setting-sources",
         "",
+        *(["--plugin-dir", str(prepared.plugin_dir)] if prepared.plugin_dir else []),
     ]
 
 
