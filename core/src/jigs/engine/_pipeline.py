@@ -43,6 +43,7 @@ from jigs.descriptors import HarnessDescriptor
 from jigs.engine import _mcp_probe, _otel
 from jigs.engine._engine import TurnEngine
 from jigs.engine._logging import logger, timed
+from jigs.engine._prompt import validate_text
 from jigs.engine._tools import TOKEN_ENV, TOOLS_SERVER, StepTool, step_tools
 from jigs.engine._types import AgentSessionRef, RunMetadata
 from jigs.env import (
@@ -118,16 +119,7 @@ _MAX_SESSION_ID = 256
 def validate_prompt(prompt: object) -> str:
     """The prompt, or :class:`PromptError`: it must be a non-empty string without NUL bytes.
     (A long prompt is fine: kinds pass it through stdin or a file, never one argv element.)"""
-    if not isinstance(prompt, str):
-        raise PromptError(f"the prompt must be a string, got {type(prompt).__name__}")
-    if not prompt.strip():
-        raise PromptError("the prompt is empty; give the agent something to do")
-    if "\x00" in prompt:
-        raise PromptError(
-            "the prompt contains a NUL byte, which no CLI can receive; remove it (binary data "
-            "belongs in a file in the worktree)"
-        )
-    return prompt
+    return validate_text(prompt)
 
 
 def _validate_cwd(cwd: object) -> Path:
@@ -362,6 +354,8 @@ class Step:
         self.describe: str | None = None
         #: The caller's descriptor (its kind sees it with the step's tool server added).
         self.descriptor: HarnessDescriptor | None = None
+        #: Where the turns' images are copied (made when the step may get images).
+        self._image_dir: Path | None = None
         self.closed = False
         self.started = time.perf_counter()
         self._closing = anyio.Lock()
@@ -392,6 +386,7 @@ class Step:
         need_model: bool,
         tool_free: bool = False,
         tools: object = None,
+        images: bool = False,
     ) -> TurnEngine:
         """Run every stage; raises the first failure (kept in :attr:`error`; the caller then
         calls :meth:`aclose`). ``tool_free`` (:func:`jigs.steps.ask_agent`): ``cwd`` is the
@@ -401,17 +396,7 @@ class Step:
             probe_soon()  # a fresh process's probe runs while the step resolves and locks
             run_meta = _validate_run(run)
             harness, descriptor = self._resolve(descriptor_or_data, run_meta)
-            kind = harness.kind
-            if need_model and not harness.has_model:
-                raise ModelNotAvailableError(kind)
-            session = _validate_resume(resume)
-            if session is not None and session.harness != kind:
-                raise AgentSessionError(
-                    f"session {session.id} was recorded on the {session.harness} harness and this "
-                    f"step runs on {kind}; start without resume",
-                    kind=kind,
-                    session_id=session.id,
-                )
+            session = _kind_refusals(harness, need_model=need_model, images=images, resume=resume)
             if tool_free:
                 _refuse_tools(harness, descriptor)
             workdir = _validate_cwd(cwd)
@@ -442,6 +427,9 @@ class Step:
             await self._checks(harness, descriptor, env, target, listed_only=bool(checked))
             ctx = self._context(harness, target, env, run_meta, sandboxed)
             self.ctx = ctx
+            if images or (need_model and harness.takes_images):
+                # before the kind launches: a CLI that keeps running (Codex's app server)
+                self._image_dir = ctx.private_dir("jigs-images-")
             record_run(run_meta)
             if session is not None and store is not None:
                 await self._verify_resume(store, harness, target, ctx, session)
@@ -632,6 +620,7 @@ class Step:
                     self._engine = await TurnEngine.open(harness, target, ctx)
                     self._engine.span = self.span
                     self._engine.session_descriptor = self.describe
+                    self._engine.image_dir = self._image_dir
             except TimeoutError as exc:
                 if isinstance(exc, JigsError):
                     raise
@@ -754,6 +743,26 @@ class Step:
             if isinstance(self._store_spec, str | Mapping | None) and callable(close):
                 with anyio.move_on_after(5):
                     await anyio.to_thread.run_sync(close, abandon_on_cancel=True)
+
+
+def _kind_refusals(
+    harness: Harness[Any], *, need_model: bool, images: bool, resume: object
+) -> AgentSessionRef | None:
+    """What the kind alone refuses, before anything is acquired; the session to resume."""
+    kind = harness.kind
+    if need_model and not harness.has_model:
+        raise ModelNotAvailableError(kind)
+    if images and not harness.takes_images:
+        raise PromptError(f"the {kind} kind takes no images in a prompt; send text only")
+    session = _validate_resume(resume)
+    if session is not None and session.harness != kind:
+        raise AgentSessionError(
+            f"session {session.id} was recorded on the {session.harness} harness and this "
+            f"step runs on {kind}; start without resume",
+            kind=kind,
+            session_id=session.id,
+        )
+    return session
 
 
 def _validate_tools(tools: object, descriptor: HarnessDescriptor) -> list[StepTool]:

@@ -81,6 +81,8 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
     sets_env: ClassVar[frozenset[str]] = SETS_ENV
     structured_output: ClassVar[Literal["native", "prompted"]] = "native"
     call_settings: ClassVar[frozenset[str]] = frozenset({"system", "max_output_tokens"})
+    #: Image content blocks in a stream-json user message.
+    takes_images: ClassVar[bool] = True
     install_hint: ClassVar[str] = FIX
 
     def env_allowlist(self, descriptor: ClaudeDescriptor) -> Collection[str]:
