@@ -50,6 +50,23 @@ _WAIT = 10.0
 _ERROR_LIMIT = 2000
 
 
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server, woken to stop rather than polling for it every 0.1 s (a step's close
+    waits for it)."""
+
+    _wake: anyio.Event | None = None
+
+    async def main_loop(self) -> None:
+        self._wake = anyio.Event()
+        if not self.should_exit:
+            await self._wake.wait()
+
+    def wake(self) -> None:
+        """On the serving loop: end :meth:`main_loop` (``should_exit`` set first)."""
+        if self._wake is not None:
+            self._wake.set()
+
+
 class ToolServer:
     """One step's tools, served until :meth:`stop` (idempotent). ``caller`` is the event loop
     async tools run on (the one that opened the step)."""
@@ -68,7 +85,8 @@ class ToolServer:
         self._sock: socket.socket | None = loopback_socket()
         self.port = int(self._sock.getsockname()[1])
         self._portal_cm: Any = None
-        self._server: uvicorn.Server | None = None
+        self._portal: Any = None
+        self._server: _Uvicorn | None = None
         self._done: Any = None
         self.calls = 0
 
@@ -93,9 +111,9 @@ class ToolServer:
             http="h11",
             ws="none",
         )
-        self._server = server = uvicorn.Server(config)
+        self._server = server = _Uvicorn(config)
         self._portal_cm = start_blocking_portal()
-        portal = self._portal_cm.__enter__()
+        self._portal = portal = self._portal_cm.__enter__()
         self._done = portal.start_task_soon(server.serve, [sock])
         deadline = time.monotonic() + _WAIT
         while not server.started:
@@ -113,6 +131,8 @@ class ToolServer:
         if server is None:
             return
         server.should_exit = True
+        with contextlib.suppress(Exception):
+            self._portal.call(server.wake)
         with contextlib.suppress(Exception):
             self._done.result(timeout=_WAIT)
         with contextlib.suppress(Exception):

@@ -4,6 +4,10 @@ the step acquires anything.
 A tool is a plain sync or async function with a typed signature: pydantic builds the model of
 its arguments (and so the JSON schema the agent sees), its docstring is the description, its
 ``__name__`` the tool's name. :mod:`jigs.engine._tool_server` serves them to the agent.
+
+Where ``ask_human`` (issue 33) plugs in: a ready tool built here as one more :class:`StepTool`
+whose call ends the turn with a pending question the engine helpers wait on, on the deferred
+approvals' mechanism (another helper builds it); it is served like any tool.
 """
 
 from __future__ import annotations
