@@ -510,13 +510,23 @@ class Step:
         from jigs.engine import _tool_server
 
         with timed("runner.tools.started", self.log, span=self.span, tools=len(tools)) as fields:
-            server = _tool_server.ToolServer(
-                tools, log=self.log, caller=anyio.lowlevel.current_token()
-            )
-            fields["port"] = server.port
-            self.stack.push_async_callback(server.astop)
-            remember([server.token])
-            await server.astart()
+            try:
+                server = _tool_server.ToolServer(
+                    tools, log=self.log, caller=anyio.lowlevel.current_token()
+                )
+                fields["port"] = server.port
+                self.stack.push_async_callback(server.astop)
+                remember([server.token])
+                await server.astart()
+            except OSError as exc:  # no loopback port, no thread: a failed check of the step
+                failed = CheckOutcome(
+                    f"mcp.{TOOLS_SERVER}",
+                    "The step's tools",
+                    ok=False,
+                    reason=f"their MCP server could not start ({type(exc).__name__}: {exc})",
+                    repair="check the worker's loopback interface and its thread limit",
+                )
+                raise JitCheckError([failed]) from None
         declared = McpHttpServer(
             url=server.url, bearer_token_env=TOKEN_ENV, probe=McpProbe(tool=tools[0].name)
         )
