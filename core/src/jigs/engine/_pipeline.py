@@ -396,17 +396,15 @@ class Step:
             probe_soon()  # a fresh process's probe runs while the step resolves and locks
             run_meta = _validate_run(run)
             harness, descriptor = self._resolve(descriptor_or_data, run_meta)
-            session = _kind_refusals(harness, need_model=need_model, images=images, resume=resume)
-            if tool_free:
-                _refuse_tools(harness, descriptor)
+            session = _kind_refusals(
+                harness, descriptor, need=(need_model, images, tool_free), resume=resume
+            )
             workdir = _validate_cwd(cwd)
             names = _validate_agents_env(agents_env)
             checked = _validate_tools(tools, descriptor)
             sandboxed = _sandbox_or_refuse(descriptor, self.log)
-            #: what the session is recorded under: the caller's descriptor, without the
-            #: step's own tool server (its port and token differ every step)
-            self.describe = descriptor.describe()
-            self.descriptor = descriptor
+            # sessions are recorded under the caller's descriptor, not its kind's (+ tools)
+            self.describe, self.descriptor = descriptor.describe(), descriptor
 
             # an ask stores nothing: its session is never resumed
             store = None if tool_free else resolve_store(self._store_spec, cwd=workdir)
@@ -756,10 +754,16 @@ class Step:
 
 
 def _kind_refusals(
-    harness: Harness[Any], *, need_model: bool, images: bool, resume: object
+    harness: Harness[Any],
+    descriptor: HarnessDescriptor,
+    *,
+    need: tuple[bool, bool, bool],
+    resume: object,
 ) -> AgentSessionRef | None:
-    """What the kind alone refuses, before anything is acquired; the session to resume."""
+    """What the kind alone refuses, before anything is acquired, for what the step needs (a
+    model, images, no tools: an ask); the session to resume."""
     kind = harness.kind
+    need_model, images, tool_free = need
     if need_model and not harness.has_model:
         raise ModelNotAvailableError(kind)
     if images and not harness.takes_images:
@@ -772,6 +776,8 @@ def _kind_refusals(
             kind=kind,
             session_id=session.id,
         )
+    if tool_free:
+        _refuse_tools(harness, descriptor)
     return session
 
 
