@@ -85,6 +85,7 @@ __all__ = [
     "HarnessTarget",
     "ModelEndpoint",
     "ModelRoute",
+    "PromptImage",
     "SessionTransport",
     "TurnDecoder",
     "TurnDriver",
@@ -314,6 +315,18 @@ class HarnessContext:
 
 
 @dataclass(frozen=True)
+class PromptImage:
+    """An image of the turn's prompt, as the core hands it to a kind: a 0600 copy in the step's
+    private dir (its processes may read it; removed when the step closes), its media type
+    (``image/png``, ``image/jpeg``, ``image/gif`` or ``image/webp``), digest and size."""
+
+    path: Path
+    media_type: str
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
 class TurnSpec(Generic[D]):
     """One turn the core asks a kind to run.
 
@@ -327,6 +340,8 @@ class TurnSpec(Generic[D]):
     ``partial`` asks for text deltas as they arrive (a streamed call). ``options`` are the
     step's provider options for this kind (functions such as ``approve_tool``; never persisted).
     ``tool_free``: the step's target is tool-free (see :class:`HarnessTarget`).
+    ``images`` come after the prompt's text, in order (only for a kind with
+    :attr:`Harness.takes_images`; the core refuses them for any other).
     """
 
     descriptor: D
@@ -340,6 +355,7 @@ class TurnSpec(Generic[D]):
     partial: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
     tool_free: bool = False
+    images: tuple[PromptImage, ...] = ()
 
 
 class TurnDriver(Protocol):
@@ -438,6 +454,9 @@ class Harness(ABC, Generic[D]):
     structured_output: ClassVar[Literal["native", "prompted"]] = "prompted"
     #: Per-call model settings the kind honours (others come back as warnings).
     call_settings: ClassVar[frozenset[str]] = frozenset()
+    #: Whether the CLI takes images in a prompt (:attr:`TurnSpec.images`); a prompt with
+    #: images is refused for a kind that does not, before the step acquires anything.
+    takes_images: ClassVar[bool] = False
     #: What to do when the CLI is missing (shown in errors and by ``jigs doctor``).
     install_hint: ClassVar[str] = "install the kind's CLI (see `jigs doctor`)"
 

@@ -52,7 +52,7 @@ def approve_tool(options: Mapping[str, Any]) -> ApproveTool | None:
 class ApprovalDriver:
     """Speaks the control protocol on one turn's stdin (see the module docstring)."""
 
-    def __init__(self, approve: ApproveTool, prompt: str) -> None:
+    def __init__(self, approve: ApproveTool, prompt: str | list[dict[str, Any]]) -> None:
         self._approve = approve
         self._prompt = prompt
         self._stdin: anyio.abc.ByteSendStream | None = None

@@ -206,7 +206,11 @@ class CodexTransport(SessionTransport):
         thread_id = str(self.session_id)
         params: dict[str, Any] = {
             "threadId": thread_id,
-            "input": [{"type": "text", "text": turn.prompt, "text_elements": []}],
+            "input": [
+                {"type": "text", "text": turn.prompt, "text_elements": []},
+                # the core's private copy: the app server (in the sandbox) reads it
+                *({"type": "localImage", "path": str(image.path)} for image in turn.images),
+            ],
         }
         effort = effort or self._descriptor.effort
         if effort:

@@ -71,7 +71,13 @@ from jigs_harness_pi._executable import (
     launchable,
     resolve_pi,
 )
-from jigs_harness_pi._home import PiHome, model_flag, pi_model_call, upstream_url
+from jigs_harness_pi._home import (
+    PiHome,
+    accept_images,
+    model_flag,
+    pi_model_call,
+    upstream_url,
+)
 from jigs_harness_pi._mcp import allowed_tools, excluded_tools
 from jigs_harness_pi._stream import PiDecoder
 
@@ -146,6 +152,8 @@ class PiHarness(Harness[PiDescriptor]):
     display_name: ClassVar[str] = "Pi"
     descriptor_type: ClassVar[type[HarnessDescriptor]] = PiDescriptor
     has_model: ClassVar[bool] = False
+    #: ``@path`` arguments (the core's private copies) with the prompt on stdin.
+    takes_images: ClassVar[bool] = True
     structured_output: ClassVar[Literal["native", "prompted"]] = "prompted"
     install_hint: ClassVar[str] = INSTALL_FIX
     sets_env: ClassVar[frozenset[str]] = frozenset(
@@ -356,6 +364,10 @@ class PiHarness(Harness[PiDescriptor]):
             argv += session_args
             argv += _descriptor_args(turn.descriptor)
         argv += prepared.prompt_args
+        if turn.images:
+            accept_images(prepared.home)
+            # Pi puts the piped prompt first, then each @file (an image part) of the message
+            argv += [f"@{image.path}" for image in turn.images]
         return TurnLaunch(
             argv,
             env=_turn_env(prepared),
