@@ -13,17 +13,19 @@ ids, so the store holds at most eight runs whatever ``N`` is.
 
 It prints steps run, outcomes by type, a step's median seconds by what it met and, measured after
 a warm-up and again at the end: open file descriptors, sockets, namespace handles, threads (not
-counting anyio's pool), RSS, child processes, temporary dirs (the worker's ``TMPDIR`` is a scratch
-dir of its own) and the store's runs. ``--check`` exits 1 when an outcome is not typed (not a
-:class:`~jigs.errors.JigsError` and not the cancellation the soak made itself) or when a count
-grew (RSS by more than 16 MiB); the suite runs a short version that way
-(``tests/core/test_soak.py``). Figures, not timings.
+counting anyio's pool), RSS (and its trend every 10% of the steps), live Python objects, child
+processes, temporary dirs (the worker's ``TMPDIR`` is a scratch dir of its own) and the store's
+runs. ``--check`` exits 1 when an outcome is not typed (not a :class:`~jigs.errors.JigsError` and
+not the cancellation the soak made itself) or when a count grew (RSS by more than 16 MiB, Python
+objects by more than 10%); the suite runs a short version that way (``tests/core/test_soak.py``).
+Figures, not timings.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import gc
 import os
 import statistics
 import sys
@@ -102,6 +104,12 @@ def _rss_kib() -> int:
     return 0
 
 
+def _objects() -> int:
+    """Live objects the collector tracks, after a collection: what a leak in Python grows."""
+    gc.collect()
+    return len(gc.get_objects())
+
+
 def snapshot(data_home: Path, server_port: int) -> dict[str, int]:
     """What this worker holds now."""
     fds = _fd_kinds(server_port)
@@ -115,6 +123,7 @@ def snapshot(data_home: Path, server_port: int) -> dict[str, int]:
         "threads": len(os.listdir("/proc/self/task"))
         - sum(1 for thread in threading.enumerate() if thread.name == "AnyIO worker thread"),
         "RSS (KiB)": _rss_kib(),
+        "python objects": _objects(),
         "child processes": len(_descendants()),
         "temp dirs": sum(1 for p in tmp.iterdir() if not p.name.startswith("soak-")),
         "store runs": sum(1 for _ in runs.iterdir()) if runs.is_dir() else 0,
@@ -129,6 +138,9 @@ class Soak:
         self.untyped: list[str] = []
         self.steps = 0
         self.seconds: dict[str, list[float]] = collections.defaultdict(list)
+        #: (steps run, RSS in KiB) every 10% of the steps: a leak climbs, a warm heap levels off
+        self.trend: list[tuple[int, int]] = []
+        self.trend_every = 0
 
     async def step(self, run: Callable[[], Awaitable[Any]], fault: str, label: str) -> None:
         """One step; its outcome counted by type (a cancellation only when the soak made it)."""
@@ -138,6 +150,8 @@ class Soak:
             await self._step(run, fault, label)
         finally:
             self.seconds[f"{label} {fault}"].append(time.monotonic() - began)
+            if self.trend_every and self.steps % self.trend_every == 0:
+                self.trend.append((self.steps, _rss_kib()))
 
     async def _step(self, run: Callable[[], Awaitable[Any]], fault: str, label: str) -> None:
         from jigs.errors import JigsError
@@ -243,10 +257,11 @@ def report(before: dict[str, int], after: dict[str, int], soak: Soak, seconds: f
     grew = []
     for name, value in before.items():
         print(f"  {name:20s} {value:14d} {after[name]:11d}")
-        slack = RSS_SLACK_KIB if name.startswith("RSS") else 0
+        slack = {"RSS (KiB)": RSS_SLACK_KIB, "python objects": value // 10}.get(name, 0)
         limit = RUNS if name == "store runs" else value + slack
         if after[name] > max(limit, value + slack):
             grew.append(f"{name}: {value} -> {after[name]}")
+    print("  RSS (KiB) by steps run: " + ", ".join(f"{n}: {kib}" for n, kib in soak.trend))
     for line in soak.untyped:
         print(f"  untyped: {line}")
     return grew
@@ -266,6 +281,7 @@ async def main_async(args: argparse.Namespace) -> int:
         soak.outcomes.clear()
         soak.seconds.clear()
         soak.steps = 0
+        soak.trend_every = max(1, (args.echo + args.real * len(args.kinds)) // 10)
         before = snapshot(data_home, server.port)
         started = time.monotonic()
         await echo_steps(soak, args.echo, args.concurrency)

@@ -167,9 +167,14 @@ def test_any_step_call_fails_only_with_jigs_errors_and_never_echoes_a_secret(
 @settings(max_examples=max(50, EXAMPLES // 4), deadline=None)
 @given(prompt=_nasty)
 def test_bad_prompts_are_refused_before_anything_starts(prompt: Any) -> None:
-    # anything that is not a non-empty string without NUL is refused up front
+    # anything that is not a non-empty string without NUL (or a list of text parts that joins
+    # into one) is refused up front
     if isinstance(prompt, str) and prompt.strip() and "\x00" not in prompt:
         return
+    if isinstance(prompt, list | tuple) and all(isinstance(p, str) for p in prompt):
+        text = "\n\n".join(p for p in prompt if p.strip())
+        if text.strip() and "\x00" not in text:
+            return
     with pytest.raises(PromptError) as info:
         anyio.run(
             lambda: run_agent(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 import os
 import subprocess
 import sys
@@ -115,6 +116,97 @@ async def _drive_explain(d: Driven) -> None:
         assert made == [{"model": "sonnet"}, {"model": "sonnet"}]
 
 
+async def _drive_tools(d: Driven) -> None:
+    """The tools example, with the real claude CLI against the local model server: the model
+    calls the tool, whose result reaches its next request."""
+    from jigs.registry._registry import default_registry
+    from jigs_testing import ModelServer, text, tool_call
+    from jigs_testing.plan import demo_plan_of
+
+    d.require_cli("claude")
+    async with ModelServer() as server:
+        plan = demo_plan_of(default_registry().get("claude"), server)
+        assert plan is not None
+        for name, value in plan.host_env.items():
+            d.monkeypatch.setenv(name, value)
+        _factory_env(d.root, list(plan.agents_env))
+        server.add(
+            tool_call("mcp__tools__record_decision", {"ticket": "T-17", "decision": "fix"}),
+            text("T-17: fix"),
+        )
+        worktree = _git_worktree(d.root)
+        answer, decisions = await d.ns["triage"](str(worktree), d.run, plan.descriptor)
+        assert answer == "T-17: fix"
+        assert decisions == ["T-17: fix"]
+        assert "recorded fix for T-17" in server.model_requests[1].text()
+
+
+async def _drive_skills(d: Driven) -> None:
+    """The skills example, with the real claude CLI against the local model server: the
+    declared skill is in the model's request."""
+    import jigs.harnesses
+    from jigs.registry._registry import default_registry
+    from jigs_testing import ModelServer, text
+    from jigs_testing.plan import demo_plan_of
+
+    d.require_cli("claude")
+    skill = d.root / "skills" / "release-steps"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\nname: release-steps\ndescription: How this team cuts a release.\n---\n\n1. Tag.\n"
+    )
+    async with ModelServer() as server:
+        plan = demo_plan_of(default_registry().get("claude"), server)
+        assert plan is not None
+        for name, value in plan.host_env.items():
+            d.monkeypatch.setenv(name, value)
+        _factory_env(d.root, list(plan.agents_env))
+
+        def claude(**settings: Any) -> Any:
+            return type(plan.descriptor).from_data({**plan.descriptor.to_data(), **settings})
+
+        d.monkeypatch.setattr(jigs.harnesses, "claude", claude, raising=False)
+        server.add(text("Released."))
+        worktree = _git_worktree(d.root)
+        assert await d.ns["cut_release"](str(worktree), d.run, str(skill)) == "Released."
+        assert "How this team cuts a release." in json.dumps(server.model_requests[0].body)
+
+
+async def _drive_images(d: Driven) -> None:
+    """The images example, with the real claude CLI against the local model server: the
+    screenshot's bytes are in the model's request."""
+    import base64
+
+    import jigs.harnesses
+    from jigs.registry._registry import default_registry
+    from jigs_testing import ModelServer, text
+    from jigs_testing.plan import demo_plan_of
+
+    d.require_cli("claude")
+    shot = d.root / "screenshot.gif"
+    shot.write_bytes(
+        b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04"
+        b"\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"
+    )
+    async with ModelServer() as server:
+        plan = demo_plan_of(default_registry().get("claude"), server)
+        assert plan is not None
+        for name, value in plan.host_env.items():
+            d.monkeypatch.setenv(name, value)
+        _factory_env(d.root, list(plan.agents_env))
+
+        def claude(**settings: Any) -> Any:
+            return type(plan.descriptor).from_data({**plan.descriptor.to_data(), **settings})
+
+        d.monkeypatch.setattr(jigs.harnesses, "claude", claude, raising=False)
+        server.add(text("A white pixel."))
+        worktree = _git_worktree(d.root)
+        answer = await d.ns["explain_screenshot"](str(worktree), d.run, shot)
+        assert answer == "A white pixel."
+        body = json.dumps(server.model_requests[0].body)
+        assert base64.b64encode(shot.read_bytes()).decode() in body
+
+
 async def _drive_watch(d: Driven) -> None:
     """The events example with the echo kind: the callback and the iterator both see events."""
     from jigs import harnesses
@@ -174,6 +266,9 @@ DRIVERS: dict[str, Callable[[Driven], Awaitable[None]]] = {
     "explain": _drive_explain,
     "watch": _drive_watch,
     "mini": _drive_mini,
+    "tools": _drive_tools,
+    "skills": _drive_skills,
+    "images": _drive_images,
 }
 #: Drivers run from a plain (not async) test: the block is itself a pytest file whose test
 #: starts its own event loop.

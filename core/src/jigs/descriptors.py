@@ -221,8 +221,19 @@ class HarnessDescriptor(OmitDefaults):
         return default if isinstance(default, str) and default else cls.__name__
 
     def describe(self) -> str:
-        """The canonical string that identifies these settings (sorted keys, defaults omitted)."""
-        return json.dumps(self.to_data(), sort_keys=True, separators=(",", ":"))
+        """The canonical string that identifies these settings (sorted keys, defaults omitted),
+        with the digests of the files they name (:meth:`content_digests`) under ``contents``."""
+        data = self.to_data()
+        contents = self.content_digests()
+        if contents:
+            data["contents"] = contents
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+    def content_digests(self) -> dict[str, str]:
+        """Digests of files the settings name whose content matters (a kind's ``skills``), so
+        a changed file changes :meth:`describe` and a held session is not resumed under other
+        settings. The default: none."""
+        return {}
 
     def network_allow(self) -> tuple[str, ...]:
         """The hosts ``network={"allow": [...]}`` names (empty for ``"deny"`` and ``"host"``)."""

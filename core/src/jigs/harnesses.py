@@ -57,11 +57,14 @@ def load(data: Mapping[str, Any] | HarnessDescriptor, *, registry: Any = None) -
 
 
 def loads(text: str) -> HarnessDescriptor:
-    """:func:`load` from a JSON string."""
+    """:func:`load` from a JSON string (a ``describe()`` string too: its ``contents``, the
+    digests of the files the settings name, are not settings and are dropped)."""
     try:
         data = json.loads(text)
     except ValueError as exc:
         raise DescriptorError(f"a stored descriptor is not valid JSON: {exc}") from None
+    if isinstance(data, dict):
+        data.pop("contents", None)
     return load(data)
 
 

@@ -39,7 +39,8 @@ from jigs.engine._gate import (
 )
 from jigs.engine._logging import logger
 from jigs.engine._model import EngineModel, result_of
-from jigs.engine._pipeline import Step, validate_prompt
+from jigs.engine._pipeline import Step
+from jigs.engine._prompt import prompt_parts
 from jigs.engine._structured import reask_prompt
 from jigs.engine._types import AgentSessionRef, _Data
 from jigs.errors import (
@@ -48,6 +49,7 @@ from jigs.errors import (
     ApprovalPending,
     InvalidInputError,
     JitCheckError,
+    PromptError,
     RunnerClosedError,
     SessionSaveError,
     StructuredOutputError,
@@ -55,7 +57,7 @@ from jigs.errors import (
 from jigs.events import AgentEvent
 from jigs.harnesses import load
 from jigs.models._functions import parse_output
-from jigs.models._types import Usage
+from jigs.models._types import Image, Prompt, Usage
 from jigs.policy._files import remove_tree
 from jigs.sandbox._isolation import isolation, probe_soon
 from jigs.sandbox._private_dirs import make_owned_dir
@@ -115,6 +117,7 @@ class _Options(TypedDict, total=False):
     approvals: Sequence[Approval] | None
     registry: Registry | None
     session_store: SessionStore | str | Mapping[str, Any] | None
+    tools: Sequence[Callable[..., Any]] | None
 
 
 class StepOptions(_Options, total=False):
@@ -148,6 +151,10 @@ class StepOptions(_Options, total=False):
       configured store (``JIGS_SESSION_STORE``, ``[tool.jigs.session_store]``, else the local
       directory). At close the session's artifacts go there, and a resume of a ref that names a
       stored copy fetches and verifies it first.
+    - ``tools``: plain Python functions (sync or async, typed parameters, a docstring) the agent
+      may call, served to it as an MCP server (``tools``) that runs in this worker, for the
+      step only (the Tools page). A tool that raises gives the agent an error to
+      read; the step goes on.
     """
 
     run: Required[RunMetadata]
@@ -210,7 +217,7 @@ class AgentRunner:
         self._model = EngineModel(engine, provider_options, on_event, gate)
         self.kind = engine.harness.kind
         self.run_id = engine.ctx.run.workflow_run_id
-        self.descriptor: HarnessDescriptor = engine.target.descriptor
+        self.descriptor: HarnessDescriptor = step.descriptor or engine.target.descriptor
         self.cwd: Path = engine.target.cwd
         self.env_names: tuple[str, ...] = tuple(sorted(engine.ctx.env))
         self.lock_path: Path = step.lock.path
@@ -235,7 +242,7 @@ class AgentRunner:
         return AgentSessionRef(
             harness=self.kind,
             id=session_id,
-            descriptor=self.descriptor.describe(),
+            descriptor=self._step.describe or self.descriptor.describe(),
             store_key=stored[0] if stored else None,
             digest=stored[1] if stored else None,
         )
@@ -286,6 +293,7 @@ async def _open_step(
     *,
     need_model: bool,
     gated: bool = False,
+    images: bool = False,
 ) -> TurnEngine:
     """Run the step's stages with the caller's options (a missing ``run`` or ``cwd`` is the
     pipeline's :class:`~jigs.errors.InvalidInputError`, as a wrong one is)."""
@@ -297,6 +305,8 @@ async def _open_step(
         agents_env=options.get("agents_env"),
         need_model=need_model,
         gated=gated,
+        tools=options.get("tools"),
+        images=images,
     )
 
 
@@ -310,12 +320,14 @@ def _gate(options: StepOptions) -> ToolGate | None:
     )
 
 
-def _check_arguments(prompt: object, output: object) -> None:
-    """:func:`run_agent`'s own refusals (the prompt, ``output``), collecting the probe first."""
+def _check_arguments(prompt: object, output: object) -> tuple[str, tuple[Image, ...]]:
+    """:func:`run_agent`'s own refusals (the prompt, ``output``), collecting the probe first;
+    the prompt's text and images."""
     try:
-        validate_prompt(prompt)
+        parts = prompt_parts(prompt)
         if output is not None and not _is_model_class(output):
             raise InvalidInputError("output must be a pydantic model class", argument="output")
+        return parts
     except BaseException:
         _collect_probe()
         raise
@@ -397,7 +409,7 @@ def create_agent_runner(
 async def run_agent(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
-    prompt: str,
+    prompt: Prompt,
     output: type[T],
     **options: Unpack[StepOptions],
 ) -> AgentResult[T]: ...
@@ -407,7 +419,7 @@ async def run_agent(
 async def run_agent(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
-    prompt: str,
+    prompt: Prompt,
     output: None = None,
     **options: Unpack[StepOptions],
 ) -> AgentResult[None]: ...
@@ -416,7 +428,7 @@ async def run_agent(
 async def run_agent(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
-    prompt: str,
+    prompt: Prompt,
     output: type[T] | None = None,
     **options: Unpack[StepOptions],
 ) -> AgentResult[Any]:
@@ -427,7 +439,9 @@ async def run_agent(
     fit is sent back once ("Your answer was rejected: ..."), in the same step and the same
     session; a second misfit raises :class:`~jigs.errors.StructuredOutputError`. Raises what
     :func:`create_agent_runner` raises (except that kinds without a model are supported),
-    :class:`~jigs.errors.PromptError` for an empty prompt or one with a NUL byte, and the turn
+    :class:`~jigs.errors.PromptError` for an empty prompt or one with a NUL byte (or with images
+    for a kind that takes none: ``prompt`` may be a list of text and
+    :class:`~jigs.models.Image` parts), and the turn
     errors (:class:`~jigs.errors.AgentTurnError` and its subclasses, which keep the session id,
     usage and cost).
     """
@@ -436,20 +450,22 @@ async def run_agent(
 
 async def _run_agent(
     harness: HarnessDescriptor | Mapping[str, Any],
-    prompt: str,
+    prompt: Prompt,
     output: type[BaseModel] | None,
     options: StepOptions,
 ) -> AgentResult[Any]:
     probe_soon()  # the isolation probe runs while the step resolves and locks
 
-    _check_arguments(prompt, output)
+    text, images = _check_arguments(prompt, output)
     schema = output.model_json_schema() if output is not None else None
     step = Step(options.get("registry"), options.get("session_store"))
     try:
         gate = _gate(options)
-        engine = await _open_step(step, harness, options, need_model=False, gated=gate is not None)
+        engine = await _open_step(
+            step, harness, options, need_model=False, gated=gate is not None, images=bool(images)
+        )
         turn = _Turns(step, engine, schema, options, gate)
-        record, usage, parsed = await turn.answer(prompt, output)
+        record, usage, parsed = await turn.answer(text, images, output)
     except BaseException as exc:
         await _close_after(step.aclose, exc, step)
         _collect_probe()
@@ -486,7 +502,7 @@ class _Turns:
         self._options = dict(provider_options.get(self._kind, {}))
         self._on_event = options.get("on_event") or self._options.pop("on_event", None)
 
-    async def turn(self, text: str) -> TurnRecord:
+    async def turn(self, text: str, images: tuple[Image, ...] = ()) -> TurnRecord:
         record = TurnRecord()
         request = TurnRequest(
             prompt=text,
@@ -494,16 +510,17 @@ class _Turns:
             options=self._options,
             on_event=self._on_event,
             gate=self._gate,
+            images=images,
         )
         async for _ in self._engine.run(request, record):
             pass
         return record
 
     async def answer(
-        self, prompt: str, output: type[BaseModel] | None
+        self, prompt: str, images: tuple[Image, ...], output: type[BaseModel] | None
     ) -> tuple[TurnRecord, Usage, Any]:
         """The turn's record, its usage (both turns' when it re-asked) and the parsed output."""
-        record = await self.turn(prompt)
+        record = await self.turn(prompt, images)
         if output is None:
             return record, record.usage, None
         try:
@@ -514,10 +531,11 @@ class _Turns:
             self._step.log.info("run_agent.output.rejected", error=problem[:200])
 
             again = reask_prompt(problem, self._schema or {})
-            if self._engine.session_id is None:
-                again = f"{prompt}\n\n{again}"
+            resent: tuple[Image, ...] = ()
+            if self._engine.session_id is None:  # no session holds the prompt: send it again
+                again, resent = f"{prompt}\n\n{again}", images
             first = record.usage
-            record = await self.turn(again)
+            record = await self.turn(again, resent)
             return record, _add_usage(first, record.usage), self._parse(output, record)
 
     def _parse(self, output: type[BaseModel], record: TurnRecord) -> BaseModel:
@@ -532,7 +550,7 @@ def _session_ref(step: Step, engine: TurnEngine, session_id: str | None) -> Agen
     return AgentSessionRef(
         harness=engine.harness.kind,
         id=session_id,
-        descriptor=engine.target.descriptor.describe(),
+        descriptor=engine.describe,
         store_key=stored[0] if stored else None,
         digest=stored[1] if stored else None,
     )
@@ -546,7 +564,7 @@ class AgentStream:
     def __init__(
         self,
         harness: HarnessDescriptor | Mapping[str, Any],
-        prompt: str,
+        prompt: Prompt,
         output: type[BaseModel] | None,
         options: StepOptions,
     ) -> None:
@@ -607,7 +625,7 @@ class AgentStream:
 def stream_agent(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
-    prompt: str,
+    prompt: Prompt,
     output: type[BaseModel] | None = None,
     **options: Unpack[StepOptions],
 ) -> AgentStream:
@@ -724,6 +742,7 @@ _NOT_FOR_ASKS = {
     "cwd": "ask_agent runs in a private scratch directory of its own",
     "resume": "an ask keeps no session to resume",
     "session_store": "an ask keeps no session to store",
+    "tools": "an ask runs without tools (use run_agent to give the agent Python tools)",
 }
 
 
@@ -781,7 +800,10 @@ async def _ask(
 ) -> AgentResult[Any]:
     probe_soon()  # the isolation probe runs while the step resolves
 
-    _check_arguments(prompt, output)
+    text, images = _check_arguments(prompt, output)
+    if images:
+        _collect_probe()
+        raise PromptError("ask_agent's prompt is text; send images with run_agent")
     schema = output.model_json_schema() if output is not None else None
     scratch = make_owned_dir("jigs-ask-")
     step = Step(options.get("registry"))
@@ -797,7 +819,7 @@ async def _ask(
                 tool_free=True,
             )
             turn = _Turns(step, engine, schema, options)
-            record, usage, parsed = await turn.answer(prompt, output)
+            record, usage, parsed = await turn.answer(text, (), output)
         except BaseException as exc:
             await _close_after(step.aclose, exc, step)
             _collect_probe()

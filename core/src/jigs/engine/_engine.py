@@ -33,6 +33,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -40,6 +41,7 @@ import anyio.abc
 
 from jigs.engine import _otel, _structured
 from jigs.engine._gate import PendingApproval, ToolGate
+from jigs.engine._prompt import image_record, materialise
 from jigs.engine._steplog import StepLog
 from jigs.engine._usage import Usage
 from jigs.errors import (
@@ -66,11 +68,12 @@ from jigs.events import (
     TurnFailed,
     UsageUpdated,
 )
-from jigs.models._types import CallWarning
+from jigs.models._types import CallWarning, Image
 from jigs.plugin import (
     Harness,
     HarnessContext,
     HarnessTarget,
+    PromptImage,
     SessionTransport,
     TurnDecoder,
     TurnDriver,
@@ -115,6 +118,7 @@ class TurnRequest:
     options: Mapping[str, Any] = field(default_factory=dict)
     on_event: EventCallback | None = None
     gate: ToolGate | None = None
+    images: tuple[Image, ...] = ()
 
 
 @dataclass
@@ -354,6 +358,11 @@ class TurnEngine:
         #: The step proxy's count of model calls (None: the step is not proxied).
         self._ledger: ModelLedger | None = None
         self.step_log: StepLog | None = None
+        #: Set by the step: its caller's descriptor's ``describe()``.
+        self.session_descriptor: str | None = None
+        #: Where the turns' images are copied (the step makes it before the kind launches;
+        #: made at the first image otherwise).
+        self.image_dir: Path | None = None
 
     @classmethod
     async def open(
@@ -370,7 +379,9 @@ class TurnEngine:
 
     @property
     def describe(self) -> str:
-        return str(self.target.descriptor.describe())
+        """What the session is recorded under: the caller's descriptor (the step's, not the one
+        its kind sees with the step's own tool server)."""
+        return self.session_descriptor or str(self.target.descriptor.describe())
 
     def warnings_for(self, settings: Mapping[str, Any]) -> list[CallWarning]:
         """Warnings for the per-call settings the kind does not honour."""
@@ -405,7 +416,27 @@ class TurnEngine:
             options=request.options,
             gate=request.gate,
             tool_free=self.target.tool_free,
+            images=self._images(request.images),
         )
+
+    def _images(self, images: tuple[Image, ...]) -> tuple[PromptImage, ...]:
+        """The turn's images, copied into the step's private dir; their digests logged (the
+        step log's ``prompt-images`` line) and never their bytes. :class:`PromptError` for a
+        kind that takes none."""
+        if not images:
+            return ()
+        if not self.harness.takes_images:
+            raise PromptError(
+                f"the {self.harness.kind} kind takes no images in a prompt; send text only"
+            )
+        if self.image_dir is None:
+            self.image_dir = self.ctx.private_dir("jigs-images-")
+        copies = materialise(images, self.image_dir)
+        record = image_record(copies)
+        self.ctx.log.info("turn.images", images=record)
+        if self.step_log is not None:
+            self.step_log.note(self._turns, {"type": "prompt-images", "images": record})
+        return copies
 
     async def run(self, request: TurnRequest, record: TurnRecord) -> AsyncIterator[AgentEvent]:
         """Run one turn, yielding its events and filling ``record``; raises the turn's error.

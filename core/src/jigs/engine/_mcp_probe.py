@@ -67,7 +67,11 @@ def _leaf(exc: BaseException) -> BaseException:
 
 
 async def _session_probe(
-    session: Any, server: McpStdioServer | McpHttpServer, phase: list[str], timeout: float
+    session: Any,
+    server: McpStdioServer | McpHttpServer,
+    phase: list[str],
+    timeout: float,
+    call: bool = True,
 ) -> CheckResult:
     phase[0] = "initialize"
     with anyio.fail_after(timeout):
@@ -82,6 +86,8 @@ async def _session_probe(
             f"(it exposes: {', '.join(names) or 'none'})",
             repair="name one of its tools as the probe, or fix the server",
         )
+    if not call:  # the step's own tools: calling one could act; listing proves the server
+        return CheckOk(f"{len(names)} tools listed")
     phase[0] = f"call {server.probe.tool}"
     with anyio.fail_after(timeout):
         result = await session.call_tool(server.probe.tool, dict(server.probe.arguments))
@@ -102,10 +108,11 @@ async def probe_server(
     env: Mapping[str, str],
     timeout: float = PHASE_TIMEOUT,
     private: frozenset[str] = frozenset(),
+    call: bool = True,
 ) -> CheckResult:
     """Probe one server; never raises for a server fault (it returns a failure). ``timeout``
-    bounds each phase. A stdio server gets the step environment without the ``private`` names
-    (the kind's own: model keys, every server's credential sources), plus its declared ``env``."""
+    bounds each phase; without ``call`` the probe tool is listed, not called. A stdio server
+    gets the step env without the ``private`` names (the kind's keys, servers' credentials)."""
     values, missing = resolve_server_env(server, env)
     if missing:
         return CheckFailure(
@@ -131,7 +138,7 @@ async def probe_server(
                     stdio_client(params, errlog=errlog) as (read, write),
                     ClientSession(read, write) as session,
                 ):
-                    return await _session_probe(session, server, phase, timeout)
+                    return await _session_probe(session, server, phase, timeout, call)
             else:
                 import httpx2  # the mcp SDK's HTTP client: loaded with the SDK
                 from mcp.client.streamable_http import streamable_http_client
@@ -141,7 +148,7 @@ async def probe_server(
                     streamable_http_client(server.url, http_client=http) as streams,
                     ClientSession(streams[0], streams[1]) as session,
                 ):
-                    return await _session_probe(session, server, phase, timeout)
+                    return await _session_probe(session, server, phase, timeout, call)
         except Exception as exc:
             leaf = _leaf(exc)
             if isinstance(leaf, TimeoutError):
@@ -161,13 +168,16 @@ def mcp_probe_checks(
     cwd: Path,
     env: Mapping[str, str],
     private: frozenset[str] = frozenset(),
+    listed_only: frozenset[str] = frozenset(),
 ) -> list[Check]:
     """One just-in-time check per declared server (id ``mcp.<name>``); see :func:`probe_server`
-    for ``private``."""
+    for ``private``. The servers ``listed_only`` names are probed without calling a tool."""
 
     def make(name: str, server: McpStdioServer | McpHttpServer) -> Check:
+        call = name not in listed_only
+
         async def run() -> CheckResult:
-            return await probe_server(name, server, cwd=cwd, env=env, private=private)
+            return await probe_server(name, server, cwd=cwd, env=env, private=private, call=call)
 
         return Check(
             id=f"mcp.{name}", label=f"MCP server {name}", run=run, timeout=4 * PHASE_TIMEOUT

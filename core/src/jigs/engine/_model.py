@@ -19,6 +19,7 @@ from typing import Any
 
 from jigs.engine._engine import EventCallback, TurnEngine, TurnRecord, TurnRequest
 from jigs.engine._gate import ToolGate, gate_from_options
+from jigs.engine._prompt import prompt_parts
 from jigs.events import TextDelta, ToolCallFinished, ToolCallStarted
 from jigs.models._protocol import StreamingModel
 from jigs.models._types import (
@@ -129,8 +130,10 @@ class EngineModel(StreamingModel):
             or self._on_event
         )
         record = TurnRecord()
+        text, images = prompt_parts(request.prompt)
         turn = TurnRequest(
-            prompt=request.prompt,
+            prompt=text,
+            images=images,
             output_schema=request.output_schema,
             system=request.system,
             max_output_tokens=request.max_output_tokens,

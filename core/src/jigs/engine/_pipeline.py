@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 from jigs.checks import Check, CheckOutcome, run_checks
@@ -42,6 +43,8 @@ from jigs.descriptors import HarnessDescriptor
 from jigs.engine import _mcp_probe, _otel
 from jigs.engine._engine import TurnEngine
 from jigs.engine._logging import logger, timed
+from jigs.engine._prompt import validate_text
+from jigs.engine._tools import TOKEN_ENV, TOOLS_SERVER, StepTool, step_tools
 from jigs.engine._types import AgentSessionRef, RunMetadata
 from jigs.env import (
     RESERVED_AGENT_ENV,
@@ -64,7 +67,7 @@ from jigs.errors import (
     WorktreeBusyError,
 )
 from jigs.harnesses import load
-from jigs.mcp import McpStdioServer, looks_like_secret
+from jigs.mcp import McpHttpServer, McpProbe, McpStdioServer, looks_like_secret
 from jigs.plugin import Harness, HarnessContext, HarnessTarget
 from jigs.policy._lock import WorktreeLock
 from jigs.policy._paths import data_dir, run_state_dir
@@ -116,16 +119,7 @@ _MAX_SESSION_ID = 256
 def validate_prompt(prompt: object) -> str:
     """The prompt, or :class:`PromptError`: it must be a non-empty string without NUL bytes.
     (A long prompt is fine: kinds pass it through stdin or a file, never one argv element.)"""
-    if not isinstance(prompt, str):
-        raise PromptError(f"the prompt must be a string, got {type(prompt).__name__}")
-    if not prompt.strip():
-        raise PromptError("the prompt is empty; give the agent something to do")
-    if "\x00" in prompt:
-        raise PromptError(
-            "the prompt contains a NUL byte, which no CLI can receive; remove it (binary data "
-            "belongs in a file in the worktree)"
-        )
-    return prompt
+    return validate_text(prompt)
 
 
 def _validate_cwd(cwd: object) -> Path:
@@ -268,16 +262,24 @@ def agent_env_for(
 
 
 def jit_stage_checks(
-    harness: Harness[Any], target: HarnessTarget[Any], env: Mapping[str, str]
+    harness: Harness[Any],
+    target: HarnessTarget[Any],
+    env: Mapping[str, str],
+    listed_only: frozenset[str] = frozenset(),
 ) -> list[Check]:
-    """The just-in-time checks of a target: the kind's, then one probe per MCP server."""
+    """The just-in-time checks of a target: the kind's, then one probe per MCP server (those
+    ``listed_only`` names, the step's own tools, listed but not called)."""
     checks = list(harness.jit_checks(target, env))
     descriptor = target.descriptor
     if descriptor.mcp_servers:
         private = frozenset(harness.env_allowlist(descriptor))
         checks.extend(
             _mcp_probe.mcp_probe_checks(
-                descriptor.mcp_servers, cwd=target.cwd, env=env, private=private
+                descriptor.mcp_servers,
+                cwd=target.cwd,
+                env=env,
+                private=private,
+                listed_only=listed_only,
             )
         )
     return checks
@@ -292,6 +294,7 @@ async def check_stage(
     installation: bool = False,
     log: Any = None,
     span: Any = None,
+    listed_only: frozenset[str] = frozenset(),
 ) -> tuple[list[CheckOutcome], list[CheckOutcome]]:
     """The check stage: ``(descriptor outcomes, jit outcomes)``. With ``installation`` the kind's
     installation checks run first (``jigs doctor``); without ``target`` no JIT check runs.
@@ -307,7 +310,7 @@ async def check_stage(
     with timed("runner.checks.jit", log, span=span) as fields:
         try:
             with anyio.fail_after(JIT_TIMEOUT):
-                jit = await run_checks(jit_stage_checks(harness, target, env))
+                jit = await run_checks(jit_stage_checks(harness, target, env, listed_only))
         except TimeoutError:
             jit = [
                 CheckOutcome(
@@ -347,6 +350,12 @@ class Step:
         self.lock: Any = None
         self.ctx: HarnessContext | None = None
         self.log: Any = logger
+        #: The caller's descriptor's ``describe()``: what the step's sessions are recorded under.
+        self.describe: str | None = None
+        #: The caller's descriptor (its kind sees it with the step's tool server added).
+        self.descriptor: HarnessDescriptor | None = None
+        #: Where the turns' images are copied (made when the step may get images).
+        self._image_dir: Path | None = None
         self.closed = False
         self.started = time.perf_counter()
         self._closing = anyio.Lock()
@@ -377,6 +386,8 @@ class Step:
         need_model: bool,
         gated: bool = False,
         tool_free: bool = False,
+        tools: object = None,
+        images: bool = False,
     ) -> TurnEngine:
         """Run every stage; raises the first failure (kept in :attr:`error`; the caller then
         calls :meth:`aclose`). ``gated``: the step passes a tool gate, which a kind without
@@ -388,28 +399,15 @@ class Step:
             probe_soon()  # a fresh process's probe runs while the step resolves and locks
             run_meta = _validate_run(run)
             harness, descriptor = self._resolve(descriptor_or_data, run_meta)
-            kind = harness.kind
-            if need_model and not harness.has_model:
-                raise ModelNotAvailableError(kind)
-            if gated and not harness.tool_gate:
-                raise InvalidInputError(
-                    f"the {kind} kind cannot gate tool calls, so it refuses approve_tool: "
-                    f"{harness.tool_gate_refusal}",
-                    argument="approve_tool",
-                )
-            session = _validate_resume(resume)
-            if session is not None and session.harness != kind:
-                raise AgentSessionError(
-                    f"session {session.id} was recorded on the {session.harness} harness and this "
-                    f"step runs on {kind}; start without resume",
-                    kind=kind,
-                    session_id=session.id,
-                )
-            if tool_free:
-                _refuse_tools(harness, descriptor)
+            session = _kind_refusals(
+                harness, descriptor, need=(need_model, images, tool_free, gated), resume=resume
+            )
             workdir = _validate_cwd(cwd)
             names = _validate_agents_env(agents_env)
+            checked = _validate_tools(tools, descriptor)
             sandboxed = _sandbox_or_refuse(descriptor, self.log)
+            # sessions are recorded under the caller's descriptor, not its kind's (+ tools)
+            self.describe, self.descriptor = descriptor.describe(), descriptor
 
             # an ask stores nothing: its session is never resumed
             store = None if tool_free else resolve_store(self._store_spec, cwd=workdir)
@@ -421,6 +419,8 @@ class Step:
                 fields.update(names=sorted(env), agents_env_source=source)
             if not tool_free:  # an ask's scratch directory is its own: nothing to share
                 self._lock(workdir, run_meta)
+            if checked:
+                descriptor, env = await self._serve_tools(checked, descriptor, env)
 
             target: HarnessTarget[Any] = HarnessTarget(
                 descriptor=descriptor,
@@ -429,9 +429,12 @@ class Step:
                 gated=gated,
                 tool_free=tool_free,
             )
-            await self._checks(harness, descriptor, env, target)
+            await self._checks(harness, descriptor, env, target, listed_only=bool(checked))
             ctx = self._context(harness, target, env, run_meta, sandboxed)
             self.ctx = ctx
+            if images or (need_model and harness.takes_images):
+                # before the kind launches: a CLI that keeps running (Codex's app server)
+                self._image_dir = ctx.private_dir("jigs-images-")
             record_run(run_meta)
             if session is not None and store is not None:
                 await self._verify_resume(store, harness, target, ctx, session)
@@ -483,9 +486,17 @@ class Step:
         descriptor: HarnessDescriptor,
         env: Mapping[str, str],
         target: HarnessTarget[Any],
+        *,
+        listed_only: bool,
     ) -> None:
         first, jit = await check_stage(
-            harness, descriptor, env, target, log=self.log, span=self.span
+            harness,
+            descriptor,
+            env,
+            target,
+            log=self.log,
+            span=self.span,
+            listed_only=frozenset({TOOLS_SERVER}) if listed_only else frozenset(),
         )
         failed = [o for o in first if not o.ok]
         if failed:
@@ -493,6 +504,39 @@ class Step:
         failed = [o for o in jit if not o.ok]
         if failed:
             raise JitCheckError(failed)
+
+    async def _serve_tools(
+        self, tools: list[StepTool], descriptor: HarnessDescriptor, env: dict[str, str]
+    ) -> tuple[HarnessDescriptor, dict[str, str]]:
+        """Serve the step's Python tools in the worker (:mod:`jigs.engine._tool_server`, loaded
+        only here: it brings the ``mcp`` SDK and uvicorn), stopped when the step closes. Returns
+        the descriptor the kind sees (one more HTTP MCP server) and the agent's env (its token).
+        """
+        from jigs.engine import _tool_server
+
+        with timed("runner.tools.started", self.log, span=self.span, tools=len(tools)) as fields:
+            try:
+                server = _tool_server.ToolServer(
+                    tools, log=self.log, caller=anyio.lowlevel.current_token()
+                )
+                fields["port"] = server.port
+                self.stack.push_async_callback(server.astop)
+                remember([server.token])
+                await server.astart()
+            except OSError as exc:  # no loopback port, no thread: a failed check of the step
+                failed = CheckOutcome(
+                    f"mcp.{TOOLS_SERVER}",
+                    "The step's tools",
+                    ok=False,
+                    reason=f"their MCP server could not start ({type(exc).__name__}: {exc})",
+                    repair="check the worker's loopback interface and its thread limit",
+                )
+                raise JitCheckError([failed]) from None
+        declared = McpHttpServer(
+            url=server.url, bearer_token_env=TOKEN_ENV, probe=McpProbe(tool=tools[0].name)
+        )
+        servers = {**descriptor.mcp_servers, TOOLS_SERVER: declared}
+        return descriptor.replace(mcp_servers=servers), {**env, TOKEN_ENV: server.token}
 
     def _context(
         self,
@@ -590,6 +634,8 @@ class Step:
                 with anyio.fail_after(limit + 2.0):
                     self._engine = await TurnEngine.open(harness, target, ctx)
                     self._engine.span = self.span
+                    self._engine.session_descriptor = self.describe
+                    self._engine.image_dir = self._image_dir
             except TimeoutError as exc:
                 if isinstance(exc, JigsError):
                     raise
@@ -712,6 +758,52 @@ class Step:
             if isinstance(self._store_spec, str | Mapping | None) and callable(close):
                 with anyio.move_on_after(5):
                     await anyio.to_thread.run_sync(close, abandon_on_cancel=True)
+
+
+def _kind_refusals(
+    harness: Harness[Any],
+    descriptor: HarnessDescriptor,
+    *,
+    need: tuple[bool, bool, bool, bool],
+    resume: object,
+) -> AgentSessionRef | None:
+    """What the kind alone refuses, before anything is acquired, for what the step needs (a
+    model, images, no tools: an ask, a tool gate); the session to resume."""
+    kind = harness.kind
+    need_model, images, tool_free, gated = need
+    if need_model and not harness.has_model:
+        raise ModelNotAvailableError(kind)
+    if gated and not harness.tool_gate:
+        raise InvalidInputError(
+            f"the {kind} kind cannot gate tool calls, so it refuses approve_tool: "
+            f"{harness.tool_gate_refusal}",
+            argument="approve_tool",
+        )
+    if images and not harness.takes_images:
+        raise PromptError(f"the {kind} kind takes no images in a prompt; send text only")
+    session = _validate_resume(resume)
+    if session is not None and session.harness != kind:
+        raise AgentSessionError(
+            f"session {session.id} was recorded on the {session.harness} harness and this "
+            f"step runs on {kind}; start without resume",
+            kind=kind,
+            session_id=session.id,
+        )
+    if tool_free:
+        _refuse_tools(harness, descriptor)
+    return session
+
+
+def _validate_tools(tools: object, descriptor: HarnessDescriptor) -> list[StepTool]:
+    """The step's checked tools; the name they are served under must be free."""
+    checked = step_tools(tools)
+    if checked and TOOLS_SERVER in descriptor.mcp_servers:
+        raise InvalidInputError(
+            f"the descriptor declares an MCP server named {TOOLS_SERVER!r}, the name the step's "
+            f"tools= are served under; rename that server",
+            argument="tools",
+        )
+    return checked
 
 
 def _sandbox_or_refuse(descriptor: HarnessDescriptor, log: Any) -> bool:

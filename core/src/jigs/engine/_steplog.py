@@ -35,6 +35,10 @@ class StepLog:
 
     def write(self, turn: int, event: Any) -> None:
         """Append one event (a record) of turn ``turn``."""
+        self.note(turn, event.to_data())
+
+    def note(self, turn: int, data: dict[str, Any]) -> None:
+        """Append one line of turn ``turn`` that is not an event (``data`` has its ``type``)."""
         if self._broken:
             return
         try:
@@ -43,7 +47,7 @@ class StepLog:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
                 self._file = os.fdopen(fd, "w", encoding="utf-8")
             line = json.dumps(
-                {"turn": turn, "at": round(time.time(), 3), **event.to_data()},
+                {"turn": turn, "at": round(time.time(), 3), **data},
                 separators=(",", ":"),
                 default=str,
             )

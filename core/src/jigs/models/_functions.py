@@ -11,7 +11,14 @@ from pydantic import ValidationError
 
 from jigs.errors import StructuredOutputError
 from jigs.models._protocol import LanguageModel
-from jigs.models._types import FinishPart, GenerateResult, ModelRequest, StreamPart, TextDeltaPart
+from jigs.models._types import (
+    FinishPart,
+    GenerateResult,
+    ModelRequest,
+    Prompt,
+    StreamPart,
+    TextDeltaPart,
+)
 
 __all__ = ["ObjectResult", "TextStream", "generate_object", "generate_text", "stream_text"]
 
@@ -22,7 +29,7 @@ T = TypeVar("T", bound="BaseModel")
 
 
 def _request(
-    prompt: str,
+    prompt: Prompt,
     *,
     system: str | None,
     temperature: float | None,
@@ -35,7 +42,8 @@ def _request(
     provider_options: dict[str, dict[str, Any]] | None,
 ) -> ModelRequest:
     return ModelRequest(
-        prompt=prompt,
+        # a list of parts becomes the request's tuple (Image parts stay records)
+        prompt=prompt if isinstance(prompt, str) else tuple(prompt),
         system=system,
         temperature=temperature,
         top_p=top_p,
@@ -51,7 +59,7 @@ def _request(
 async def generate_text(
     model: LanguageModel,
     *,
-    prompt: str,
+    prompt: Prompt,
     system: str | None = None,
     temperature: float | None = None,
     top_p: float | None = None,
@@ -105,7 +113,7 @@ class TextStream:
 def stream_text(
     model: LanguageModel,
     *,
-    prompt: str,
+    prompt: Prompt,
     system: str | None = None,
     temperature: float | None = None,
     top_p: float | None = None,
@@ -170,7 +178,7 @@ async def generate_object(
     model: LanguageModel,
     *,
     schema: type[T],
-    prompt: str,
+    prompt: Prompt,
     system: str | None = None,
     temperature: float | None = None,
     max_output_tokens: int | None = None,

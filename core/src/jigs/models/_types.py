@@ -1,8 +1,10 @@
 """The model protocol's data: requests, results, stream parts, usage and warnings."""
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from jigs.engine._usage import Usage
 from jigs.errors import InvalidInputError
@@ -16,7 +18,11 @@ __all__ = [
     "FinishPart",
     "FinishReason",
     "GenerateResult",
+    "Image",
+    "ImageMediaType",
     "ModelRequest",
+    "Prompt",
+    "PromptPart",
     "StreamPart",
     "TextDeltaPart",
     "ToolCall",
@@ -36,6 +42,63 @@ class _Data(Record):
     @classmethod
     def _invalid(cls, message: str) -> "JigsError":
         return InvalidInputError(f"invalid {cls.__name__}: {message}", argument=cls.__name__)
+
+
+#: The image types every CLI that takes images accepts.
+ImageMediaType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+
+
+class Image(_Data):
+    """An image in a prompt: a file (``Image(path)``) or its bytes (``Image(data, media_type)``).
+
+    ``Image("shot.png")``, ``Image(Path("mock.jpg"))`` and ``Image(png_bytes, "image/png")``
+    are the short forms (``path=``, ``data=`` and ``media_type=`` the long ones). Without
+    ``media_type`` it is read from the image's first bytes when the turn starts. A file is read
+    then, not now. Either way the step copies the image into its private dir and hands the
+    kind that copy; the step log records its digest, never its bytes.
+    """
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    #: The part's tag (text parts are plain strings).
+    type: Literal["image"] = "image"
+    path: Path | None = None
+    data: Annotated[bytes, Field(min_length=1)] | None = None
+    media_type: ImageMediaType | None = None
+
+    def __init__(
+        self,
+        source: str | Path | bytes | None = None,
+        media_type: str | None = None,
+        /,
+        **fields: Any,
+    ) -> None:
+        if source is not None:
+            if isinstance(source, bytes | bytearray):
+                fields["data"] = bytes(source)
+            else:
+                fields["path"] = source
+        if media_type is not None:
+            fields["media_type"] = media_type
+        super().__init__(**fields)
+
+    def __post_init__(self) -> None:
+        if (self.path is None) == (self.data is None):
+            raise ValueError("an Image is either a path or bytes (data), exactly one of them")
+
+    def __repr__(self) -> str:
+        what = (
+            f"path={str(self.path)!r}"
+            if self.path is not None
+            else f"{len(self.data or b'')} bytes"
+        )
+        return f"Image({what}, media_type={self.media_type!r})"
+
+
+#: One part of a prompt: text, or an :class:`Image`.
+PromptPart: TypeAlias = str | Image
+#: What a step's ``prompt`` is: a string, or a list of text and image parts.
+Prompt: TypeAlias = str | Sequence[PromptPart]
 
 
 class CallWarning(_Data):
@@ -66,11 +129,12 @@ class ToolResult(_Data):
 class ModelRequest(_Data):
     """One call: a prompt plus generation settings.
 
-    ``provider_options`` is the one place a step hands a harness functions (a tool-approval
-    callback, an event logger), keyed by provider name; it is never persisted.
+    ``prompt`` is a string or a tuple of text and :class:`Image` parts (for a kind that takes
+    images). ``provider_options`` is the one place a step hands a harness functions (a
+    tool-approval callback, an event logger), keyed by provider name; it is never persisted.
     """
 
-    prompt: str
+    prompt: str | tuple[str | Image, ...]
     system: str | None = None
     temperature: float | None = None
     top_p: float | None = None

@@ -73,7 +73,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 import pluggy
 
 from jigs import processes
-from jigs.engine._gate import ToolCall, ToolGate
+from jigs.engine._gate import ToolGate
 from jigs.errors import AgentSessionError, RunnerClosedError
 from jigs.policy._files import remove_tree
 from jigs.sandbox import SandboxView
@@ -86,8 +86,8 @@ __all__ = [
     "HarnessTarget",
     "ModelEndpoint",
     "ModelRoute",
+    "PromptImage",
     "SessionTransport",
-    "ToolCall",
     "ToolGate",
     "TurnDecoder",
     "TurnDriver",
@@ -322,6 +322,18 @@ class HarnessContext:
 
 
 @dataclass(frozen=True)
+class PromptImage:
+    """An image of the turn's prompt, as the core hands it to a kind: a 0600 copy in the step's
+    private dir (its processes may read it; removed when the step closes), its media type
+    (``image/png``, ``image/jpeg``, ``image/gif`` or ``image/webp``), digest and size."""
+
+    path: Path
+    media_type: str
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
 class TurnSpec(Generic[D]):
     """One turn the core asks a kind to run.
 
@@ -339,6 +351,8 @@ class TurnSpec(Generic[D]):
     (:class:`~jigs.steps.Allow`: run it; :class:`~jigs.steps.Deny`: refuse it with the reason;
     :class:`~jigs.steps.Defer`: refuse it and end the turn as soon as the CLI can, cleanly).
     ``tool_free``: the step's target is tool-free (see :class:`HarnessTarget`).
+    ``images`` come after the prompt's text, in order (only for a kind with
+    :attr:`Harness.takes_images`; the core refuses them for any other).
     """
 
     descriptor: D
@@ -353,6 +367,7 @@ class TurnSpec(Generic[D]):
     options: Mapping[str, Any] = field(default_factory=dict)
     gate: ToolGate | None = None
     tool_free: bool = False
+    images: tuple[PromptImage, ...] = ()
 
 
 class TurnDriver(Protocol):
@@ -451,6 +466,9 @@ class Harness(ABC, Generic[D]):
     structured_output: ClassVar[Literal["native", "prompted"]] = "prompted"
     #: Per-call model settings the kind honours (others come back as warnings).
     call_settings: ClassVar[frozenset[str]] = frozenset()
+    #: Whether the CLI takes images in a prompt (:attr:`TurnSpec.images`); a prompt with
+    #: images is refused for a kind that does not, before the step acquires anything.
+    takes_images: ClassVar[bool] = False
     #: What to do when the CLI is missing (shown in errors and by ``jigs doctor``).
     install_hint: ClassVar[str] = "install the kind's CLI (see `jigs doctor`)"
     #: True when the kind asks :attr:`TurnSpec.gate` before every tool call its CLI runs (a

@@ -11,7 +11,9 @@ from jigs (``jigs._*``), so a core that moves its internals does not break it.
   :func:`redact_known` (a text with every secret the step knows masked);
 - the CLI's output: :func:`decode_line` (one JSON line, or
   :class:`~jigs.errors.AgentOutputError` naming it, as the turn engine decodes it);
-- logs: :func:`timed` (log an event with the seconds a block took).
+- logs: :func:`timed` (log an event with the seconds a block took);
+- skills: :func:`check_skill_path` (a descriptor's ``skills`` entry), :func:`copy_skills` (into
+  a step's private dir), :func:`skills_digest` (for ``describe()``), :func:`skill_name`.
 """
 
 from __future__ import annotations
@@ -25,16 +27,21 @@ from jigs.policy import _secrets
 from jigs.policy._files import make_dir, remove_tree, write_atomic
 from jigs.policy._redact import secret_values
 from jigs.policy._secrets import check_env_name, check_url, redact_known, shown
+from jigs.policy._skills import check_skill_path, copy_skills, skill_name, skills_digest
 
 __all__ = [
     "check_env_name",
+    "check_skill_path",
     "check_url",
+    "copy_skills",
     "decode_line",
     "make_dir",
     "redact_known",
     "remove_tree",
     "secret_values",
     "shown",
+    "skill_name",
+    "skills_digest",
     "timed",
     "write_atomic",
 ]

@@ -5,7 +5,7 @@ Permissions stay bypassed (policy), so Claude Code never prompts; instead, when 
 ``approve_tool``, the turn runs with ``--input-format stream-json`` and an :class:`ApprovalDriver`
 (a :class:`jigs.plugin.TurnDriver`): it registers one PreToolUse hook in the ``initialize``
 control request, sends the prompt as a user message, and answers each ``hook_callback`` request
-with the gate's decision on a :class:`~jigs.plugin.ToolCall`: every tool Claude Code runs passes
+with the gate's decision on a :class:`~jigs.steps.ToolCall`: every tool Claude Code runs passes
 through it (``Bash`` is ``"shell"``; ``Edit``, ``MultiEdit``, ``Write`` and ``NotebookEdit`` are
 ``"file_edit"``; ``mcp__<server>__<tool>`` is ``"mcp"``; the rest, ``Read``, ``Grep``, ``Task``
 ..., ``"other"``), its ``arguments`` the tool's input. ``Allow`` lets the tool run; ``Deny``
@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from jigs.errors import AgentOutputError
-from jigs.plugin import ToolCall, ToolGate
-from jigs.steps import Allow, Defer
+from jigs.plugin import ToolGate
+from jigs.steps import Allow, Defer, ToolCall
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -61,7 +61,7 @@ def tool_call(name: str, arguments: Any, call_id: str) -> ToolCall:
 class ApprovalDriver:
     """Speaks the control protocol on one turn's stdin (see the module docstring)."""
 
-    def __init__(self, gate: ToolGate, prompt: str) -> None:
+    def __init__(self, gate: ToolGate, prompt: str | list[dict[str, Any]]) -> None:
         self._gate = gate
         self._prompt = prompt
         self._stdin: anyio.abc.ByteSendStream | None = None

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal
 
 from jigs.descriptors import HarnessDescriptor, LimitEnforcer, ModelEndpointFields
+from jigs.plugin.tools import check_skill_path, skills_digest
 from pydantic import Field
 
 __all__ = ["ClaudeDescriptor", "Effort"]
@@ -98,12 +99,22 @@ class ClaudeDescriptor(ModelEndpointFields, HarnessDescriptor):
     exclude_dynamic_system_prompt_sections: bool = False
     #: ``--disable-slash-commands``: no skills or custom commands.
     disable_slash_commands: bool = False
+    #: Skills the agent may load: absolute paths, each a directory with ``SKILL.md`` or one
+    #: ``.md`` file, copied into the step's private plugin (``--plugin-dir``); nothing of
+    #: ``~/.claude`` or the worktree's ``.claude/skills`` is loaded. Their contents are part of
+    #: :meth:`describe`.
+    skills: tuple[str, ...] = ()
 
     def model_id(self) -> str | None:
         return self.model
 
+    def content_digests(self) -> dict[str, str]:
+        return {"skills": skills_digest(self.skills)} if self.skills else {}
+
     def __post_init__(self) -> None:
         super().__post_init__()  # the endpoint part's shared rules (api_key_env, base_url)
+        for skill in self.skills:
+            check_skill_path(skill, "skills")
         flags = ("allowed_tools", "disallowed_tools", "tools", "additional_directories", "betas")
         for key in flags:
             for item in getattr(self, key) or ():

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from jigs.checks import Check
 from jigs.descriptors import HarnessDescriptor
+from jigs.errors import DescriptorError
 from jigs.executables import Resolved
 from jigs.plugin import (
     Harness,
@@ -43,6 +44,7 @@ from jigs.plugin import (
     artifacts_under,
     private_file,
 )
+from jigs.plugin.tools import copy_skills
 
 from jigs_harness_claude._checks import auth_check, cli_check, key_check, root_check
 from jigs_harness_claude._descriptor import ClaudeDescriptor
@@ -80,6 +82,8 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
     sets_env: ClassVar[frozenset[str]] = SETS_ENV
     structured_output: ClassVar[Literal["native", "prompted"]] = "native"
     call_settings: ClassVar[frozenset[str]] = frozenset({"system", "max_output_tokens"})
+    #: Image content blocks in a stream-json user message.
+    takes_images: ClassVar[bool] = True
     install_hint: ClassVar[str] = FIX
 
     def env_allowlist(self, descriptor: ClaudeDescriptor) -> Collection[str]:
@@ -170,7 +174,8 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
             config = str(private_file(private / "mcp.json", data))
         # always: even on the login route Claude Code's shell must not read ~/.bashrc
         prefix = write_shell_prefix(private, ctx.env)
-        return Prepared(executable.path, config, prefix, private, ctx.model_endpoint)
+        plugin = _skills_plugin(descriptor, private)
+        return Prepared(executable.path, config, prefix, private, ctx.model_endpoint, plugin)
 
     def launch_turn(
         self, turn: TurnSpec[ClaudeDescriptor], ctx: HarnessContext, state: Prepared
@@ -212,6 +217,26 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
             host_env={key: "sk-demo", **({"IS_SANDBOX": "1"} if root else {})},
             agents_env=("IS_SANDBOX",) if root else (),
         )
+
+
+def _skills_plugin(descriptor: ClaudeDescriptor, private: Path) -> Path | None:
+    """The descriptor's skills as a plugin in the step's private dir (``--plugin-dir``): a
+    manifest and ``skills/<name>/``, nothing else (no hooks, servers or commands)."""
+    if not descriptor.skills:
+        return None
+    plugin = private / "skills-plugin"
+    try:
+        copy_skills(descriptor.skills, plugin / "skills")
+    except OSError as exc:
+        raise DescriptorError(
+            f"a skill of the claude descriptor cannot be read ({exc}); fix the path in skills",
+            kind="claude",
+            key="skills",
+        ) from None
+    manifest = {"name": "jigs-step", "version": "0.0.0", "description": "the step's skills"}
+    (plugin / ".claude-plugin").mkdir(mode=0o700)
+    private_file(plugin / ".claude-plugin" / "plugin.json", json.dumps(manifest).encode())
+    return plugin
 
 
 async def _seed_config_file(ctx: HarnessContext, executable: Path, private: Path) -> None:

@@ -26,11 +26,13 @@ Policy that every launch carries, whatever the descriptor says:
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from jigs.errors import DescriptorError, InvalidInputError
 from jigs.plugin import ModelEndpoint, TurnLaunch, TurnSpec, private_file
@@ -79,6 +81,8 @@ class Prepared:
     shell_prefix: Path | None
     private: Path
     endpoint: ModelEndpoint | None = None
+    #: The step's skills as a private plugin (``--plugin-dir``), when the descriptor has any.
+    plugin_dir: Path | None = None
 
 
 def build_env(
@@ -124,12 +128,27 @@ def build_env(
     return env
 
 
+def user_content(turn: TurnSpec[ClaudeDescriptor]) -> str | list[dict[str, Any]]:
+    """The turn's user message content: the prompt, then each image as a base64 image block
+    (read from the step's private copy: the bytes travel only on the CLI's stdin)."""
+    if not turn.images:
+        return turn.prompt
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": turn.prompt}]
+    for image in turn.images:
+        data = base64.b64encode(image.path.read_bytes()).decode()
+        source = {"type": "base64", "media_type": image.media_type, "data": data}
+        blocks.append({"type": "image", "source": source})
+    return blocks
+
+
 def launch(turn: TurnSpec[ClaudeDescriptor], prepared: Prepared) -> TurnLaunch:
     """One turn's :class:`TurnLaunch`. A tool gate (``turn.gate``) switches to stream-json
-    input with the approval driver (see :mod:`._approval`)."""
+    input with the approval driver (see :mod:`._approval`); images in the prompt to stream-json
+    input with one user message of content blocks."""
     gate = turn.gate
+    streamed = gate is not None or bool(turn.images)
     argv = [
-        *_policy_args(turn, prepared, streamed_input=gate is not None),
+        *_policy_args(turn, prepared, streamed_input=streamed),
         *_session_args(turn),
         *_descriptor_args(turn.descriptor, tool_free=turn.tool_free),
         *_system_args(turn, prepared),
@@ -141,7 +160,11 @@ def launch(turn: TurnSpec[ClaudeDescriptor], prepared: Prepared) -> TurnLaunch:
         shell_prefix=prepared.shell_prefix,
     )
     if gate is not None:
-        return TurnLaunch(argv, env, driver=ApprovalDriver(gate, turn.prompt))
+        return TurnLaunch(argv, env, driver=ApprovalDriver(gate, user_content(turn)))
+    if turn.images:
+        message = {"role": "user", "content": user_content(turn)}
+        line = {"type": "user", "message": message, "parent_tool_use_id": None, "session_id": ""}
+        return TurnLaunch(argv, env, stdin=(json.dumps(line) + "\n").encode())
     encoded = turn.prompt.encode("utf-8")
     if len(encoded) > MAX_ARG:
         return TurnLaunch(argv, env, stdin=encoded)
@@ -170,6 +193,7 @@ def _policy_args(
         # run hooks or apiKeyHelper, inject env or change permissions
         "--setting-sources",
         "",
+        *(["--plugin-dir", str(prepared.plugin_dir)] if prepared.plugin_dir else []),
     ]
 
 

@@ -4,7 +4,7 @@ Without a gate the thread runs with ``approvalPolicy: "never"``: Codex does not 
 request that arrives anyway is approved. With one (a step's ``approve_tool``) each turn starts
 with ``approvalPolicy: "untrusted"``: Codex then asks before every command it does not know to be
 read-only (it runs ``ls``, ``cat``, ``rg`` ... without asking) and before every file change, and
-each request becomes a :class:`~jigs.plugin.ToolCall` for :meth:`~jigs.plugin.ToolGate.decide`:
+each request becomes a :class:`~jigs.steps.ToolCall` for :meth:`~jigs.plugin.ToolGate.decide`:
 
 - a command (``item/commandExecution/requestApproval``, ``execCommandApproval``) ->
   ``"exec_command"``, ``"shell"``, with ``{"command", "cwd"}``;
@@ -32,8 +32,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from jigs.errors import InvalidInputError
-from jigs.plugin import ToolCall, ToolGate
-from jigs.steps import Allow, Defer, Deny
+from jigs.plugin import ToolGate
+from jigs.steps import Allow, Defer, Deny, ToolCall
 
 from jigs_harness_codex._rpc import NotHandled
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal
 
 from jigs.descriptors import HarnessDescriptor, LimitEnforcer, ModelEndpointFields
+from jigs.plugin.tools import check_skill_path, skills_digest
 from pydantic import Field
 
 __all__ = ["DEFAULT_OPENAI_BASE_URL", "CodexDescriptor"]
@@ -73,9 +74,18 @@ class CodexDescriptor(ModelEndpointFields, HarnessDescriptor):
     base_url: Annotated[str, Field(pattern=r"^https?://[^\s@]+$")] | None = None
     max_retries: Annotated[int, Field(ge=0, le=10)] = 2
     startup_timeout: Annotated[float, Field(gt=0, le=600)] = 60.0
+    #: Skills the agent may load: absolute paths, each a directory with ``SKILL.md`` or one
+    #: ``.md`` file, copied into the invocation's private ``CODEX_HOME/skills``; nothing of
+    #: ``~/.codex`` is read. Their contents are part of :meth:`describe`.
+    skills: tuple[str, ...] = ()
+
+    def content_digests(self) -> dict[str, str]:
+        return {"skills": skills_digest(self.skills)} if self.skills else {}
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the endpoint part's shared rules (api_key_env, base_url)
+        for skill in self.skills:
+            check_skill_path(skill, "skills")
         if (self.base_url or self.api_key_env) and self.model is None:
             raise ValueError("a descriptor that names an endpoint must also name its model")
 

@@ -62,6 +62,8 @@ class CodexHarness(Harness[CodexDescriptor]):
     sets_env: ClassVar[frozenset[str]] = frozenset({"CODEX_HOME"})
     structured_output: ClassVar[Literal["native", "prompted"]] = "native"
     call_settings: ClassVar[frozenset[str]] = frozenset()
+    #: ``localImage`` input items of ``turn/start``.
+    takes_images: ClassVar[bool] = True
     install_hint: ClassVar[str] = fix_hint()
 
     def resolve_executable(self, env: Mapping[str, str]) -> Resolved:

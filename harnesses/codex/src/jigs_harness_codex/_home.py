@@ -38,8 +38,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jigs.errors import DescriptorError
 from jigs.mcp import McpHttpServer, McpStdioServer
-from jigs.plugin.tools import make_dir, remove_tree
+from jigs.plugin.tools import copy_skills, make_dir, remove_tree
 
 from jigs_harness_codex._descriptor import DEFAULT_OPENAI_BASE_URL, CodexDescriptor
 from jigs_harness_codex._seed import claim_spare, copy_seed
@@ -307,6 +308,17 @@ def build_home(
         config = path / "config.toml"
         config.write_text(text, encoding="utf-8")
         config.chmod(0o600)
+        if descriptor.skills:
+            # beside the seed's skills/.system: the step's, and nothing of ~/.codex
+            try:
+                copy_skills(descriptor.skills, path / "skills")
+            except OSError as exc:
+                raise DescriptorError(
+                    f"a skill of the codex descriptor cannot be read ({exc}); fix the path in "
+                    f"skills",
+                    kind="codex",
+                    key="skills",
+                ) from None
         if not descriptor.names_endpoint:
             auth = operator_auth_file(env)
             if auth.is_file():

@@ -230,7 +230,11 @@ class CodexTransport(SessionTransport):
         thread_id = str(self.session_id)
         params: dict[str, Any] = {
             "threadId": thread_id,
-            "input": [{"type": "text", "text": turn.prompt, "text_elements": []}],
+            "input": [
+                {"type": "text", "text": turn.prompt, "text_elements": []},
+                # the core's private copy: the app server (in the sandbox) reads it
+                *({"type": "localImage", "path": str(image.path)} for image in turn.images),
+            ],
             # per turn: a step's gate makes Codex ask (the thread starts with "never")
             "approvalPolicy": GATED_APPROVAL if turn.gate is not None else POLICY_APPROVAL,
         }

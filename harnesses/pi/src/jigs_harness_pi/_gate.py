@@ -21,14 +21,16 @@ through the gate too (Pi runs nested calls through ``tool_call``).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from jigs.errors import AgentOutputError
-from jigs.plugin import ToolCall, ToolGate
-from jigs.steps import Allow, Defer
+from jigs.plugin import PromptImage, ToolGate
+from jigs.steps import Allow, Defer, ToolCall
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -82,9 +84,10 @@ def tool_call(payload: Any) -> ToolCall:
 class GateDriver:
     """Speaks Pi's RPC on one gated turn's stdin (see the module docstring)."""
 
-    def __init__(self, gate: ToolGate, prompt: str) -> None:
+    def __init__(self, gate: ToolGate, prompt: str, images: Sequence[PromptImage] = ()) -> None:
         self._gate = gate
         self._prompt = prompt
+        self._images = tuple(images)
         self._stdin: anyio.abc.ByteSendStream | None = None
 
     async def _send(self, message: dict[str, Any]) -> None:
@@ -126,7 +129,17 @@ class GateDriver:
         data = message.get("data") or {}
         message.clear()
         message.update(type="session", id=data.get("sessionId"))
-        await self._send({"id": _PROMPT_ID, "type": "prompt", "message": self._prompt})
+        prompt: dict[str, Any] = {"id": _PROMPT_ID, "type": "prompt", "message": self._prompt}
+        if self._images:
+            prompt["images"] = [
+                {
+                    "type": "image",
+                    "data": base64.b64encode(image.path.read_bytes()).decode(),
+                    "mimeType": image.media_type,
+                }
+                for image in self._images
+            ]
+        await self._send(prompt)
         return False
 
     async def _decide(self, placeholder: Any) -> str:

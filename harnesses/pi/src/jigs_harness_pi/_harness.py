@@ -74,7 +74,13 @@ from jigs_harness_pi._executable import (
     resolve_pi,
 )
 from jigs_harness_pi._gate import EXTENSION, GateDriver
-from jigs_harness_pi._home import PiHome, model_flag, pi_model_call, upstream_url
+from jigs_harness_pi._home import (
+    PiHome,
+    accept_images,
+    model_flag,
+    pi_model_call,
+    upstream_url,
+)
 from jigs_harness_pi._mcp import allowed_tools, excluded_tools
 from jigs_harness_pi._stream import PiDecoder
 
@@ -150,6 +156,8 @@ class PiHarness(Harness[PiDescriptor]):
     tool_gate: ClassVar[bool] = True
     descriptor_type: ClassVar[type[HarnessDescriptor]] = PiDescriptor
     has_model: ClassVar[bool] = False
+    #: ``@path`` arguments (the core's private copies) with the prompt on stdin.
+    takes_images: ClassVar[bool] = True
     structured_output: ClassVar[Literal["native", "prompted"]] = "prompted"
     install_hint: ClassVar[str] = INSTALL_FIX
     sets_env: ClassVar[frozenset[str]] = frozenset(
@@ -365,13 +373,16 @@ class PiHarness(Harness[PiDescriptor]):
             argv += session_args
             argv += _descriptor_args(turn.descriptor)
         argv += prepared.prompt_args
+        if turn.images:
+            accept_images(prepared.home)
         decoder = PiDecoder(expected, cli=str(prepared.pi.path))
         if turn.gate is not None:
             extension = prepared.home / "jigs-tool-gate.js"
             if not extension.exists():
                 private_file(extension, EXTENSION.encode())
             argv += ["-e", str(extension)]
-            driver = GateDriver(turn.gate, turn.prompt)
+            # RPC mode takes no @file arguments: the images travel in the prompt command
+            driver = GateDriver(turn.gate, turn.prompt, turn.images)
             return TurnLaunch(
                 argv,
                 env=_turn_env(prepared),
@@ -379,6 +390,8 @@ class PiHarness(Harness[PiDescriptor]):
                 exit_grace=SETTLE_GRACE,
                 decoder=decoder,
             )
+        # Pi puts the piped prompt first, then each @file (an image part) of the message
+        argv += [f"@{image.path}" for image in turn.images]
         return TurnLaunch(
             argv,
             env=_turn_env(prepared),

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from pathlib import Path
 from typing import Any
 
 from jigs.executables import which
@@ -35,6 +36,7 @@ from jigs_harness_pi._mcp import mcp_json
 __all__ = [
     "OPENROUTER_BASE_URL",
     "PiHome",
+    "accept_images",
     "model_flag",
     "models_json",
     "settings_json",
@@ -152,6 +154,18 @@ def settings_json(descriptor: PiDescriptor, *, shell_path: str | None = None) ->
     if shell_path is not None:
         settings["shellPath"] = shell_path
     return settings
+
+
+def accept_images(home: Path) -> None:
+    """Declare image input for the model in the home's ``models.json`` (Pi drops the image
+    parts of a prompt for a text-only model). Only once a turn brings images: declared always,
+    Pi's ``read`` tool would hand images to a model that may not take them."""
+    path = home / "models.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for provider in data.get("providers", {}).values():
+        for model in provider.get("models", []):
+            model["input"] = ["text", "image"]
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 class PiHome:

@@ -13,6 +13,7 @@ from jigs_dbos._retry import should_retry
 
 if TYPE_CHECKING:
     from jigs.descriptors import HarnessDescriptor
+    from jigs.models import Prompt
     from jigs.steps import AgentResult, AgentRunnerOpening, EngineStepOptions, StepOptions
 
 __all__ = ["create_agent_runner", "run_agent", "step"]
@@ -105,7 +106,7 @@ def _filled(options: EngineStepOptions) -> StepOptions:
 async def run_agent(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
-    prompt: str,
+    prompt: Prompt,
     output: type[T],
     **options: Unpack[EngineStepOptions],
 ) -> AgentResult[T]: ...
@@ -115,7 +116,7 @@ async def run_agent(
 async def run_agent(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
-    prompt: str,
+    prompt: Prompt,
     output: None = None,
     **options: Unpack[EngineStepOptions],
 ) -> AgentResult[None]: ...
@@ -124,7 +125,7 @@ async def run_agent(
 async def run_agent(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
-    prompt: str,
+    prompt: Prompt,
     output: type[T] | None = None,
     **options: Unpack[EngineStepOptions],
 ) -> AgentResult[Any]:

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from jigs_temporal._context import run_metadata
 
 if TYPE_CHECKING:
+    from jigs.models import Prompt
     from jigs.steps import AgentResult, AgentRunnerOpening, EngineStepOptions, StepOptions
 
 __all__ = ["Descriptor", "create_agent_runner", "run_agent"]
@@ -74,7 +75,7 @@ def _filled(options: EngineStepOptions) -> StepOptions:
 async def run_agent(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
-    prompt: str,
+    prompt: Prompt,
     output: type[T],
     **options: Unpack[EngineStepOptions],
 ) -> AgentResult[T]: ...
@@ -84,7 +85,7 @@ async def run_agent(
 async def run_agent(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
-    prompt: str,
+    prompt: Prompt,
     output: None = None,
     **options: Unpack[EngineStepOptions],
 ) -> AgentResult[None]: ...
@@ -93,7 +94,7 @@ async def run_agent(
 async def run_agent(
     *,
     harness: HarnessDescriptor | Mapping[str, Any],
-    prompt: str,
+    prompt: Prompt,
     output: type[T] | None = None,
     **options: Unpack[EngineStepOptions],
 ) -> AgentResult[Any]:
