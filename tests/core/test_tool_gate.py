@@ -8,21 +8,21 @@ import pickle
 import pytest
 from jigs.engine._gate import ToolGate, gate_from_options
 from jigs.errors import ApprovalPending, InvalidInputError, ToolGateError
-from jigs.steps import Allow, Approval, Defer, Deny, PendingApproval, ToolCall
+from jigs.steps import Allow, Approval, Defer, Deny, GatedCall, PendingApproval
 
 pytestmark = pytest.mark.anyio
 
 
-def _call(command: str, call_id: str = "c1") -> ToolCall:
-    return ToolCall(
+def _call(command: str, call_id: str = "c1") -> GatedCall:
+    return GatedCall(
         kind="k", tool="Bash", category="shell", arguments={"command": command}, call_id=call_id
     )
 
 
 async def test_an_approved_call_runs_once_and_a_denied_one_stays_denied() -> None:
-    asked: list[ToolCall] = []
+    asked: list[GatedCall] = []
 
-    async def gate(call: ToolCall) -> Deny:
+    async def gate(call: GatedCall) -> Deny:
         asked.append(call)
         return Deny("ask me")
 
@@ -55,7 +55,7 @@ async def test_a_gate_that_answers_nonsense_or_raises_fails_the_turn(answer: obj
     with pytest.raises(ToolGateError, match="returned"):
         await ToolGate(lambda call: answer).decide(_call("x"))  # type: ignore[arg-type,return-value]
 
-    def explode(call: ToolCall) -> Allow:
+    def explode(call: GatedCall) -> Allow:
         raise KeyError("boom")
 
     with pytest.raises(ToolGateError) as info:

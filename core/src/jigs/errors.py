@@ -426,7 +426,7 @@ class ApprovalPending(AgentTurnError):
 
     @property
     def calls(self) -> tuple[Any, ...]:
-        """The deferred :class:`~jigs.steps.ToolCall` s, in the order the agent made them."""
+        """The deferred :class:`~jigs.steps.GatedCall` s, in the order the agent made them."""
         return tuple(self._pending.calls)
 
     @property

@@ -31,8 +31,8 @@ from jigs.engine._gate import (
     ApproveTool,
     Defer,
     Deny,
+    GatedCall,
     PendingApproval,
-    ToolCall,
     ToolGate,
     approvals_prompt,
     gate_from_options,
@@ -89,11 +89,11 @@ __all__ = [
     "Defer",
     "Deny",
     "EngineStepOptions",
+    "GatedCall",
     "JitCheckError",
     "LazyPrompt",
     "PendingApproval",
     "StepOptions",
-    "ToolCall",
     "agent_session",
     "approvals_prompt",
     "ask_agent",
@@ -136,7 +136,7 @@ class StepOptions(_Options, total=False):
       ...) and ``on_event``; never persisted. For a runner they are the defaults of every call of
       ``runner.model`` (a call's own ``provider_options`` win).
     - ``on_event``: called with every :mod:`jigs.events` event as it happens; may be async.
-    - ``approve_tool``: the step's tool gate, ``fn(call: ToolCall) -> Allow() | Deny(reason) |
+    - ``approve_tool``: the step's tool gate, ``fn(call: GatedCall) -> Allow() | Deny(reason) |
       Defer()`` (may be async), asked before each shell command, file edit and MCP tool call the
       agent makes (what each kind shows it: the kinds page). ``Defer()`` ends the turn with
       :class:`~jigs.errors.ApprovalPending`. A kind that cannot ask before a tool runs refuses it

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from jigs.errors import ApprovalPending, InvalidInputError
 from jigs.policy._lock import worktree_locked
-from jigs.steps import Allow, Defer, Deny, PendingApproval, ToolCall, approvals_prompt
+from jigs.steps import Allow, Defer, Deny, GatedCall, PendingApproval, approvals_prompt
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -38,13 +38,13 @@ class _Gate:
 
     def __init__(self, allow: bool) -> None:
         self.allow = allow
-        self.seen: list[ToolCall] = []
+        self.seen: list[GatedCall] = []
 
-    def __call__(self, call: ToolCall) -> Allow | Deny:
+    def __call__(self, call: GatedCall) -> Allow | Deny:
         self.seen.append(call)
         return Allow() if self.allow else Deny("the conformance kit declines this call")
 
-    def saw(self, needle: str) -> list[ToolCall]:
+    def saw(self, needle: str) -> list[GatedCall]:
         return [c for c in self.seen if needle in json.dumps(c.arguments)]
 
 
@@ -158,5 +158,5 @@ async def approval_pending(ctx: KitContext) -> None:
     assert any("was approved" in r.text() for r in asked), f"{kind}: the agent never saw it"
 
 
-def _defer(call: ToolCall) -> Defer:
+def _defer(call: GatedCall) -> Defer:
     return Defer()

@@ -15,7 +15,7 @@ import pytest
 from claude_helpers import AGENTS_ENV, descriptor_for
 from jigs import RunMetadata
 from jigs.models import generate_text
-from jigs.steps import Allow, Deny, ToolCall, create_agent_runner
+from jigs.steps import Allow, Deny, GatedCall, create_agent_runner
 from jigs_testing import ModelServer, text, tool_call
 from mcp_configs import records, step_server, stray_server
 
@@ -35,9 +35,9 @@ async def test_model_calls_the_record_tool_and_the_server_records_it(
         tool_call("mcp__jigs__record", {"note": "NOTE-FROM-MODEL-71"}),
         text("recorded"),
     )
-    seen: list[ToolCall] = []
+    seen: list[GatedCall] = []
 
-    def gate(call: ToolCall) -> Allow | Deny:  # the step's tool gate sees MCP calls too
+    def gate(call: GatedCall) -> Allow | Deny:  # the step's tool gate sees MCP calls too
         seen.append(call)
         return Deny("no such notes") if "REFUSED" in str(call.arguments) else Allow()
 

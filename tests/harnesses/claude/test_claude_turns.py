@@ -29,7 +29,7 @@ from jigs.processes import live_groups
 from jigs.steps import (
     Allow,
     Deny,
-    ToolCall,
+    GatedCall,
     create_agent_runner,
     run_agent,
 )
@@ -179,12 +179,12 @@ async def test_a_denied_call_reaches_the_agent_with_its_reason_and_a_raising_gat
         text("gave up"),
         tool_call("Bash", {"command": "touch never.txt", "description": "x"}),
     )
-    seen: list[ToolCall] = []
+    seen: list[GatedCall] = []
 
     class StepRefusal(Exception):
         pass
 
-    async def gate(call: ToolCall) -> Allow | Deny:
+    async def gate(call: GatedCall) -> Allow | Deny:
         seen.append(call)
         if call.category == "shell":
             raise StepRefusal(call.tool)

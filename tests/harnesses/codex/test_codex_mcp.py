@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from jigs.models import generate_text
-from jigs.steps import Allow, Deny, ToolCall, create_agent_runner
+from jigs.steps import Allow, Deny, GatedCall, create_agent_runner
 from jigs_testing import text, tool_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli("codex")]
@@ -36,9 +36,9 @@ async def test_declared_stdio_server_is_the_whole_mcp_universe(
         tool_call("exec_command", {"cmd": "env"}),
         text("looked up"),
     )
-    seen: list[ToolCall] = []
+    seen: list[GatedCall] = []
 
-    def gate(call: ToolCall) -> Allow | Deny:  # a gated step: Codex asks about MCP calls too
+    def gate(call: GatedCall) -> Allow | Deny:  # a gated step: Codex asks about MCP calls too
         seen.append(call)
         return Deny("not that key") if call.arguments.get("key") == "refused" else Allow()
 

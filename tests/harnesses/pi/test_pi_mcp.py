@@ -19,7 +19,7 @@ import anyio
 import pytest
 from jigs import RunMetadata
 from jigs.sandbox._proctree import processes_under
-from jigs.steps import Allow, Deny, ToolCall, run_agent
+from jigs.steps import Allow, Deny, GatedCall, run_agent
 from jigs_testing import ModelServer, text, tool_call
 from mcp_configs import records, step_server, stray_server, stray_toml
 
@@ -47,9 +47,9 @@ async def test_model_calls_the_record_tool_and_the_server_records_it(
         tool_call("mcp__jigs__record", {"note": "NOTE-FROM-MODEL-42"}),
         text("recorded"),
     ]
-    seen: list[ToolCall] = []
+    seen: list[GatedCall] = []
 
-    def gate(call: ToolCall) -> Allow | Deny:
+    def gate(call: GatedCall) -> Allow | Deny:
         seen.append(call)
         return Deny("no such notes") if "REFUSED" in str(call.arguments) else Allow()
 

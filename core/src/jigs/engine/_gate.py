@@ -1,7 +1,7 @@
 """The tool gate: one typed ``approve_tool(call)`` for every kind that can ask before a tool runs.
 
 A step passes ``approve_tool=fn`` (:class:`jigs.steps.StepOptions`); ``fn(call)`` (sync or async)
-gets a :class:`ToolCall` and returns :class:`Allow`, :class:`Deny` (with the reason the agent
+gets a :class:`GatedCall` and returns :class:`Allow`, :class:`Deny` (with the reason the agent
 reads) or :class:`Defer`. The core wraps it in a :class:`ToolGate` per step and hands that to the
 kind (:attr:`jigs.plugin.TurnSpec.gate`); the kind maps its CLI's permission protocol onto
 :meth:`ToolGate.decide` and tells the CLI the answer. A kind that cannot ask before a tool runs
@@ -39,8 +39,8 @@ __all__ = [
     "Decision",
     "Defer",
     "Deny",
+    "GatedCall",
     "PendingApproval",
-    "ToolCall",
     "ToolGate",
     "approvals_prompt",
     "gate_from_options",
@@ -51,7 +51,7 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class ToolCall(_Frozen):
+class GatedCall(_Frozen):
     """One tool call the agent is about to make, as the gate sees it.
 
     ``kind`` is the harness kind; ``tool`` the CLI's own name for the tool (``"Bash"``,
@@ -67,7 +67,7 @@ class ToolCall(_Frozen):
     arguments: dict[str, Any] = Field(default_factory=dict)
     call_id: str = ""
 
-    def same_call(self, other: ToolCall) -> bool:
+    def same_call(self, other: GatedCall) -> bool:
         """Whether ``other`` asks for exactly this (the id aside: a re-issued call has a new
         one)."""
         return (self.kind, self.tool, _canonical(self.arguments)) == (
@@ -110,14 +110,14 @@ class Defer(_Frozen):
 Decision = Annotated[Allow | Deny | Defer, Field(discriminator="decision")]
 
 #: ``approve_tool(call) -> Allow | Deny | Defer`` (or an awaitable of it).
-ApproveTool = Callable[[ToolCall], "Allow | Deny | Defer | Awaitable[Allow | Deny | Defer]"]
+ApproveTool = Callable[[GatedCall], "Allow | Deny | Defer | Awaitable[Allow | Deny | Defer]"]
 
 
 class Approval(_Frozen):
     """A decision taken after a :class:`Defer`, fed back to the step that resumes the session
     (``approvals=[...]``): ``call`` is the pending call, ``decision`` what was decided."""
 
-    call: ToolCall
+    call: GatedCall
     decision: Annotated[Allow | Deny, Field(discriminator="decision")]
 
 
@@ -127,7 +127,7 @@ class PendingApproval(_Frozen):
 
     session: AgentSessionRef | None
     usage: Usage = Field(default_factory=Usage)
-    calls: tuple[ToolCall, ...]
+    calls: tuple[GatedCall, ...]
 
     def decide(self, decisions: Mapping[str, Allow | Deny]) -> list[Approval]:
         """The ``approvals`` of the resuming step: ``{call_id: Allow() | Deny(reason)}`` for
@@ -171,14 +171,14 @@ class ToolGate:
         self._approvals = list(approvals)
         self._log = log
         #: The calls deferred in the current turn (reset when a turn starts).
-        self.pending: list[ToolCall] = []
+        self.pending: list[GatedCall] = []
         #: Every call the gate was asked about, with its answer (for logs and tests).
-        self.seen: list[tuple[ToolCall, Allow | Deny | Defer]] = []
+        self.seen: list[tuple[GatedCall, Allow | Deny | Defer]] = []
 
     def start_turn(self) -> None:
         self.pending = []
 
-    async def decide(self, call: ToolCall) -> Allow | Deny | Defer:
+    async def decide(self, call: GatedCall) -> Allow | Deny | Defer:
         """The answer for ``call``: a fed-back :class:`Approval` for the identical call, else
         the step's function (no function: :class:`Allow`). Raises
         :class:`~jigs.errors.ToolGateError` when the function raises or answers nonsense."""
@@ -192,7 +192,7 @@ class ToolGate:
             )
         return decision
 
-    async def _decide(self, call: ToolCall) -> Allow | Deny | Defer:
+    async def _decide(self, call: GatedCall) -> Allow | Deny | Defer:
         if self.pending:
             return Defer()  # the turn is ending: nothing else runs before the decision
         for approval in self._approvals:
@@ -232,7 +232,7 @@ def gate_from_options(
         if isinstance(options, Mapping) and "approve_tool" in options:
             raise InvalidInputError(
                 f"provider_options[{kind!r}]['approve_tool'] moved: pass approve_tool=fn to the "
-                f"step (run_agent, create_agent_runner, ...), where fn(call: ToolCall) returns "
+                f"step (run_agent, create_agent_runner, ...), where fn(call: GatedCall) returns "
                 f"Allow(), Deny(reason) or Defer() (jigs.steps); it gates every kind",
                 argument="provider_options",
             )

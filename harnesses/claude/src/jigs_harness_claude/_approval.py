@@ -5,7 +5,7 @@ Permissions stay bypassed (policy), so Claude Code never prompts; instead, when 
 ``approve_tool``, the turn runs with ``--input-format stream-json`` and an :class:`ApprovalDriver`
 (a :class:`jigs.plugin.TurnDriver`): it registers one PreToolUse hook in the ``initialize``
 control request, sends the prompt as a user message, and answers each ``hook_callback`` request
-with the gate's decision on a :class:`~jigs.steps.ToolCall`: every tool Claude Code runs passes
+with the gate's decision on a :class:`~jigs.steps.GatedCall`: every tool Claude Code runs passes
 through it (``Bash`` is ``"shell"``; ``Edit``, ``MultiEdit``, ``Write`` and ``NotebookEdit`` are
 ``"file_edit"``; ``mcp__<server>__<tool>`` is ``"mcp"``; the rest, ``Read``, ``Grep``, ``Task``
 ..., ``"other"``), its ``arguments`` the tool's input. ``Allow`` lets the tool run; ``Deny``
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from jigs.errors import AgentOutputError
 from jigs.plugin import ToolGate
-from jigs.steps import Allow, Defer, ToolCall
+from jigs.steps import Allow, Defer, GatedCall
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -40,7 +40,7 @@ _EDITS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 DEFERRED = "this call waits for a human's approval; the turn stops here"
 
 
-def tool_call(name: str, arguments: Any, call_id: str) -> ToolCall:
+def tool_call(name: str, arguments: Any, call_id: str) -> GatedCall:
     """Claude Code's tool call as the gate sees it."""
     category: Literal["shell", "file_edit", "mcp", "other"] = "other"
     if name == "Bash":
@@ -49,7 +49,7 @@ def tool_call(name: str, arguments: Any, call_id: str) -> ToolCall:
         category = "file_edit"
     elif name.startswith("mcp__"):
         category = "mcp"
-    return ToolCall(
+    return GatedCall(
         kind="claude",
         tool=name,
         category=category,
@@ -122,7 +122,7 @@ class ApprovalDriver:
         await self._send({"type": "control_response", "response": response})
         return True
 
-    async def _decide(self, call: ToolCall) -> dict[str, Any]:
+    async def _decide(self, call: GatedCall) -> dict[str, Any]:
         decision = await self._gate.decide(call)
         if isinstance(decision, Allow):
             return {}

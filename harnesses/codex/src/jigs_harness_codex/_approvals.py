@@ -4,7 +4,7 @@ Without a gate the thread runs with ``approvalPolicy: "never"``: Codex does not 
 request that arrives anyway is approved. With one (a step's ``approve_tool``) each turn starts
 with ``approvalPolicy: "untrusted"``: Codex then asks before every command it does not know to be
 read-only (it runs ``ls``, ``cat``, ``rg`` ... without asking) and before every file change, and
-each request becomes a :class:`~jigs.steps.ToolCall` for :meth:`~jigs.plugin.ToolGate.decide`:
+each request becomes a :class:`~jigs.steps.GatedCall` for :meth:`~jigs.plugin.ToolGate.decide`:
 
 - a command (``item/commandExecution/requestApproval``, ``execCommandApproval``) ->
   ``"exec_command"``, ``"shell"``, with ``{"command", "cwd"}``;
@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from jigs.errors import InvalidInputError
 from jigs.plugin import ToolGate
-from jigs.steps import Allow, Defer, Deny, ToolCall
+from jigs.steps import Allow, Defer, Deny, GatedCall
 
 from jigs_harness_codex._rpc import NotHandled
 
@@ -59,7 +59,7 @@ def turn_options(options: Mapping[str, Any]) -> str | None:
     if unknown:
         moved = ""
         if "approve" in unknown:
-            moved = " (`approve` is now the step option approve_tool=fn, fn(call: ToolCall))"
+            moved = " (`approve` is now the step option approve_tool=fn, fn(call: GatedCall))"
         raise InvalidInputError(
             f"provider_options['codex'] has unknown key(s) {unknown}{moved}; the codex kind "
             f"reads {sorted(_OPTIONS)} (and on_event)",
@@ -79,11 +79,11 @@ _Category = Literal["shell", "file_edit", "mcp", "other"]
 _TOOL_IN_MESSAGE = re.compile(r'run tool "([^"]+)"')
 
 
-def tool_call(method: str, params: dict[str, Any], paths: Mapping[str, list[str]]) -> ToolCall:
+def tool_call(method: str, params: dict[str, Any], paths: Mapping[str, list[str]]) -> GatedCall:
     """The server's request as the gate sees it."""
     call_id = str(params.get("approvalId") or params.get("itemId") or params.get("callId") or "")
     tool, category, arguments = _tool(method, params, paths)
-    return ToolCall(
+    return GatedCall(
         kind="codex", tool=tool, category=category, arguments=arguments, call_id=call_id
     )
 

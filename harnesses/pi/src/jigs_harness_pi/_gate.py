@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from jigs.errors import AgentOutputError
 from jigs.plugin import PromptImage, ToolGate
-from jigs.steps import Allow, Defer, ToolCall
+from jigs.steps import Allow, Defer, GatedCall
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -60,7 +60,7 @@ export default function (pi) {
 """.replace("TITLE", TITLE)
 
 
-def tool_call(payload: Any) -> ToolCall:
+def tool_call(payload: Any) -> GatedCall:
     """The extension's JSON of one call as the gate sees it."""
     data = payload if isinstance(payload, dict) else {}
     name = str(data.get("tool") or "")
@@ -72,7 +72,7 @@ def tool_call(payload: Any) -> ToolCall:
     elif name.startswith("mcp__"):
         category = "mcp"
     arguments = data.get("input")
-    return ToolCall(
+    return GatedCall(
         kind="pi",
         tool=name,
         category=category,
