@@ -185,7 +185,7 @@ def _validate_run(run: object) -> RunMetadata:
     )
 
 
-def _validate_resume(resume: object) -> AgentSessionRef | None:
+def _validate_resume(resume: object, harness: Harness[Any]) -> AgentSessionRef | None:
     if resume is None:
         return None
     if isinstance(resume, Mapping) and all(isinstance(k, str) for k in resume):
@@ -200,7 +200,7 @@ def _validate_resume(resume: object) -> AgentSessionRef | None:
         len(resume.id) > _MAX_SESSION_ID
         or not resume.id.isprintable()
         or "/" in resume.id
-        or looks_like_secret(resume.id)
+        or (looks_like_secret(resume.id) and not _kind_shaped(resume.id, harness))
     ):
         raise AgentSessionError(
             "the session id to resume is not one jigs recorded (too long, shaped like a secret, "
@@ -209,6 +209,12 @@ def _validate_resume(resume: object) -> AgentSessionRef | None:
             session_id="<not shown>",
         )
     return resume
+
+
+def _kind_shaped(session_id: str, harness: Harness[Any]) -> bool:
+    """Whether ``session_id`` has the shape the kind declares for its CLI's ids."""
+    pattern = harness.session_id_pattern
+    return pattern is not None and re.fullmatch(pattern, session_id) is not None
 
 
 def _shown_kind(kind: str) -> str:
@@ -781,7 +787,7 @@ def _kind_refusals(
         )
     if images and not harness.takes_images:
         raise PromptError(f"the {kind} kind takes no images in a prompt; send text only")
-    session = _validate_resume(resume)
+    session = _validate_resume(resume, harness)
     if session is not None and session.harness != kind:
         raise AgentSessionError(
             f"session {session.id} was recorded on the {session.harness} harness and this "

@@ -119,9 +119,10 @@ if TYPE_CHECKING:
 #: minor is at most this minor (a minor release of the contract only adds optional hooks and
 #: fields; a major one changes or removes something); any other kind, one declaring nothing
 #: included, is refused with :class:`~jigs.errors.HarnessContractError` (for a 1.x kind, with
-#: what changed: :data:`jigs.registry._contract.CHANGES`). jigs-core 0.1.x implements contract 2.0;
-#: harness distributions pin ``jigs-core>=0.1,<0.2`` to match.
-CONTRACT_VERSION = "2.0"
+#: what changed: :data:`jigs.registry._contract.CHANGES`). jigs-core 0.1.x implements contract 2.1;
+#: harness distributions pin ``jigs-core>=0.1,<0.2`` to match. Contract 2.1 added
+#: :attr:`Harness.session_id_pattern` (optional: a 2.0 kind loads as it is).
+CONTRACT_VERSION = "2.1"
 
 hookspec = pluggy.HookspecMarker("jigs")
 hookimpl = pluggy.HookimplMarker("jigs")
@@ -478,6 +479,13 @@ class Harness(ABC, Generic[D]):
     tool_gate: ClassVar[bool] = False
     #: Why the kind cannot gate tool calls (the refusal's message, when ``tool_gate`` is False).
     tool_gate_refusal: ClassVar[str] = "the kind does not declare a tool gate (Harness.tool_gate)"
+    #: The shape of the session ids the kind's CLI makes, as a regular expression an id must
+    #: match whole (``r"ses_[0-9a-zA-Z]{26}"``); None: no declared shape. The core refuses a
+    #: ``resume`` id shaped like a secret, so that a credential passed by mistake is never
+    #: echoed or looked up; an id that matches the kind's own pattern is taken as an id (a CLI
+    #: whose ids are long random tokens, like opencode's, could not resume otherwise). The
+    #: other rules (length, ``/``, control characters) apply regardless. Contract 2.1.
+    session_id_pattern: ClassVar[str | None] = None
 
     # ---------------------------------------------------------------- resolution and checks
 
