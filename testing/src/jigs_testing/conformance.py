@@ -580,14 +580,18 @@ SLACK = 5.0
 
 
 async def _expect_timeout(
-    kind: str, what: str, call: Callable[[], Awaitable[object]], limit: str = "idle_timeout"
+    kind: str,
+    what: str,
+    call: Callable[[], Awaitable[object]],
+    limit: str = "idle_timeout",
+    deadline: float = HANG_IDLE,
 ) -> AgentTimeoutError:
     """Runs ``call``, which must end in the timeout error of ``limit`` within its bound
-    (:data:`HANG_IDLE` + :data:`SLACK`), retryable, with nothing left running."""
+    (``deadline`` + :data:`SLACK`), retryable, with nothing left running."""
     started = time.monotonic()
     error: AgentTimeoutError | None = None
     # the kit's own bound: a kind that ignores the deadline fails here instead of hanging the run
-    with anyio.move_on_after(HANG_IDLE + 2 * SLACK):
+    with anyio.move_on_after(deadline + 2 * SLACK):
         try:
             await call()
         except AgentTimeoutError as exc:
@@ -600,7 +604,7 @@ async def _expect_timeout(
             f"{kind}: {what} was still running after {took:.1f}s; jigs must stop it at "
             f"{limit} (the kit cancelled it)"
         )
-    assert took < HANG_IDLE + SLACK, f"{kind}: {what} took {took:.1f}s to end"
+    assert took < deadline + SLACK, f"{kind}: {what} took {took:.1f}s to end"
     assert error.limit == limit, f"{kind}: {what} ended at {error.limit}, not {limit}"
     assert error.retryable, f"{kind}: the AgentTimeoutError of {what} is not retryable"
     assert not live_groups(), f"{kind}: {what} left processes: {live_groups()}"
@@ -645,7 +649,10 @@ async def _turn_deadline(ctx: KitContext) -> None:
     else:
         prompt = ctx.plan.hang(ctx.server)
         what = "a turn whose model endpoint hangs past turn_timeout"
-    deadline = ctx.descriptor.replace(idle_timeout=600.0, turn_timeout=HANG_IDLE)
+    # a CLI slow to start (DemoPlan.start_seconds) gets that long on top, so that the deadline
+    # still falls while its command runs
+    seconds = HANG_IDLE + ctx.plan.start_seconds
+    deadline = ctx.descriptor.replace(idle_timeout=600.0, turn_timeout=seconds)
     before = len(ctx.server.model_requests)
     seen: list[object] = []
     await _expect_timeout(
@@ -653,6 +660,7 @@ async def _turn_deadline(ctx: KitContext) -> None:
         what,
         lambda: ctx.turn(tree, prompt, harness=deadline, on_event=seen.append),
         limit="turn_timeout",
+        deadline=seconds,
     )
     # the deadline fell mid-turn: the agent's command ran, or (no shell) the turn was under way
     if ctx.plan.run_command is not None:

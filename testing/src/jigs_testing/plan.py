@@ -126,6 +126,11 @@ class DemoPlan:
     #: False for a read-only kind: ``write_file`` then scripts a turn whose answer contains the
     #: content (with one read-only tool call), and the kit checks the answer, not a file.
     writes: bool = True
+    #: Seconds the kind's CLI may take, on a loaded machine, from its launch to running its
+    #: first tool (a large binary that migrates its database and builds its tools at every
+    #: start: opencode). The kit's ``turn_deadline`` check gives the turn that much on top of
+    #: its 3 s deadline, so the deadline still falls while the agent's command runs.
+    start_seconds: float = 0.0
 
 
 @runtime_checkable
