@@ -6,7 +6,7 @@ from jigs_testing.conformance import check_harness
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.parametrize("kind", ["claude", "codex", "pi"])
+@pytest.mark.parametrize("kind", ["claude", "codex", "pi", "opencode"])
 async def test_kind_passes_the_conformance_kit(kind, require_cli, tmp_path):
     require_cli(kind)
     report = await check_harness(kind, tmp_path=tmp_path)
