@@ -53,6 +53,10 @@ _FLAGS = {
     "OPENCODE_DISABLE_SHARE": "1",
     "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
     "OPENCODE_DISABLE_TERMINAL_TITLE": "1",
+    # what a one-shot run never uses: ~10% of opencode's start-up CPU (measured: 3.3 s vs 3.8 s)
+    "OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER": "1",
+    "OPENCODE_DISABLE_FFF": "1",
+    "OPENCODE_DISABLE_EMBEDDED_WEB_UI": "1",
 }
 _GITIGNORE = "node_modules\npackage.json\npackage-lock.json\nbun.lock\n.gitignore\n"
 _DIRS = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME")

@@ -5,11 +5,12 @@ only says how opencode is launched:
 
 - :meth:`OpencodeHarness.prepare` (once per step): resolves the binary, writes the private home
   and config (:mod:`._config`) and opens the step's session databases (:mod:`._sessions`);
-- :meth:`OpencodeHarness.launch_turn`: ``opencode run --format json --auto --title jigs`` with the
-  prompt on stdin; ``--session <id>`` to continue, ``--fork`` besides for the first turn of a
-  resumed step. ``--title`` keeps opencode from asking the model for a title (a side request
-  the scripted model server would answer with the turn's reply); ``--auto`` approves what the
-  config leaves enabled (an unattended run never waits for a prompt).
+- :meth:`OpencodeHarness.launch_turn`: ``opencode run --format json --auto --title jigs
+  --thinking`` with the prompt on stdin; ``--session <id>`` to continue, ``--fork`` besides
+  for the first turn of a resumed step. ``--title`` keeps opencode from asking the model for a
+  title (a side request the scripted model server would answer with the turn's reply);
+  ``--auto`` approves what the config leaves enabled (an unattended run never waits for a
+  prompt); ``--thinking`` prints reasoning parts (:class:`~jigs.events.ReasoningDelta`).
 
 Model key: a descriptor naming ``api_key_env`` gets a bearer :class:`~jigs.plugin.ModelRoute` to
 its ``base_url``; the config's provider points at the step's proxy with its placeholder key.
@@ -188,6 +189,7 @@ class OpencodeHarness(Harness[OpencodeDescriptor]):
             ) from None
         at = prepared.sessions.for_turn(turn.session_id, turn.fork)
         argv = [str(prepared.binary), "run", "--format", "json", "--auto", "--title", "jigs"]
+        argv.append("--thinking")  # reasoning parts as events (ReasoningDelta)
         if turn.session_id is not None:
             argv += ["--session", turn.session_id, *(["--fork"] if turn.fork else [])]
         env = {**prepared.env, "OPENCODE_DB": str(at[0] / DB_NAME)}
