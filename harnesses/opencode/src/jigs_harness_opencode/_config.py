@@ -104,8 +104,11 @@ def config(
     base_url: str,
     key: str | None,
     instructions: list[str],
+    *,
+    tool_free: bool = False,
 ) -> dict[str, Any]:
-    """opencode's whole configuration for a step of ``descriptor``."""
+    """opencode's whole configuration for a step of ``descriptor``; ``tool_free`` (an ask):
+    every tool denied, which opencode then offers the model no more."""
     model: dict[str, Any] = {
         "name": descriptor.model,
         "limit": {"context": descriptor.context_tokens, "output": descriptor.output_tokens},
@@ -137,13 +140,18 @@ def config(
         "small_model": f"{PROVIDER}/{descriptor.model}",
         "instructions": instructions,
         "mcp": _mcp(descriptor.mcp_servers),
-        "permission": _permission(descriptor),
+        "permission": {"*": "deny"} if tool_free else _permission(descriptor),
         **({"agent": {"build": build}} if build else {}),
     }
 
 
 def write_home(
-    descriptor: OpencodeDescriptor, ctx: HarnessContext, base_url: str, key: str | None
+    descriptor: OpencodeDescriptor,
+    ctx: HarnessContext,
+    base_url: str,
+    key: str | None,
+    *,
+    tool_free: bool = False,
 ) -> dict[str, str]:
     """Write the step's private opencode home and return the variables that point at it."""
     home = ctx.private_dir("jigs-opencode-")
@@ -165,7 +173,7 @@ def write_home(
     for number, text in enumerate(descriptor.instructions):
         path = private_file(home / f"instructions-{number}.md", text.encode())
         instructions.append(str(path))
-    data = config(descriptor, base_url, key, instructions)
+    data = config(descriptor, base_url, key, instructions, tool_free=tool_free)
     path = private_file(home / "opencode.json", json.dumps(data, indent=1).encode())
     env["OPENCODE_CONFIG"] = str(path)
     return env

@@ -117,6 +117,12 @@ class OpencodeHarness(Harness[OpencodeDescriptor]):
     ) -> Sequence[Check]:
         return [project_config_check(target.cwd)]
 
+    def tool_free_problem(self, descriptor: OpencodeDescriptor) -> str | None:
+        """An ask runs with every tool denied in opencode's config (opencode then offers the
+        model none), no project config or context file, and its session database in a private
+        dir removed with the step."""
+        return None
+
     def model_route(self, descriptor: OpencodeDescriptor) -> ModelRoute | None:
         if descriptor.api_key_env is None or descriptor.base_url is None:
             return None
@@ -163,10 +169,14 @@ class OpencodeHarness(Harness[OpencodeDescriptor]):
         descriptor = target.descriptor
         base_url = endpoint.base_url if endpoint is not None else descriptor.base_url
         assert base_url is not None  # the descriptor refuses an endpoint without one
-        env = write_home(descriptor, ctx, base_url, endpoint.key if endpoint else None)
-        sessions = SessionDirs(ctx.state_dir / _SESSIONS)
-        sessions.root.mkdir(parents=True, exist_ok=True)
-        ctx.callback(sessions.close)
+        key = endpoint.key if endpoint else None
+        env = write_home(descriptor, ctx, base_url, key, tool_free=target.tool_free)
+        if target.tool_free:  # an ask keeps no session: its database dies with the step
+            sessions = SessionDirs(ctx.private_dir("jigs-opencode-ask-"))
+        else:
+            sessions = SessionDirs(ctx.state_dir / _SESSIONS)
+            sessions.root.mkdir(parents=True, exist_ok=True)
+            ctx.callback(sessions.close)
         return _Prepared(binary, env, sessions)
 
     def launch_turn(
