@@ -39,7 +39,14 @@ from jigs_harness_opencode._executable import (
     install_opencode,
     resolve_opencode,
 )
-from jigs_harness_opencode._sessions import DB_NAME, SessionDirs, artifacts, has_session, missing
+from jigs_harness_opencode._sessions import (
+    DB_NAME,
+    SessionDirs,
+    artifacts,
+    has_session,
+    missing,
+    rehome,
+)
 from jigs_harness_opencode._stream import OpencodeDecoder
 
 if TYPE_CHECKING:
@@ -93,6 +100,11 @@ class OpencodeHarness(Harness[OpencodeDescriptor]):
     structured_output: ClassVar[Literal["native", "prompted"]] = "prompted"
     install_hint: ClassVar[str] = INSTALL_FIX
     sets_env: ClassVar[frozenset[str]] = SETS_ENV
+    tool_gate_refusal: ClassVar[str] = (
+        "opencode run asks no one before a tool call (its only per-call hook is a plugin, and "
+        "jigs runs opencode without plugins); turn tools off with the descriptor's "
+        "disabled_tools"
+    )
     #: opencode's ids (``ses_`` and 26 letters and digits) look like tokens to the core's
     #: secret test: declared, so a step can resume them (contract 2.1)
     session_id_pattern: ClassVar[str | None] = r"ses_[0-9A-Za-z]{20,40}"
@@ -145,6 +157,8 @@ class OpencodeHarness(Harness[OpencodeDescriptor]):
         sessions = ctx.state_dir / _SESSIONS
         if resume is not None and not has_session(sessions, resume.id):
             raise missing(resume.id, sessions)
+        if resume is not None:  # fetched from the store: its worktree may be another machine's
+            rehome(sessions, resume.id, target.cwd)
 
     def session_artifacts(
         self,

@@ -31,7 +31,7 @@ from pathlib import Path
 from jigs.errors import AgentSessionError
 from jigs.plugin import artifacts_under
 
-__all__ = ["DB_NAME", "SessionDirs", "artifacts", "has_session"]
+__all__ = ["DB_NAME", "SessionDirs", "artifacts", "has_session", "missing", "rehome"]
 
 DB_NAME = "opencode.db"
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
@@ -64,6 +64,25 @@ def has_session(sessions: Path, session_id: str) -> bool:
     except sqlite3.Error:
         return False
     return row is not None
+
+
+def rehome(sessions: Path, session_id: str, cwd: Path) -> None:
+    """opencode refuses a session whose recorded directory is missing (a session fetched from
+    the store on another machine): point the database's sessions recorded in a directory that
+    is gone at this step's worktree."""
+    root = _dir(sessions, session_id)
+    db = root / DB_NAME if root is not None else None
+    if db is None or not db.is_file():
+        return
+    with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(db)) as conn:
+        recorded = {row[0] for row in conn.execute("SELECT DISTINCT directory FROM session")}
+        gone = [d for d in recorded if isinstance(d, str) and not Path(d).is_dir()]
+        for directory in gone:
+            conn.execute(
+                "UPDATE session SET directory = ? WHERE directory = ?", (str(cwd), directory)
+            )
+        if gone:
+            conn.commit()
 
 
 def _settle(db: Path) -> None:
