@@ -9,6 +9,11 @@ recovers the workflow and re-runs step 2 from the session step 1 recorded. For P
 ``--db postgresql://user@host:5432/db``; ``--serve`` makes this process a worker of the
 ``jigs`` queue (run as many as you like, on as many machines). ``--enqueue`` puts one
 workflow on that queue (from any process that can reach the database).
+
+Human approval: ``--gated`` runs one turn (``--first``) whose shell commands wait for a
+decision in the workflow (``jigs_dbos.run_with_approvals``); the worker may die meanwhile.
+Decide from any process with ``--decide ID --allow`` or ``--decide ID --deny REASON``, then
+``--recover ID`` (or any live worker of the same executor) finishes the turn.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import jigs_dbos
 from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions
 from jigs import AgentSessionRef, harnesses
 from jigs.descriptors import HarnessDescriptor
-from jigs.steps import AgentResult
+from jigs.steps import AgentResult, Allow, Approval, Defer, Deny, GatedCall, PendingApproval
 
 
 @jigs_dbos.step(max_attempts=12, interval_seconds=0.3, backoff_rate=1.3)
@@ -57,6 +62,56 @@ async def two_steps(
     return [one.text, two.text]
 
 
+def defer_shell(call: GatedCall) -> Allow | Defer:
+    """The gated workflow's gate: every shell command waits for a human; other tools run."""
+    return Defer() if call.category == "shell" else Allow()
+
+
+@jigs_dbos.step(max_attempts=12, interval_seconds=0.3, backoff_rate=1.3)
+async def gated_turn(
+    harness: HarnessDescriptor | dict[str, Any],
+    worktree: str,
+    prompt: str,
+    session: AgentSessionRef | None,
+    approvals: list[Approval],
+) -> AgentResult[None]:
+    """A turn whose shell commands need a human's approval: a deferred command raises
+    ApprovalPending (not retried); the resumed turn gets the decision as ``approvals``."""
+    return await jigs_dbos.run_agent(
+        harness=harness, cwd=worktree, prompt=prompt, resume=session,
+        approve_tool=defer_shell, approvals=approvals,
+    )  # fmt: skip
+
+
+@DBOS.workflow()
+async def gated(
+    harness: HarnessDescriptor | dict[str, Any], worktree: str, prompt: str
+) -> list[str]:
+    async def turn(
+        prompt: Any, session: AgentSessionRef | None, approvals: list[Approval]
+    ) -> AgentResult[None]:
+        return await gated_turn(harness, worktree, prompt, session, approvals)
+
+    result = await jigs_dbos.run_with_approvals(turn, prompt)
+    return [result.text]
+
+
+def decide(db: str, workflow_id: str, deny: str | None) -> PendingApproval:
+    """Read the workflow's pending calls and send it one decision for all of them."""
+    client = DBOSClient(system_database_url=db, serializer=jigs_dbos.JigsSerializer())
+    try:
+        pending = client.get_event(workflow_id, jigs_dbos.APPROVAL_TOPIC, timeout_seconds=60)
+        if not isinstance(pending, PendingApproval):
+            raise SystemExit(f"workflow {workflow_id} has no pending approval")
+        decision = Allow() if deny is None else Deny(deny)
+        client.send(
+            workflow_id, {c.call_id: decision for c in pending.calls}, jigs_dbos.APPROVAL_TOPIC
+        )
+        return pending
+    finally:
+        client.destroy()
+
+
 def config(db: str) -> DBOSConfig:
     return {
         "name": "jigs-example",
@@ -81,7 +136,19 @@ def main() -> int:
     what.add_argument("--recover", metavar="ID", help="only recover and wait for ID")
     what.add_argument("--serve", action="store_true", help="work the jigs queue until killed")
     what.add_argument("--enqueue", action="store_true", help="enqueue one workflow and exit")
+    what.add_argument("--gated", action="store_true", help="one turn, shell commands approved")
+    what.add_argument("--decide", metavar="ID", help="decide ID's pending calls (--allow/--deny)")
+    verdict = parser.add_mutually_exclusive_group()
+    verdict.add_argument("--allow", action="store_true", help="with --decide: approve")
+    verdict.add_argument("--deny", metavar="REASON", help="with --decide: refuse, saying why")
     args = parser.parse_args()
+
+    if args.decide:
+        if not (args.allow or args.deny):
+            parser.error("--decide needs --allow or --deny REASON")
+        pending = decide(args.db, args.decide, args.deny)
+        print(json.dumps({"decided": [c.model_dump(mode="json") for c in pending.calls]}))
+        return 0
 
     if args.enqueue:
         client = DBOSClient(system_database_url=args.db, serializer=jigs_dbos.JigsSerializer())
@@ -116,9 +183,14 @@ def main() -> int:
 
             async def start() -> list[str]:
                 with SetWorkflowID(workflow_id):
-                    started = await DBOS.start_workflow_async(
-                        two_steps, harness, args.worktree, args.first, args.second
-                    )
+                    if args.gated:
+                        started = await DBOS.start_workflow_async(
+                            gated, harness, args.worktree, args.first
+                        )
+                    else:
+                        started = await DBOS.start_workflow_async(
+                            two_steps, harness, args.worktree, args.first, args.second
+                        )
                 print(json.dumps({"workflow_id": workflow_id}), flush=True)
                 return await started.get_result()
 

@@ -207,6 +207,7 @@ class RealCli:
 
         plan = default_registry().get(kind).demo_plan(server)
         self.server = server
+        self.plan = plan
         self.descriptor = plan.descriptor
         self.harness_json = json.dumps(plan.descriptor.to_data())
         home = tmp_path / "home"

@@ -9,20 +9,27 @@ workflow cancellation that stops the agent, and a JSON serializer for jigs' type
     @jigs_dbos.step()
     async def review(worktree: str, session: AgentSessionRef) -> AgentResult[None]:
         return await jigs_dbos.run_agent(harness=..., cwd=worktree, prompt=..., resume=session)
+
+A step whose ``approve_tool`` defers a call waits for a human's decision in the workflow
+(:func:`run_with_approvals`), not in the worker.
 """
 
 from __future__ import annotations
 
+from jigs_dbos._approvals import APPROVAL_TOPIC, decisions_of, run_with_approvals
 from jigs_dbos._context import run_metadata
 from jigs_dbos._retry import should_retry
 from jigs_dbos._serializer import JigsSerializer
 from jigs_dbos._step import create_agent_runner, run_agent, step
 
 __all__ = [
+    "APPROVAL_TOPIC",
     "JigsSerializer",
     "create_agent_runner",
+    "decisions_of",
     "run_agent",
     "run_metadata",
+    "run_with_approvals",
     "should_retry",
     "step",
 ]

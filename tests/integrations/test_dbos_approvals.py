@@ -1,0 +1,105 @@
+"""Approvals that wait in DBOS, with the real Codex CLI against the scripted model server: a
+turn defers a shell command, the worker is SIGKILLed while the workflow waits in ``recv``,
+the decision is sent while no worker runs, and another worker resumes the session with it.
+
+Workers are separate processes running ``examples/dbos_workflow.py --gated``; the test is the
+model server and the client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jigs.steps import PendingApproval
+
+from .conftest import EXAMPLES, RealCli, Worker, processes_in, wait_no_processes_in
+
+EXAMPLE = str(EXAMPLES / "dbos_workflow.py")
+COMMAND = "echo ran >> approved.marker"  # appends: a second run would show as a second line
+
+
+@pytest.mark.real_cli("codex")
+@pytest.mark.parametrize(
+    ("database", "allow"),
+    [("sqlite", True), ("sqlite", False), ("postgres", True)],
+    ids=["sqlite-approved", "sqlite-denied", "postgres-approved"],
+)
+def test_a_deferred_command_waits_in_dbos_across_a_killed_worker(
+    database: str, allow: bool, require_cli: Any, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    from dbos import DBOSClient
+    from jigs_dbos import APPROVAL_TOPIC, JigsSerializer
+    from jigs_testing import ModelServer
+
+    require_cli("codex")
+    db = f"sqlite:///{tmp_path / 'dbos.sqlite'}"
+    if database == "postgres":
+        db = request.getfixturevalue("postgres_url")
+    workflow_id = f"gated-{uuid.uuid4().hex[:10]}"
+    env = dict(os.environ)
+    # a fresh executor: a recovering worker on the shared Postgres picks up only this workflow
+    env.update(
+        JIGS_DATA_DIR=str(tmp_path / "jigs-data"),
+        JIGS_EXAMPLE_EXECUTOR=workflow_id,
+        JIGS_EXAMPLE_LOG_LEVEL="WARNING",
+    )
+    with ModelServer.run_in_thread() as server:
+        cli = RealCli("codex", server, tmp_path)
+        env.update(cli.env)
+        tree = cli.worktree(tmp_path / "wt")
+        marker = tree / "approved.marker"
+        prompt = cli.plan.run_command(server, COMMAND)
+        argv = ["--db", db, "--harness", cli.harness_json, "--worktree", str(tree)]
+        first = Worker(
+            [EXAMPLE, *argv, "--gated", "--first", prompt, "--id", workflow_id],
+            env,
+            tmp_path / "w1.log",
+        )
+        try:
+            first.wait_line("workflow_id", 90)  # the worker made the system database
+            client = DBOSClient(system_database_url=db, serializer=JigsSerializer())
+            try:
+                pending = client.get_event(workflow_id, APPROVAL_TOPIC, timeout_seconds=180)
+            finally:
+                client.destroy()
+            assert isinstance(pending, PendingApproval), first.log.read_text()[-3000:]
+            assert len(pending.calls) == 1
+            assert "approved.marker" in json.dumps(pending.calls[0].arguments), pending.calls
+            assert not marker.exists()  # deferred: it did not run
+            first.kill()  # the workflow waits in recv, in the database, not in the worker
+            wait_no_processes_in(tree, 2.0)
+        finally:
+            first.stop()
+        server.script.skip_remaining()
+        # the scripted model makes the identical call again, approved or not: a refused one
+        # must not run even when the agent insists
+        cli.plan.run_command(server, COMMAND)
+        seen = len(server.model_requests)
+        verdict = ["--allow"] if allow else ["--deny", "no writes today"]
+        decided = subprocess.run(
+            [sys.executable, EXAMPLE, "--db", db, "--decide", workflow_id, *verdict],
+            check=False, capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+        assert decided.returncode == 0, decided.stderr[-3000:]
+        assert not marker.exists()  # nothing ran while no worker was alive
+        second = Worker([EXAMPLE, "--db", db, "--recover", workflow_id], env, tmp_path / "w2.log")
+        try:
+            texts = second.wait_line("texts", 180)["texts"]
+        finally:
+            second.stop()
+        asked = "\n".join(r.text() for r in server.model_requests[seen:])
+    assert texts == ["The command has run."]
+    assert not processes_in(tree)
+    if allow:
+        assert marker.read_text() == "ran\n"  # exactly once
+        assert "was approved" in asked
+    else:
+        assert not marker.exists()
+        assert "was refused: no writes today" in asked
