@@ -8,6 +8,10 @@ Start a dev server (``python3 -m uv run temporal server start-dev`` in a clone o
 
 Kill the worker during activity 2 and start another one: Temporal notices the missing heartbeats
 and retries activity 2 (attempt 2) on the new worker, from the session activity 1 returned.
+
+Human approval: ``--gated`` runs one turn (``--first``) whose shell commands wait for a
+decision in the workflow (``jigs_temporal.run_with_approvals``); the workers may die meanwhile.
+Decide with ``--decide ID --allow`` or ``--decide ID --deny REASON`` (a worker must be running).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from temporalio.worker import Worker
 with workflow.unsafe.imports_passed_through():
     import jigs_temporal
     from jigs import AgentSessionRef
-    from jigs.steps import AgentResult
+    from jigs.steps import AgentResult, Allow, Approval, Defer, Deny, GatedCall
 
 TASK_QUEUE = os.environ.get("JIGS_EXAMPLE_TASK_QUEUE", "jigs")
 
@@ -51,6 +55,27 @@ async def continue_session(
     return await jigs_temporal.run_agent(
         harness=harness, cwd=worktree, prompt=prompt, resume=session
     )
+
+
+def defer_shell(call: GatedCall) -> Allow | Defer:
+    """The gated workflow's gate: every shell command waits for a human; other tools run."""
+    return Defer() if call.category == "shell" else Allow()
+
+
+@jigs_temporal.activity()
+async def gated_turn(
+    harness: jigs_temporal.Descriptor,
+    worktree: str,
+    prompt: str,
+    session: AgentSessionRef | None,
+    approvals: list[Approval],
+) -> AgentResult[None]:
+    """A turn whose shell commands need a human's approval: a deferred command raises
+    ApprovalPending (not retried); the resumed turn gets the decision as ``approvals``."""
+    return await jigs_temporal.run_agent(
+        harness=harness, cwd=worktree, prompt=prompt, resume=session,
+        approve_tool=defer_shell, approvals=approvals,
+    )  # fmt: skip
 
 
 async def agent_step(activity: Callable[..., Awaitable[AgentResult[None]]], *args: Any) -> Any:
@@ -81,6 +106,36 @@ class TwoSteps:
         return [one.text, two.text]
 
 
+@workflow.defn
+class Gated:
+    @workflow.run
+    async def run(self, harness: jigs_temporal.Descriptor, worktree: str, prompt: str) -> list[str]:
+        async def turn(
+            prompt: Any, session: AgentSessionRef | None, approvals: list[Approval]
+        ) -> AgentResult[None]:
+            result: AgentResult[None] = await agent_step(
+                gated_turn, harness, worktree, prompt, session, approvals
+            )
+            return result
+
+        result = await jigs_temporal.run_with_approvals(turn, prompt)
+        return [result.text]
+
+
+async def decide(client: Client, workflow_id: str, deny: str | None) -> list[Any]:
+    """Read the workflow's pending calls and decide all of them with one update."""
+    handle = client.get_workflow_handle(workflow_id)
+    pending = await handle.query(jigs_temporal.APPROVAL_QUERY)
+    if not pending:
+        raise SystemExit(f"workflow {workflow_id} has no pending approval")
+    decision = Allow() if deny is None else Deny(deny)
+    await handle.execute_update(
+        jigs_temporal.APPROVAL_UPDATE, {c["call_id"]: decision for c in pending["calls"]}
+    )
+    calls: list[Any] = pending["calls"]
+    return calls
+
+
 async def connect(address: str) -> Client:
     return await Client.connect(address, data_converter=pydantic_data_converter)
 
@@ -89,8 +144,8 @@ def worker(client: Client) -> Worker:
     return Worker(
         client,
         task_queue=TASK_QUEUE,
-        workflows=[TwoSteps],
-        activities=[start_session, continue_session],
+        workflows=[TwoSteps, Gated],
+        activities=[start_session, continue_session, gated_turn],
         max_heartbeat_throttle_interval=timedelta(seconds=0.3),
         default_heartbeat_throttle_interval=timedelta(seconds=0.3),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
@@ -107,16 +162,28 @@ async def amain(args: argparse.Namespace) -> int:
             print(json.dumps({"serving": True}), flush=True)
             await asyncio.Event().wait()
         return 0
+    if args.decide:
+        if not (args.allow or args.deny):
+            raise SystemExit("--decide needs --allow or --deny REASON")
+        print(json.dumps({"decided": await decide(client, args.decide, args.deny)}), flush=True)
+        return 0
     if not args.worktree:
         raise SystemExit("--worktree is required to start a workflow")
     workflow_id = args.id or f"jigs-example-{uuid.uuid4().hex[:8]}"
     harness = harnesses.load(json.loads(args.harness))
-    handle = await client.start_workflow(
-        TwoSteps.run,
-        args=[harness, args.worktree, args.first, args.second],
-        id=workflow_id,
-        task_queue=TASK_QUEUE,
-    )
+    handle: Any
+    if args.gated:
+        handle = await client.start_workflow(
+            Gated.run, args=[harness, args.worktree, args.first], id=workflow_id,
+            task_queue=TASK_QUEUE,
+        )  # fmt: skip
+    else:
+        handle = await client.start_workflow(
+            TwoSteps.run,
+            args=[harness, args.worktree, args.first, args.second],
+            id=workflow_id,
+            task_queue=TASK_QUEUE,
+        )
     print(json.dumps({"workflow_id": workflow_id}), flush=True)
     print(json.dumps({"texts": await handle.result()}), flush=True)
     return 0
@@ -131,6 +198,11 @@ def main() -> int:
     parser.add_argument("--first", default="Write a plan.")
     parser.add_argument("--second", default="Now carry it out.")
     parser.add_argument("--id", help="workflow id (default: a new one)")
+    parser.add_argument("--gated", action="store_true", help="one turn, shell commands approved")
+    parser.add_argument("--decide", metavar="ID", help="decide ID's pending calls (--allow/--deny)")
+    verdict = parser.add_mutually_exclusive_group()
+    verdict.add_argument("--allow", action="store_true", help="with --decide: approve")
+    verdict.add_argument("--deny", metavar="REASON", help="with --decide: refuse, saying why")
     return asyncio.run(amain(parser.parse_args()))
 
 

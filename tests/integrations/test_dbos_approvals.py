@@ -103,3 +103,16 @@ def test_a_deferred_command_waits_in_dbos_across_a_killed_worker(
     else:
         assert not marker.exists()
         assert "was refused: no writes today" in asked
+
+
+def test_decisions_are_models_or_their_json_and_nothing_else() -> None:
+    from jigs.errors import InvalidInputError
+    from jigs.steps import Allow, Deny
+    from jigs_dbos import decisions_of
+
+    assert decisions_of({"c1": Allow(), "c2": Deny("no")}) == {"c1": Allow(), "c2": Deny("no")}
+    sent = {"c1": {"decision": "deny", "reason": "no"}}
+    assert decisions_of(sent) == {"c1": Deny("no")}
+    for bad in ({"c1": {"decision": "defer"}}, {"c1": "yes"}, ["c1"]):
+        with pytest.raises(InvalidInputError):
+            decisions_of(bad)

@@ -7,9 +7,9 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Awaitable, Callable
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-from jigs.errors import JigsError
+from jigs.errors import ApprovalPending, JigsError
 
 # at module level: a workflow imports this module passed through Temporal's sandbox, and the
 # decorator runs inside it, where an import would re-execute jigs (and structlog) sandboxed
@@ -24,10 +24,14 @@ R = TypeVar("R")
 def application_error(error: JigsError) -> Exception:
     """The Temporal ``ApplicationError`` for ``error``: ``type`` is the jigs class name,
     ``non_retryable`` is ``not error.retryable``, and the details carry the turn's
-    ``session_id`` when there is one (continue the session from it)."""
+    ``session_id`` when there is one (continue the session from it), and for
+    :class:`~jigs.errors.ApprovalPending` the ``pending`` calls as JSON data
+    (:func:`jigs_temporal.pending_of` rebuilds them)."""
     from temporalio.exceptions import ApplicationError
 
-    details = {"session_id": getattr(error, "session_id", None)}
+    details: dict[str, Any] = {"session_id": getattr(error, "session_id", None)}
+    if isinstance(error, ApprovalPending):
+        details["pending"] = error.pending.model_dump(mode="json")
     return ApplicationError(
         str(error), details, type=type(error).__name__, non_retryable=not error.retryable
     )
