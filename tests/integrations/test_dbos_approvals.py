@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jigs.steps import PendingApproval
+from jigs.steps import Allow, PendingApproval
 
 from .conftest import EXAMPLES, RealCli, Worker, processes_in, wait_no_processes_in
 
@@ -82,6 +82,11 @@ def test_a_deferred_command_waits_in_dbos_across_a_killed_worker(
         # must not run even when the agent insists
         cli.plan.run_command(server, COMMAND)
         seen = len(server.model_requests)
+        client = DBOSClient(system_database_url=db, serializer=JigsSerializer())
+        try:  # a decision for no pending call is dropped: the workflow waits on
+            client.send(workflow_id, {"not-a-call": Allow()}, APPROVAL_TOPIC)
+        finally:
+            client.destroy()
         verdict = ["--allow"] if allow else ["--deny", "no writes today"]
         decided = subprocess.run(
             [sys.executable, EXAMPLE, "--db", db, "--decide", workflow_id, *verdict],

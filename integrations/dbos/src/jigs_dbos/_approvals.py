@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
+import structlog
 from pydantic import Field, TypeAdapter
 
 if TYPE_CHECKING:
@@ -66,11 +67,12 @@ async def run_with_approvals(
     prompt: an approved call runs once, exactly as asked, a refused one reaches the agent as a
     refusal with its reason. A resumed turn that defers again waits again.
 
-    No decision within ``timeout_seconds`` (a week by default): the step's
+    A message that decides no pending call (an unknown id, not a decision) is dropped with a
+    warning and the workflow waits on; once decided, the event is None until a call waits
+    again. No message within ``timeout_seconds`` (a week by default): the step's
     :class:`~jigs.errors.ApprovalPending` is raised from the workflow, still carrying the
     pending calls.
     """
-    from dbos import DBOS
     from jigs.errors import ApprovalPending
     from jigs.steps import approvals_prompt
 
@@ -80,9 +82,33 @@ async def run_with_approvals(
             return await step(prompt, resume, approvals)
         except ApprovalPending as exc:
             pending: PendingApproval = exc.pending
-            await DBOS.set_event_async(topic, pending)
-            message = await DBOS.recv_async(topic, timeout_seconds=timeout_seconds)
-            if message is None:
+            decided = await _wait_for_decision(pending, topic, timeout_seconds)
+            if decided is None:
                 raise
-        approvals = pending.decide(decisions_of(message))
+        approvals = decided
         prompt, resume = approvals_prompt(approvals), pending.session
+
+
+async def _wait_for_decision(
+    pending: PendingApproval, topic: str, timeout_seconds: float
+) -> list[Approval] | None:
+    """Publish ``pending`` and receive messages until one decides its calls (None: none came
+    in time). A message that does not (an unknown call id, a malformed decision) is dropped
+    with a warning: DBOS has no validator to refuse it to its sender, and the workflow must not
+    fail for it."""
+    from dbos import DBOS
+    from jigs.errors import InvalidInputError
+
+    await DBOS.set_event_async(topic, pending)
+    while True:
+        message = await DBOS.recv_async(topic, timeout_seconds=timeout_seconds)
+        if message is None:
+            return None
+        try:
+            approvals = pending.decide(decisions_of(message))
+        except InvalidInputError as exc:
+            log = structlog.get_logger("jigs_dbos")
+            log.warning("approval.dropped", workflow_id=DBOS.workflow_id, error=str(exc))
+            continue
+        await DBOS.set_event_async(topic, None)  # decided: nothing waits any more
+        return approvals
