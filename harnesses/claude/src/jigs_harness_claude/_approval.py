@@ -15,14 +15,14 @@ stdin is closed when the turn ends.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from jigs.errors import AgentOutputError, InvalidInputError
+
+from jigs_harness_claude._control import StreamInput
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -49,20 +49,13 @@ def approve_tool(options: Mapping[str, Any]) -> ApproveTool | None:
     )
 
 
-class ApprovalDriver:
-    """Speaks the control protocol on one turn's stdin (see the module docstring)."""
+class ApprovalDriver(StreamInput):
+    """Speaks the control protocol on one turn's stdin (see the module docstring); interrupts
+    and steers as :class:`StreamInput` does."""
 
     def __init__(self, approve: ApproveTool, prompt: str | list[dict[str, Any]]) -> None:
+        super().__init__(prompt)
         self._approve = approve
-        self._prompt = prompt
-        self._stdin: anyio.abc.ByteSendStream | None = None
-
-    async def _send(self, message: dict[str, Any]) -> None:
-        if self._stdin is None:
-            return
-        line = (json.dumps(message, separators=(",", ":")) + "\n").encode()
-        with contextlib.suppress(*_GONE):  # the CLI is gone; its output or exit says why
-            await self._stdin.send(line)
 
     async def start(self, stdin: anyio.abc.ByteSendStream) -> None:
         """Register the hook and send the prompt."""
@@ -124,10 +117,3 @@ class ApprovalDriver:
                 "permissionDecisionReason": reason,
             }
         }
-
-    async def finish(self) -> None:
-        """Close stdin so the CLI exits after its result. Never raises."""
-        stdin, self._stdin = self._stdin, None
-        if stdin is not None:
-            with contextlib.suppress(*_GONE):
-                await stdin.aclose()
