@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, Required, TypedDict, TypeVar, Un
 import anyio
 from pydantic import BaseModel, Field
 
+from jigs.engine import _mailbox
 from jigs.engine._engine import TurnEngine, TurnRecord, TurnRequest, emit_event
 from jigs.engine._logging import logger
 from jigs.engine._model import EngineModel, result_of
@@ -280,8 +281,9 @@ async def _open_step(
     images: bool = False,
 ) -> TurnEngine:
     """Run the step's stages with the caller's options (a missing ``run`` or ``cwd`` is the
-    pipeline's :class:`~jigs.errors.InvalidInputError`, as a wrong one is)."""
-    return await step.open(
+    pipeline's :class:`~jigs.errors.InvalidInputError`, as a wrong one is). Inside an engine
+    step that listens for the workflow's messages the step joins its mailbox."""
+    engine = await step.open(
         harness,
         cwd=options.get("cwd"),
         run=options.get("run"),
@@ -291,6 +293,10 @@ async def _open_step(
         tools=options.get("tools"),
         images=images,
     )
+    mailbox = _mailbox.current()
+    if mailbox is not None:
+        mailbox.add(engine)
+    return engine
 
 
 def _check_arguments(prompt: object, output: object) -> tuple[str, tuple[Image, ...]]:

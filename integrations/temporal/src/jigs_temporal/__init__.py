@@ -16,13 +16,27 @@ from __future__ import annotations
 
 from jigs_temporal._activity import activity, application_error
 from jigs_temporal._context import run_metadata
+from jigs_temporal._messages import (
+    INTERRUPT,
+    MESSAGES,
+    STEER,
+    accept_step_messages,
+    interrupt,
+    steer,
+)
 from jigs_temporal._step import Descriptor, create_agent_runner, run_agent
 
 __all__ = [
+    "INTERRUPT",
+    "MESSAGES",
+    "STEER",
     "Descriptor",
+    "accept_step_messages",
     "activity",
     "application_error",
     "create_agent_runner",
+    "interrupt",
     "run_agent",
     "run_metadata",
+    "steer",
 ]

@@ -7,13 +7,16 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Awaitable, Callable
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-from jigs.errors import JigsError
+from jigs.engine._mailbox import listening
+from jigs.errors import AgentTurnError, JigsError
 
 # at module level: a workflow imports this module passed through Temporal's sandbox, and the
 # decorator runs inside it, where an import would re-execute jigs (and structlog) sandboxed
 from jigs.worktrees.checkpoints import step_checkpoint, worktree_parameter
+
+from jigs_temporal._messages import listen as apply_messages
 
 __all__ = ["activity", "application_error"]
 
@@ -24,17 +27,25 @@ R = TypeVar("R")
 def application_error(error: JigsError) -> Exception:
     """The Temporal ``ApplicationError`` for ``error``: ``type`` is the jigs class name,
     ``non_retryable`` is ``not error.retryable``, and the details carry the turn's
-    ``session_id`` when there is one (continue the session from it)."""
+    ``session_id`` when there is one and, for a turn error, its ``session`` ref as JSON data
+    (continue the session from it: ``AgentSessionRef.model_validate(details["session"])``)."""
     from temporalio.exceptions import ApplicationError
 
-    details = {"session_id": getattr(error, "session_id", None)}
+    details: dict[str, Any] = {"session_id": getattr(error, "session_id", None)}
+    if isinstance(error, AgentTurnError) and error.session is not None:
+        details["session"] = error.session.model_dump(mode="json")
     return ApplicationError(
         str(error), details, type=type(error).__name__, non_retryable=not error.retryable
     )
 
 
 def activity(
-    name: str | None = None, *, heartbeat_every: float = 0.3, checkpoint: str | None = None
+    name: str | None = None,
+    *,
+    heartbeat_every: float = 0.3,
+    checkpoint: str | None = None,
+    listen: bool = False,
+    listen_every: float = 0.5,
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
     """Decorate an ``async`` function as a Temporal activity (``@activity.defn``) that runs
     agents.
@@ -50,9 +61,15 @@ def activity(
     ``checkpoint`` (off by default) names the function's parameter that holds the worktree: the
     activity then records the worktree's git state on its first attempt and restores it on every
     later attempt, before the agent runs (:mod:`jigs.worktrees.checkpoints`).
+
+    ``listen`` (off by default): the workflow can steer or interrupt the agent while the
+    activity runs. The workflow calls :func:`jigs_temporal.accept_step_messages`, starts the
+    activity with an ``activity_id``, and a client signals it (:func:`jigs_temporal.steer`,
+    :func:`jigs_temporal.interrupt`); the activity asks its workflow for new messages every
+    ``listen_every`` seconds (:mod:`jigs_temporal._messages`).
     """
-    if heartbeat_every <= 0:
-        raise ValueError("heartbeat_every must be positive")
+    if heartbeat_every <= 0 or listen_every <= 0:
+        raise ValueError("heartbeat_every and listen_every must be positive")
 
     def decorate(func: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         from temporalio import activity as temporal_activity
@@ -61,7 +78,19 @@ def activity(
 
         @functools.wraps(func)
         async def body(*args: P.args, **kwargs: P.kwargs) -> R:
-            beating = asyncio.create_task(_heartbeat(heartbeat_every))
+            tasks = [asyncio.create_task(_heartbeat(heartbeat_every))]
+            with listening() if listen else contextlib.nullcontext() as mailbox:
+                if mailbox is not None:
+                    tasks.append(asyncio.create_task(apply_messages(mailbox, listen_every)))
+                try:
+                    return await run(args, kwargs)
+                finally:
+                    for task in tasks:
+                        task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await task
+
+        async def run(args: Any, kwargs: Any) -> R:
             try:
                 if worktree_of is None:
                     return await func(*args, **kwargs)
@@ -71,10 +100,6 @@ def activity(
                     return await func(*args, **kwargs)
             except JigsError as exc:
                 raise application_error(exc) from exc
-            finally:
-                beating.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await beating
 
         defined: Callable[P, Awaitable[R]] = (
             temporal_activity.defn(name=name)(body) if name else temporal_activity.defn(body)
