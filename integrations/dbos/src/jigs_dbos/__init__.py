@@ -14,15 +14,20 @@ workflow cancellation that stops the agent, and a JSON serializer for jigs' type
 from __future__ import annotations
 
 from jigs_dbos._context import run_metadata
+from jigs_dbos._messages import MESSAGE_WORKFLOW, MESSAGES_QUEUE, interrupt, steer
 from jigs_dbos._retry import should_retry
 from jigs_dbos._serializer import JigsSerializer
 from jigs_dbos._step import create_agent_runner, run_agent, step
 
 __all__ = [
+    "MESSAGES_QUEUE",
+    "MESSAGE_WORKFLOW",
     "JigsSerializer",
     "create_agent_runner",
+    "interrupt",
     "run_agent",
     "run_metadata",
     "should_retry",
+    "steer",
     "step",
 ]
