@@ -632,7 +632,7 @@ class TurnEngine:
 
     async def interrupt(self, *, next_turn: bool = False) -> bool:
         """End the running turn now; False when no turn is running (with ``next_turn``, the
-        next turn to start is then interrupted as soon as it starts). The kind's stream is asked
+        next turn to start is then interrupted as soon as it starts, and the answer is True). The kind's stream is asked
         to stop (``TurnStream.interrupt``: Codex ``turn/interrupt``, Claude's control request);
         a kind that cannot ask, or a CLI that has not ended its turn within
         :data:`_ABORT_GRACE` seconds, is stopped (the turn's process, or the stream's abort).
@@ -643,7 +643,7 @@ class TurnEngine:
         if stream is None:
             if self._busy or next_turn:  # starting: the turn ends at its first read
                 self._interrupt_by = time.monotonic()
-            return self._busy
+            return self._busy or next_turn
         self._interrupt_by = time.monotonic() + _ABORT_GRACE
         self.ctx.log.info("turn.interrupt", session_id=self.session_id)
         ask = getattr(stream, "interrupt", None)
