@@ -632,9 +632,10 @@ class TurnEngine:
 
     async def interrupt(self, *, next_turn: bool = False) -> bool:
         """End the running turn now; False when no turn is running (with ``next_turn``, the
-        next turn to start is then interrupted as soon as it starts, and the answer is True). The kind's stream is asked
-        to stop (``TurnStream.interrupt``: Codex ``turn/interrupt``, Claude's control request);
-        a kind that cannot ask, or a CLI that has not ended its turn within
+        next turn to start is then interrupted as soon as it starts, and the answer is True).
+        The kind's stream is asked to stop (``TurnStream.interrupt``: Codex ``turn/interrupt``,
+        Claude's control request); a kind that cannot ask, or a CLI that has not ended its turn
+        within
         :data:`_ABORT_GRACE` seconds, is stopped (the turn's process, or the stream's abort).
         The turn then raises :class:`~jigs.errors.AgentInterrupted`."""
         stream = self._live
