@@ -30,6 +30,7 @@ import time
 import uuid
 from typing import Any
 
+from dbos import DBOS
 from jigs.engine._logging import logger
 from jigs.engine._mailbox import Action, Mailbox
 
@@ -73,8 +74,6 @@ def interrupt(client: Any, workflow_id: str, *, step: str | None = None) -> str:
 async def listen(mailbox: Mailbox, every: float, step_name: str) -> None:
     """The step's side: apply the messages sent to its workflow since it started, until
     cancelled."""
-    from dbos import DBOS
-
     prefix = _prefix(str(DBOS.workflow_id))
     seen = {status.workflow_id for status in await _messages(prefix)}
     pending: list[Any] = []
@@ -99,8 +98,6 @@ async def listen(mailbox: Mailbox, every: float, step_name: str) -> None:
 
 
 async def _messages(prefix: str) -> list[Any]:
-    from dbos import DBOS
-
     try:
         found: list[Any] = await DBOS.list_workflows_async(
             workflow_id_prefix=prefix, load_input=True, load_output=False, sort_desc=False

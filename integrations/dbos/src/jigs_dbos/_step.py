@@ -8,9 +8,12 @@ import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack, overload
 
+from dbos import DBOS
+from jigs.engine._mailbox import listening
 from pydantic import BaseModel
 
 from jigs_dbos._context import current_step_name, run_metadata
+from jigs_dbos._messages import listen as apply_messages
 from jigs_dbos._retry import should_retry
 
 if TYPE_CHECKING:
@@ -63,8 +66,6 @@ def step(
         raise ValueError("listen_every must be positive")
 
     def decorate(func: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-        from dbos import DBOS
-
         step_name = name or func.__qualname__
         decorated: Callable[P, Awaitable[R]] = DBOS.step(
             name=step_name,
@@ -89,7 +90,6 @@ def _step_body(
     """``func`` as the step runs it: under its step name (for :func:`run_metadata`), in the
     worktree's checkpoint when ``checkpoint`` names its parameter, and applying the workflow's
     messages when ``listen_every`` is set."""
-    from dbos import DBOS
     from jigs.worktrees.checkpoints import worktree_parameter
 
     worktree_of = worktree_parameter(func, checkpoint)
@@ -98,12 +98,8 @@ def _step_body(
     async def body(*args: P.args, **kwargs: P.kwargs) -> R:
         if listen_every is None:
             return await run(args, kwargs)
-        from jigs.engine._mailbox import listening
-
-        from jigs_dbos._messages import listen
-
         with listening() as mailbox:
-            listener = asyncio.create_task(listen(mailbox, listen_every, step_name))
+            listener = asyncio.create_task(apply_messages(mailbox, listen_every, step_name))
             try:
                 return await run(args, kwargs)
             finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
 from jigs.engine._mailbox import listening
@@ -78,28 +78,12 @@ def activity(
 
         @functools.wraps(func)
         async def body(*args: P.args, **kwargs: P.kwargs) -> R:
-            tasks = [asyncio.create_task(_heartbeat(heartbeat_every))]
             with listening() if listen else contextlib.nullcontext() as mailbox:
+                beside = [_heartbeat(heartbeat_every)]
                 if mailbox is not None:
-                    tasks.append(asyncio.create_task(apply_messages(mailbox, listen_every)))
-                try:
-                    return await run(args, kwargs)
-                finally:
-                    for task in tasks:
-                        task.cancel()
-                        with contextlib.suppress(asyncio.CancelledError):
-                            await task
-
-        async def run(args: Any, kwargs: Any) -> R:
-            try:
-                if worktree_of is None:
-                    return await func(*args, **kwargs)
-                info = temporal_activity.info()
-                key = f"temporal/{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"
-                async with step_checkpoint(worktree_of(args, kwargs), key):
-                    return await func(*args, **kwargs)
-            except JigsError as exc:
-                raise application_error(exc) from exc
+                    beside.append(apply_messages(mailbox, listen_every, temporal_activity))
+                async with _running(beside):
+                    return await _call(func, worktree_of, args, kwargs)
 
         defined: Callable[P, Awaitable[R]] = (
             temporal_activity.defn(name=name)(body) if name else temporal_activity.defn(body)
@@ -107,6 +91,40 @@ def activity(
         return defined
 
     return decorate
+
+
+@contextlib.asynccontextmanager
+async def _running(coroutines: list[Coroutine[Any, Any, None]]) -> AsyncIterator[None]:
+    """The block with ``coroutines`` running beside it as tasks, cancelled when it ends."""
+    tasks = [asyncio.create_task(coroutine) for coroutine in coroutines]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _call(
+    func: Callable[..., Awaitable[R]],
+    worktree_of: Callable[[Any, Any], Any] | None,
+    args: Any,
+    kwargs: Any,
+) -> R:
+    """The activity's function, in the worktree's checkpoint when asked; a jigs error leaves
+    as :func:`application_error`."""
+    from temporalio import activity as temporal_activity
+
+    try:
+        if worktree_of is None:
+            return await func(*args, **kwargs)
+        info = temporal_activity.info()
+        key = f"temporal/{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"
+        async with step_checkpoint(worktree_of(args, kwargs), key):
+            return await func(*args, **kwargs)
+    except JigsError as exc:
+        raise application_error(exc) from exc
 
 
 async def _heartbeat(every: float) -> None:

@@ -72,10 +72,9 @@ async def interrupt(handle: Any, step: str) -> None:
     await handle.signal(INTERRUPT, args=[step])
 
 
-async def listen(mailbox: Mailbox, every: float) -> None:
-    """The activity's side: apply its workflow's messages for it, in order, until cancelled."""
-    from temporalio import activity
-
+async def listen(mailbox: Mailbox, every: float, activity: Any) -> None:
+    """The activity's side (``activity``: the ``temporalio.activity`` module): apply its
+    workflow's messages for it, in order, until cancelled."""
     info = activity.info()
     handle = activity.client().get_workflow_handle(
         str(info.workflow_id), run_id=info.workflow_run_id
