@@ -242,6 +242,7 @@ async def real_steps(soak: Soak, kind: str, count: int) -> None:
 
         await soak.step(run, fault, kind)
         soak.server.script.skip_remaining()  # what a killed turn never asked for
+        soak.server.clear_log()  # the rig's record of each request body is not the worker's
     spec.remove()
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 JIGS = str(Path(sys.executable).parent / "jigs")
-ALL_KINDS = "claude,codex,pi,echo"
+ALL_KINDS = "claude,codex,pi,opencode,echo"
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 FAKE_KINDS = """

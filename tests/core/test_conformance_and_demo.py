@@ -8,12 +8,15 @@ pytestmark = pytest.mark.anyio
 async def test_the_echo_kind_passes_the_conformance_kit(tmp_path):
     report = await check_harness("echo", tmp_path=tmp_path)
     assert [o.name for o in report.outcomes] == list(CHECKS)
-    # every check ran but the one for kinds without a model, which is reported by name, and
-    # the credential proxy's (the echo descriptor names no model key: no proxy to check)
-    assert report.skipped.keys() == {"no_model_refusal", "model_only", "key_not_relayed"}
+    # every check ran but the one for kinds without a model, which is reported by name, the
+    # credential proxy's (the echo descriptor names no model key: no proxy to check) and the
+    # deferred approval's (echo has no tool gate: tool_gate checks that it refuses one)
+    skipped = {"no_model_refusal", "model_only", "key_not_relayed", "approval_pending"}
+    assert report.skipped.keys() == skipped
     assert "has a model" in report.skipped["no_model_refusal"]
     assert "no credential proxy" in report.skipped["model_only"]
-    assert {"bad_output", "stray_mcp_configs"} <= set(report.passed)
+    assert "has no tool gate" in report.skipped["approval_pending"]
+    assert {"bad_output", "stray_mcp_configs", "tool_gate"} <= set(report.passed)
 
 
 async def test_the_kit_catches_a_kind_that_leaks_the_host_environment(tmp_path, monkeypatch):

@@ -57,8 +57,10 @@ def test_the_contract_version_is_major_minor_and_every_shipped_kind_fits():
     assert CONTRACT_VERSION in CORE_RELEASES
     assert core_releases_for(CONTRACT_VERSION) == ">=0.1,<0.2"
     registry = Registry()
+    # the kinds written before contract 2.1 load on it unchanged (a minor adds optional hooks)
     for kind in ["echo", "claude", "codex", "pi"]:
-        assert registry.get(kind).contract == CONTRACT_VERSION
+        assert fits(registry.get(kind).contract)
+    assert registry.get("opencode").contract == CONTRACT_VERSION
 
 
 @pytest.mark.parametrize(
@@ -126,7 +128,7 @@ def test_harnesses_lists_refused_kinds_with_the_versions_that_fit(site):
     silent = rows["silent"]["error"]
     assert rows["silent"]["contract"] is None
     assert "declares no plugin contract version" in silent
-    assert "it loads kinds built for contract 2.0)" in silent
+    assert f"it loads kinds built for contract 2.0 to {CONTRACT_VERSION})" in silent
     assert f'contract = "{CONTRACT_VERSION}"' in silent
     assert "pip install -U jigs-harness-silent" in silent
 
@@ -187,7 +189,7 @@ def test_register_refuses_a_kind_for_another_contract():
         assert info.value.kind == "echo"
         assert info.value.retryable is False
     # nothing was registered: the entry point's echo still loads
-    assert registry.get("echo").contract == CONTRACT_VERSION
+    assert fits(registry.get("echo").contract)
 
 
 def test_the_error_carries_its_fields_and_pickles():
@@ -443,3 +445,51 @@ def test_an_endpoint_part_listed_after_the_base_is_refused_not_ignored():
     harness = _kind(bases=(HarnessDescriptor, ModelEndpointFields))
     with pytest.raises(HarnessPluginError, match="declares api_key_env outside an endpoint part"):
         verify_kind(harness)
+
+
+def test_a_resume_id_shaped_like_a_token_is_taken_when_it_has_the_kinds_declared_shape():
+    # contract 2.1: the core refuses resume ids that look like secrets, unless the kind declares
+    # that its CLI's ids have that shape (opencode: ses_ and 26 mixed-case letters and digits)
+    from jigs import AgentSessionRef
+    from jigs.engine._pipeline import _validate_resume
+    from jigs.errors import AgentSessionError
+
+    class Shaped:
+        session_id_pattern = r"ses_[0-9A-Za-z]{26}"
+
+    class Plain:
+        session_id_pattern = None
+
+    token_like = AgentSessionRef(
+        harness="opencode", id="ses_db5538aceffetPwaUaHtIYFDrI", descriptor="{}"
+    )
+    assert _validate_resume(token_like, Shaped()) == token_like
+    with pytest.raises(AgentSessionError):
+        _validate_resume(token_like, Plain())
+    key = AgentSessionRef(
+        harness="opencode", id="sk-proj-a1B2a1B2a1B2a1B2a1B2a1B2", descriptor="{}"
+    )
+    with pytest.raises(AgentSessionError) as info:
+        _validate_resume(key, Shaped())
+    assert key.id not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "problem"),
+    [
+        ("ses_[0-9A-Za-z]{26}", None),
+        (".*", "also matches API keys"),
+        ("[A-Za-z0-9_-]+", "also matches API keys"),
+        ("(", "not a regular expression"),
+        (42, "not a regular expression"),
+    ],
+)
+def test_the_registry_refuses_a_session_id_pattern_that_would_let_keys_through(pattern, problem):
+    from jigs.registry._contract import _pattern_problems
+
+    found = _pattern_problems(pattern)
+    if problem is None:
+        assert found == []
+    else:
+        assert len(found) == 1
+        assert problem in found[0]

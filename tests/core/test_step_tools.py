@@ -39,7 +39,13 @@ SHELL: dict[str, Callable[[str], Any]] = {
     "claude": lambda cmd: tool_call("Bash", {"command": cmd, "description": "probe"}),
     "codex": lambda cmd: tool_call("exec_command", {"cmd": cmd}),
     "pi": lambda cmd: tool_call("bash", {"command": cmd}),
+    "opencode": lambda cmd: tool_call("bash", {"command": cmd, "description": "probe"}),
 }
+
+
+def _tool(kind: str, name: str) -> str:
+    """The name the kind's CLI gives the step's tool ``name`` (opencode: ``<server>_<tool>``)."""
+    return f"tools_{name}" if kind == "opencode" else f"mcp__tools__{name}"
 
 
 @pytest.fixture
@@ -55,7 +61,7 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-@pytest.mark.parametrize("kind", ["claude", "codex", "pi"])
+@pytest.mark.parametrize("kind", ["claude", "codex", "pi", "opencode"])
 async def test_the_agent_calls_python_tools_in_the_worker(
     kind: str, require_cli: Callable[[str], Path], scratch: Path, worktree: Path
 ) -> None:
@@ -74,7 +80,7 @@ async def test_the_agent_calls_python_tools_in_the_worker(
                 # on the caller's loop, mid-turn: script the rest, now that the port is known
                 port = next(e["port"] for e in logs if e["event"] == "runner.tools.started")
                 server.add(
-                    tool_call("mcp__tools__explode", {"reason": "on purpose"}),
+                    tool_call(_tool(kind, "explode"), {"reason": "on purpose"}),
                     SHELL[kind](NO_TOKEN.format(port=port)),
                     text(DONE),
                 )
@@ -85,7 +91,7 @@ async def test_the_agent_calls_python_tools_in_the_worker(
                 raise RuntimeError(f"exploded ({reason}) with {SECRET}")
 
             server.add(
-                tool_call("mcp__tools__record_decision", {"decision": "ship", "confidence": 0.5})
+                tool_call(_tool(kind, "record_decision"), {"decision": "ship", "confidence": 0.5})
             )
             result = await run_agent(
                 harness=proxied(kind, KEY_ENV, "tools")(server),

@@ -15,7 +15,7 @@ from mcp_configs import step_server
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.parametrize("kind", ["claude", "codex", "pi"])
+@pytest.mark.parametrize("kind", ["claude", "codex", "pi", "opencode"])
 async def test_an_ask_offers_no_tool_reads_no_planted_file_and_leaves_nothing(
     kind, require_cli, tmp_path
 ):

@@ -6,12 +6,23 @@ from jigs_testing.conformance import check_harness
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.parametrize("kind", ["claude", "codex", "pi"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "claude",
+        "codex",
+        "pi",
+        # opencode spends ~3.5 s of CPU starting each turn's process; the kit starts ~25 (~5 min)
+        pytest.param("opencode", marks=pytest.mark.timeout(480)),
+    ],
+)
 async def test_kind_passes_the_conformance_kit(kind, require_cli, tmp_path):
     require_cli(kind)
     report = await check_harness(kind, tmp_path=tmp_path)
     # a shipped kind writes files and has a shell: only the checks that do not apply to it skip
-    assert report.skipped.keys() <= {"no_model_refusal"}, report.skipped
+    # (opencode has no tool gate yet: tool_gate proves it refuses approve_tool, with the reason)
+    by_design = {"no_model_refusal", *(["approval_pending"] if kind == "opencode" else [])}
+    assert report.skipped.keys() <= by_design, report.skipped
     # the kit is where the engine's faults are tested on real CLIs (the kinds' own tests keep to
     # their decoder, argv/env and transport): none of these may be skipped
     assert {
@@ -31,4 +42,5 @@ async def test_kind_passes_the_conformance_kit(kind, require_cli, tmp_path):
         "tool_free",
         "model_only",
         "key_not_relayed",
-    } <= set(report.passed)
+        "tool_gate",
+    } | ({"approval_pending"} - by_design) <= set(report.passed)

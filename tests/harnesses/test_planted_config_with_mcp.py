@@ -11,7 +11,7 @@ from mcp_configs import step_server
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.parametrize("kind", ["claude", "codex", "pi"])
+@pytest.mark.parametrize("kind", ["claude", "codex", "pi", "opencode"])
 async def test_planted_config_changes_nothing_with_step_mcp_servers(
     kind, require_cli, tmp_path, record_file
 ):

@@ -24,6 +24,7 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
+from jigs.plugin import CONTRACT_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = "https://github.com/jigs-dev/jigs-python"
@@ -33,6 +34,7 @@ RELEASED = {
     "jigs-harness-claude",
     "jigs-harness-codex",
     "jigs-harness-pi",
+    "jigs-harness-opencode",
     "jigs-dbos",
     "jigs-temporal",
     "jigs-testing",
@@ -283,6 +285,57 @@ def test_the_codex_wheel_runs_a_real_step_in_a_fresh_venv(dist, tmp_path):
     assert resolved.startswith(str(tmp_path / "venv")), resolved
 
 
+OPENCODE_STEP = """
+import json, os, sys
+from pathlib import Path
+
+import anyio
+from jigs import RunMetadata, harnesses
+from jigs.steps import run_agent
+from jigs_testing import ModelServer, text
+
+
+async def main() -> None:
+    async with ModelServer() as server:
+        server.add(text("The release answer is 42."))
+        os.environ["RELEASE_OPENCODE_KEY"] = "sk-release-test"
+        descriptor = harnesses.opencode(
+            model="release-model",
+            base_url=server.openai_base_url,
+            api_key_env="RELEASE_OPENCODE_KEY",
+        )
+        result = await run_agent(
+            harness=descriptor,
+            cwd=Path(sys.argv[1]),
+            prompt="What is the release answer?",
+            run=RunMetadata(workflow_run_id="release-check"),
+        )
+        print(json.dumps({"text": result.text, "session": result.session.id}))
+
+
+anyio.run(main)
+"""
+
+
+def test_the_opencode_wheel_runs_a_real_step_in_a_fresh_venv(dist, tmp_path, require_cli):
+    # the third-party-style kind: its wheel, jigs-core's and jigs-testing's, nothing else of
+    # the workspace; the opencode binary `jigs install opencode` put in the CLI dir
+    require_cli("opencode")
+    wheels = [next(dist.glob("jigs_core-*.whl")), next(dist.glob("jigs_harness_opencode-*.whl"))]
+    wheels += sorted(dist.glob("jigs_testing-*.whl"))
+    python = fresh_venv(tmp_path, *wheels)
+    env = {**scratch_env(tmp_path, python), "JIGS_CLI_DIR": os.environ["JIGS_CLI_DIR"]}
+    rows = json.loads(run(python.parent / "jigs", "harnesses", "--json", env=env))
+    assert [(r["kind"], r["contract"], r["error"]) for r in rows] == [("opencode", "2.1", None)]
+    script = tmp_path / "step.py"
+    script.write_text(textwrap.dedent(OPENCODE_STEP))
+    worktree = tmp_path / "worktree"
+    worktree.mkdir()
+    answer = json.loads(run(python, script, worktree, env=env, timeout=120).splitlines()[-1])
+    assert answer["text"] == "The release answer is 42."
+    assert answer["session"].startswith("ses_")
+
+
 def test_a_generated_kind_passes_the_conformance_kit_in_a_fresh_venv(dist, tmp_path):
     """``jigs new-kind`` in a venv holding only the jigs-core and jigs-testing wheels (what a
     user has before jigs is on PyPI), then exactly the ``next:`` command it prints: that
@@ -317,7 +370,8 @@ def test_a_generated_kind_passes_the_conformance_kit_in_a_fresh_venv(dist, tmp_p
     assert "1 passed" in done.stdout
     rows = json.loads(run(python.parent / "jigs", "harnesses", "--json", env=env))
     assert [(r["kind"], r["distribution"], r["contract"], r["error"]) for r in rows] == [
-        ("relkind", "jigs-harness-relkind", "2.0", None)
+        # jigs new-kind writes the contract of the core that generated it
+        ("relkind", "jigs-harness-relkind", CONTRACT_VERSION, None)
     ]
     located = run(
         python, "-c", "import jigs_harness_relkind; print(jigs_harness_relkind.__file__)", env=env

@@ -52,7 +52,7 @@ def _kind(kind: str) -> Any:
     )
 
 
-KINDS = ["echo", _kind("claude"), _kind("codex"), _kind("pi")]
+KINDS = ["echo", _kind("claude"), _kind("codex"), _kind("pi"), _kind("opencode")]
 
 
 class Machine:

@@ -142,3 +142,18 @@ async def test_tool_names_flatten_namespaces():
         "chat_style",
         "Bash",
     ]
+
+
+async def test_clear_log_forgets_what_was_recorded_and_indexes_go_on() -> None:
+    """A long-lived server (a soak) drops its record of request bodies; nothing else changes."""
+    async with ModelServer(["one", "two"]) as server:
+        client = httpx.AsyncClient(base_url=server.url)
+        async with client:
+            await client.post("/v1/messages", json=anthropic_body())
+            assert [r.index for r in server.requests] == [0]
+            server.clear_log()
+            assert server.requests == []
+            assert server.failures == []
+            await client.post("/v1/messages", json=anthropic_body())
+    assert [(r.index, r.reply_index) for r in server.requests] == [(1, 1)]
+    server.assert_script_used_up()

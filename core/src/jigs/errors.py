@@ -31,6 +31,7 @@ __all__ = [
     "AgentSessionError",
     "AgentTimeoutError",
     "AgentTurnError",
+    "ApprovalPending",
     "CheckFailedError",
     "CheckpointError",
     "CliCommandError",
@@ -53,6 +54,7 @@ __all__ = [
     "SessionStoreError",
     "SteerRefusedError",
     "StructuredOutputError",
+    "ToolGateError",
     "WorktreeBusyError",
     "WorktreeError",
     "WorktreeLockError",
@@ -422,6 +424,45 @@ class SteerRefusedError(JigsError, RuntimeError):
         super().__init__(message)
         self.kind = kind
         self.reason = reason
+
+
+class ToolGateError(AgentTurnError):
+    """The step's ``approve_tool`` raised, or returned something that is not
+    ``Allow()`` / ``Deny(reason)`` / ``Defer()``: the call did not run and the turn was stopped.
+    The gate's own exception is the ``__cause__``. Not retryable (the gate would do it again)."""
+
+    def __init__(self, message: str, *, kind: str, **fields: Any) -> None:
+        fields.setdefault("reason", "tool_gate")
+        super().__init__(message, kind=kind, **fields)
+
+
+class ApprovalPending(AgentTurnError):
+    """The step's ``approve_tool`` deferred a call (``Defer()``): the call did not run, the turn
+    ended, and the session waits for a human's decision. Not a failure of the agent and not
+    retryable (running the step again would ask again): store :attr:`pending` (a pydantic
+    :class:`~jigs.steps.PendingApproval`: the session ref, the usage, the calls), and once
+    decided resume it with ``resume=pending.session`` and
+    ``approvals=pending.decide({call_id: Allow() or Deny(reason)})``."""
+
+    def __init__(self, message: str, *, kind: str, pending: Any, **fields: Any) -> None:
+        fields.setdefault("reason", "approval_pending")
+        super().__init__(message, kind=kind, **fields)
+        # the PendingApproval the engine built (this module imports nothing of jigs); its
+        # session is filled in when read, once the step has stored the session
+        self._pending = pending
+
+    @property
+    def calls(self) -> tuple[Any, ...]:
+        """The deferred :class:`~jigs.steps.GatedCall` s, in the order the agent made them."""
+        return tuple(self._pending.calls)
+
+    @property
+    def pending(self) -> Any:
+        """A :class:`~jigs.steps.PendingApproval` (session, usage, calls) to store."""
+        update: dict[str, Any] = {"session": self.session}
+        if self.usage is not None:
+            update["usage"] = self.usage
+        return self._pending.model_copy(update=update)
 
 
 class StructuredOutputError(JigsError, ValueError):

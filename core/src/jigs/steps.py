@@ -26,6 +26,18 @@ from pydantic import BaseModel, Field
 
 from jigs.engine import _mailbox
 from jigs.engine._engine import TurnEngine, TurnRecord, TurnRequest, emit_event
+from jigs.engine._gate import (
+    Allow,
+    Approval,
+    ApproveTool,
+    Defer,
+    Deny,
+    GatedCall,
+    PendingApproval,
+    ToolGate,
+    approvals_prompt,
+    gate_from_options,
+)
 from jigs.engine._logging import logger
 from jigs.engine._model import EngineModel, result_of
 from jigs.engine._pipeline import Step
@@ -35,6 +47,7 @@ from jigs.engine._types import AgentSessionRef, _Data
 from jigs.errors import (
     AgentSessionError,
     AgentTurnError,
+    ApprovalPending,
     InvalidInputError,
     JitCheckError,
     PromptError,
@@ -70,12 +83,21 @@ __all__ = [
     "AgentRunnerOpening",
     "AgentSessionError",
     "AgentStream",
+    "Allow",
+    "Approval",
+    "ApprovalPending",
+    "ApproveTool",
     "AskOptions",
+    "Defer",
+    "Deny",
     "EngineStepOptions",
+    "GatedCall",
     "JitCheckError",
     "LazyPrompt",
+    "PendingApproval",
     "StepOptions",
     "agent_session",
+    "approvals_prompt",
     "ask_agent",
     "create_agent_runner",
     "run_agent",
@@ -93,6 +115,8 @@ class _Options(TypedDict, total=False):
     agents_env: Sequence[str] | None
     provider_options: Mapping[str, Mapping[str, Any]] | None
     on_event: EventCallback | None
+    approve_tool: ApproveTool | None
+    approvals: Sequence[Approval] | None
     registry: Registry | None
     session_store: SessionStore | str | Mapping[str, Any] | None
     tools: Sequence[Callable[..., Any]] | None
@@ -110,10 +134,19 @@ class StepOptions(_Options, total=False):
       mapping (a ref that went through JSON). :func:`agent_session` takes it as ``session=``.
     - ``agents_env``: overrides the factory's ``agents.env`` (otherwise read from ``jigs.toml``
       or ``pyproject.toml`` found from ``cwd`` upward).
-    - ``provider_options``: ``{kind: {...}}``, what the kind reads itself (``approve_tool``, ...)
-      and ``on_event``; never persisted. For a runner they are the defaults of every call of
+    - ``provider_options``: ``{kind: {...}}``, what the kind reads itself (Codex's ``effort``,
+      ...) and ``on_event``; never persisted. For a runner they are the defaults of every call of
       ``runner.model`` (a call's own ``provider_options`` win).
     - ``on_event``: called with every :mod:`jigs.events` event as it happens; may be async.
+    - ``approve_tool``: the step's tool gate, ``fn(call: GatedCall) -> Allow() | Deny(reason) |
+      Defer()`` (may be async), asked before each shell command, file edit and MCP tool call the
+      agent makes (what each kind shows it: the kinds page). ``Defer()`` ends the turn with
+      :class:`~jigs.errors.ApprovalPending`. A kind that cannot ask before a tool runs refuses it
+      with :class:`~jigs.errors.InvalidInputError` before anything starts.
+    - ``approvals``: decisions taken after a ``Defer()``
+      (``error.pending.decide({call_id: Allow()})``), for the step that resumes its session: the
+      identical call is allowed once without asking ``approve_tool``, a denied one is refused
+      with its reason.
     - ``registry``: resolves the kind (default: the installed plugins), for a descriptor object
       and stored data alike, the way httpx takes ``transport=``.
     - ``session_store``: a :class:`jigs.stores.SessionStore`, a URL or a table; overrides the
@@ -178,11 +211,12 @@ class AgentRunner:
         step: Step,
         provider_options: Mapping[str, Mapping[str, Any]] | None = None,
         on_event: EventCallback | None = None,
+        gate: ToolGate | None = None,
     ) -> None:
         engine = step.engine
         self._step = step
         self._harness = engine.harness
-        self._model = EngineModel(engine, provider_options, on_event)
+        self._model = EngineModel(engine, provider_options, on_event, gate)
         self.kind = engine.harness.kind
         self.run_id = engine.ctx.run.workflow_run_id
         self.descriptor: HarnessDescriptor = step.descriptor or engine.target.descriptor
@@ -263,9 +297,10 @@ async def _open_runner(
 
     step = Step(options.get("registry"), options.get("session_store"))
     try:
-        await _open_step(step, harness, options, need_model=True)
+        gate = _gate(options)
+        await _open_step(step, harness, options, need_model=True, gated=gate is not None)
         step.log.info("runner.opened", total_seconds=round(time.perf_counter() - step.started, 4))
-        return AgentRunner(step, options.get("provider_options"), options.get("on_event"))
+        return AgentRunner(step, options.get("provider_options"), options.get("on_event"), gate)
     except BaseException as exc:
         await _close_after(step.aclose, exc)
         _collect_probe()
@@ -278,6 +313,7 @@ async def _open_step(
     options: StepOptions,
     *,
     need_model: bool,
+    gated: bool = False,
     images: bool = False,
 ) -> TurnEngine:
     """Run the step's stages with the caller's options (a missing ``run`` or ``cwd`` is the
@@ -290,6 +326,7 @@ async def _open_step(
         resume=options.get("resume"),
         agents_env=options.get("agents_env"),
         need_model=need_model,
+        gated=gated,
         tools=options.get("tools"),
         images=images,
     )
@@ -297,6 +334,16 @@ async def _open_step(
     if mailbox is not None:
         mailbox.add(engine)
     return engine
+
+
+def _gate(options: StepOptions) -> ToolGate | None:
+    """The step's tool gate from ``approve_tool`` and ``approvals`` (None: neither given)."""
+    return gate_from_options(
+        options.get("approve_tool"),
+        options.get("approvals"),
+        options.get("provider_options"),
+        logger,
+    )
 
 
 def _check_arguments(prompt: object, output: object) -> tuple[str, tuple[Image, ...]]:
@@ -440,10 +487,13 @@ async def _run_agent(
     schema = output.model_json_schema() if output is not None else None
     step = Step(options.get("registry"), options.get("session_store"))
     try:
-        engine = await _open_step(step, harness, options, need_model=False, images=bool(images))
+        gate = _gate(options)
+        engine = await _open_step(
+            step, harness, options, need_model=False, gated=gate is not None, images=bool(images)
+        )
         if opened is not None:
             await opened(engine)
-        turn = _Turns(step, engine, schema, options)
+        turn = _Turns(step, engine, schema, options, gate)
         record, usage, parsed = await turn.answer(text, images, output)
     except BaseException as exc:
         await _close_after(step.aclose, exc, step)
@@ -470,8 +520,10 @@ class _Turns:
         engine: TurnEngine,
         schema: dict[str, Any] | None,
         options: StepOptions | AskOptions,
+        gate: ToolGate | None = None,
     ) -> None:
         self._step = step
+        self._gate = gate
         self._engine = engine
         self._schema = schema
         self._kind = engine.harness.kind
@@ -486,6 +538,7 @@ class _Turns:
             output_schema=self._schema,
             options=self._options,
             on_event=self._on_event,
+            gate=self._gate,
             images=images,
         )
         async for _ in self._engine.run(request, record):

@@ -85,6 +85,15 @@ run takes them (name -> an async function of one :class:`KitContext`):
   command (the scripted shell call to print a planted file), sends no file planted above its
   scratch directory, takes no lock, keeps no session and leaves no directory; a kind that
   cannot is refused with its reason;
+- ``tool_gate``: with a kind that declares a gate (``Harness.tool_gate``), a shell command and a
+  file edit the step's ``approve_tool`` declines never happen (no marker, no file), allowed ones
+  do, and the gate saw their arguments (``DemoPlan.edit_file`` scripts the CLI's own edit tool,
+  seen as ``"file_edit"``); a kind without one refuses ``approve_tool`` before any process
+  starts, saying why (``Harness.tool_gate_refusal``);
+- ``approval_pending``: a shell command the gate defers does not run and the step raises
+  :class:`~jigs.errors.ApprovalPending` (not retryable) with the call and the session; resumed
+  with ``approvals`` allowing it, the identical command runs once without asking the gate and the
+  agent reads the decision (a kind without a gate: skipped by design);
 - ``event_stream``: one typed event stream, the same in the step log;
 - ``env_canaries``: every launched environment is built from empty (only allowlisted names, plus
   the ``agents_env`` name ``bad_output`` gives its fake CLIs), no canary planted in the host
@@ -178,6 +187,7 @@ from jigs_testing._isolation_probe import (
 )
 from jigs_testing._stray_mcp import STRAY_MCP_CONFIGS, stray_mcp_configs
 from jigs_testing._tool_free import tool_free
+from jigs_testing._tool_gate import approval_pending, tool_gate
 from jigs_testing.config_files import ConfigFile, Planted, config_files_of
 from jigs_testing.plan import demo_plan_of, has_demo_plan, how_to_write_demo_plan
 
@@ -576,14 +586,18 @@ SLACK = 5.0
 
 
 async def _expect_timeout(
-    kind: str, what: str, call: Callable[[], Awaitable[object]], limit: str = "idle_timeout"
+    kind: str,
+    what: str,
+    call: Callable[[], Awaitable[object]],
+    limit: str = "idle_timeout",
+    deadline: float = HANG_IDLE,
 ) -> AgentTimeoutError:
     """Runs ``call``, which must end in the timeout error of ``limit`` within its bound
-    (:data:`HANG_IDLE` + :data:`SLACK`), retryable, with nothing left running."""
+    (``deadline`` + :data:`SLACK`), retryable, with nothing left running."""
     started = time.monotonic()
     error: AgentTimeoutError | None = None
     # the kit's own bound: a kind that ignores the deadline fails here instead of hanging the run
-    with anyio.move_on_after(HANG_IDLE + 2 * SLACK):
+    with anyio.move_on_after(deadline + 2 * SLACK):
         try:
             await call()
         except AgentTimeoutError as exc:
@@ -596,7 +610,7 @@ async def _expect_timeout(
             f"{kind}: {what} was still running after {took:.1f}s; jigs must stop it at "
             f"{limit} (the kit cancelled it)"
         )
-    assert took < HANG_IDLE + SLACK, f"{kind}: {what} took {took:.1f}s to end"
+    assert took < deadline + SLACK, f"{kind}: {what} took {took:.1f}s to end"
     assert error.limit == limit, f"{kind}: {what} ended at {error.limit}, not {limit}"
     assert error.retryable, f"{kind}: the AgentTimeoutError of {what} is not retryable"
     assert not live_groups(), f"{kind}: {what} left processes: {live_groups()}"
@@ -641,7 +655,10 @@ async def _turn_deadline(ctx: KitContext) -> None:
     else:
         prompt = ctx.plan.hang(ctx.server)
         what = "a turn whose model endpoint hangs past turn_timeout"
-    deadline = ctx.descriptor.replace(idle_timeout=600.0, turn_timeout=HANG_IDLE)
+    # a CLI slow to start (DemoPlan.start_seconds) gets that long on top, so that the deadline
+    # still falls while its command runs
+    seconds = HANG_IDLE + ctx.plan.start_seconds
+    deadline = ctx.descriptor.replace(idle_timeout=600.0, turn_timeout=seconds)
     before = len(ctx.server.model_requests)
     seen: list[object] = []
     await _expect_timeout(
@@ -649,6 +666,7 @@ async def _turn_deadline(ctx: KitContext) -> None:
         what,
         lambda: ctx.turn(tree, prompt, harness=deadline, on_event=seen.append),
         limit="turn_timeout",
+        deadline=seconds,
     )
     # the deadline fell mid-turn: the agent's command ran, or (no shell) the turn was under way
     if ctx.plan.run_command is not None:
@@ -1388,6 +1406,13 @@ def _files_holding(roots: Sequence[Path], needle: bytes) -> list[Path]:
     return found
 
 
+async def _approval_pending(ctx: KitContext) -> None:
+    if not ctx.harness.tool_gate:
+        reason = ctx.harness.tool_gate_refusal
+        raise CheckSkipped(f"the {ctx.kind} kind has no tool gate: {reason}")
+    await approval_pending(ctx)
+
+
 CHECKS: dict[str, Check] = {
     "descriptor_json": _descriptor_json,
     "stale_resume": _stale_resume,
@@ -1412,6 +1437,8 @@ CHECKS: dict[str, Check] = {
     "planted_config": _planted_config,
     "stray_mcp_configs": stray_mcp_configs,
     "tool_free": tool_free,
+    "tool_gate": tool_gate,
+    "approval_pending": _approval_pending,
     "event_stream": _event_stream,
     "env_canaries": _env_canaries,
     "no_leftovers": _no_leftovers,

@@ -119,9 +119,18 @@ class DemoPlan:
     #: ``run_command(server, command) -> prompt``: the agent runs ``command`` with its own shell
     #: tool (see :func:`scripted_command`); None when the kind's CLI has no shell tool.
     run_command: Callable[[ModelServer, str], str] | None = None
+    #: ``edit_file(server, absolute_path, content) -> prompt``: the agent writes the file with the
+    #: CLI's own file-edit tool (not its shell), for the kit's ``tool_gate`` check (see
+    #: :func:`scripted_write`); None: that check edits through ``write_file``.
+    edit_file: Callable[[ModelServer, str, str], str] | None = None
     #: False for a read-only kind: ``write_file`` then scripts a turn whose answer contains the
     #: content (with one read-only tool call), and the kit checks the answer, not a file.
     writes: bool = True
+    #: Seconds the kind's CLI may take, on a loaded machine, from its launch to running its
+    #: first tool (a large binary that migrates its database and builds its tools at every
+    #: start: opencode). The kit's ``turn_deadline`` check gives the turn that much on top of
+    #: its 3 s deadline, so the deadline still falls while the agent's command runs.
+    start_seconds: float = 0.0
 
 
 @runtime_checkable

@@ -15,7 +15,7 @@ import pytest
 from claude_helpers import AGENTS_ENV, descriptor_for
 from jigs import RunMetadata
 from jigs.models import generate_text
-from jigs.steps import create_agent_runner
+from jigs.steps import Allow, Deny, GatedCall, create_agent_runner
 from jigs_testing import ModelServer, text, tool_call
 from mcp_configs import records, step_server, stray_server
 
@@ -30,16 +30,28 @@ async def test_model_calls_the_record_tool_and_the_server_records_it(
     claude_cli: Path, server: ModelServer, worktree: Path, run_meta: RunMetadata, record_file: Path
 ) -> None:
     descriptor = descriptor_for(server, mcp_servers={"jigs": step_server()})
-    server.add(tool_call("mcp__jigs__record", {"note": "NOTE-FROM-MODEL-71"}), text("recorded"))
+    server.add(
+        tool_call("mcp__jigs__record", {"note": "REFUSED-NOTE"}),
+        tool_call("mcp__jigs__record", {"note": "NOTE-FROM-MODEL-71"}),
+        text("recorded"),
+    )
+    seen: list[GatedCall] = []
+
+    def gate(call: GatedCall) -> Allow | Deny:  # the step's tool gate sees MCP calls too
+        seen.append(call)
+        return Deny("no such notes") if "REFUSED" in str(call.arguments) else Allow()
+
     async with create_agent_runner(
-        descriptor, cwd=worktree, run=run_meta, agents_env=AGENTS_ENV
+        descriptor, cwd=worktree, run=run_meta, agents_env=AGENTS_ENV, approve_tool=gate
     ) as runner:
         result = await generate_text(runner.model, prompt="record a note")
     assert result.text == "recorded"
     # the probe (a just-in-time check) talks to its own copy of the server; only the model's
-    # call goes through `record`
+    # allowed call goes through `record`
     assert records(record_file) == [{"note": "NOTE-FROM-MODEL-71"}]
-    assert "recorded NOTE-FROM-MODEL-71" in server.model_requests[1].text()
+    assert "no such notes" in server.model_requests[1].text()
+    assert "recorded NOTE-FROM-MODEL-71" in server.model_requests[2].text()
+    assert [(c.tool, c.category) for c in seen] == [("mcp__jigs__record", "mcp")] * 2
 
 
 async def test_worktree_and_user_servers_are_never_started(

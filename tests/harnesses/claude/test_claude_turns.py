@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from claude_helpers import AGENTS_ENV, descriptor_for
 from jigs import RunMetadata
+from jigs.errors import ToolGateError
 from jigs.events import (
     AgentEvent,
     ModelCallStarted,
@@ -25,7 +26,13 @@ from jigs.models import (
     stream_text,
 )
 from jigs.processes import live_groups
-from jigs.steps import create_agent_runner, run_agent
+from jigs.steps import (
+    Allow,
+    Deny,
+    GatedCall,
+    create_agent_runner,
+    run_agent,
+)
 from jigs_testing import ModelServer, text, tool_call
 from pydantic import BaseModel
 
@@ -163,71 +170,42 @@ async def test_generate_object_uses_the_cli_json_schema(
     assert json.dumps(tool).count("score") >= 1
 
 
-async def test_approve_tool_can_refuse_a_tool(
+async def test_a_denied_call_reaches_the_agent_with_its_reason_and_a_raising_gate_fails_the_turn(
     claude_cli: Path, server: ModelServer, worktree: Path, run_meta: RunMetadata
 ) -> None:
     target = worktree / "refused.txt"
     server.add(
         tool_call("Write", {"file_path": str(target), "content": "x"}),
         text("gave up"),
-    )
-    seen: list[tuple[str, object]] = []
-
-    async def approve(name: str, arguments: dict[str, object]) -> bool | str:
-        seen.append((name, arguments))
-        return "REFUSED-BY-STEP-CANARY"
-
-    async with create_agent_runner(
-        descriptor_for(server), cwd=worktree, run=run_meta, agents_env=AGENTS_ENV
-    ) as runner:
-        result = await generate_text(
-            runner.model, prompt="write", provider_options={"claude": {"approve_tool": approve}}
-        )
-    assert result.text == "gave up"
-    assert not target.exists()
-    assert seen
-    assert seen[0][0] == "Write"
-    assert "REFUSED-BY-STEP-CANARY" in server.model_requests[1].text()
-
-
-async def test_approve_tool_sync_true_lets_the_tool_run_and_a_raise_fails_the_turn(
-    claude_cli: Path, server: ModelServer, worktree: Path, run_meta: RunMetadata
-) -> None:
-    target = worktree / "allowed.txt"
-    server.add(
-        tool_call("Write", {"file_path": str(target), "content": "allowed\n"}),
-        text("wrote it"),
         tool_call("Bash", {"command": "touch never.txt", "description": "x"}),
     )
-    seen: list[str] = []
-
-    def allow(name: str, arguments: dict[str, object]) -> bool:
-        seen.append(name)
-        return True
+    seen: list[GatedCall] = []
 
     class StepRefusal(Exception):
         pass
 
-    def explode(name: str, arguments: dict[str, object]) -> bool:
-        raise StepRefusal(name)
+    async def gate(call: GatedCall) -> Allow | Deny:
+        seen.append(call)
+        if call.category == "shell":
+            raise StepRefusal(call.tool)
+        return Deny("REFUSED-BY-STEP-CANARY")
 
     async with create_agent_runner(
-        descriptor_for(server), cwd=worktree, run=run_meta, agents_env=AGENTS_ENV
+        descriptor_for(server), cwd=worktree, run=run_meta, agents_env=AGENTS_ENV, approve_tool=gate
     ) as runner:
-        result = await generate_text(
-            runner.model, prompt="write", provider_options={"claude": {"approve_tool": allow}}
-        )
-        assert result.text == "wrote it"
-        assert seen == ["Write"]
-        assert target.read_text() == "allowed\n"
-        assert live_groups() == {}, "after turn 1"
-        # the step's own exception fails the turn; the CLI is stopped before the tool runs
-        with pytest.raises(StepRefusal):
-            await generate_text(
-                runner.model, prompt="again", provider_options={"claude": {"approve_tool": explode}}
-            )
+        result = await generate_text(runner.model, prompt="write")
+        assert result.text == "gave up"
+        assert "REFUSED-BY-STEP-CANARY" in server.model_requests[1].text()
+        # the gate's own exception fails the turn; the CLI is stopped before the tool runs
+        with pytest.raises(ToolGateError) as info:
+            await generate_text(runner.model, prompt="again")
+        assert isinstance(info.value.__cause__, StepRefusal)
         assert live_groups() == {}
+    assert not target.exists()
     assert not (worktree / "never.txt").exists()
+    assert [(c.tool, c.category) for c in seen] == [("Write", "file_edit"), ("Bash", "shell")]
+    assert seen[0].arguments["file_path"] == str(target)
+    assert seen[0].call_id
 
 
 async def test_run_agent_output_uses_the_native_schema_and_keeps_usage(

@@ -26,7 +26,8 @@ from jigs.events import (
     UsageUpdated,
 )
 from jigs.mcp import McpHttpServer, McpProbe, McpStdioServer
-from jigs.plugin import ModelEndpoint, ModelRoute, TurnLaunch, TurnSpec
+from jigs.plugin import ModelEndpoint, ModelRoute, ToolGate, TurnLaunch, TurnSpec
+from jigs.steps import Allow
 from jigs_harness_claude import ClaudeDecoder, ClaudeDescriptor, ClaudeHarness
 from jigs_harness_claude._checks import sandbox_ok
 from jigs_harness_claude._control import StreamInput
@@ -240,11 +241,8 @@ def test_long_system_texts_go_through_files(tmp_path: Path) -> None:
     assert caught.value.argument == "system"
 
 
-def test_approve_tool_must_be_a_function(tmp_path: Path) -> None:
-    with pytest.raises(InvalidInputError) as caught:
-        _launch(tmp_path, ClaudeDescriptor(), options={"approve_tool": "yes"})
-    assert caught.value.argument == "provider_options"
-    bridged = _launch(tmp_path, ClaudeDescriptor(), options={"approve_tool": lambda n, a: True})
+def test_a_tool_gate_switches_to_stream_json_input(tmp_path: Path) -> None:
+    bridged = _launch(tmp_path, ClaudeDescriptor(), gate=ToolGate(lambda call: Allow()))
     assert bridged.driver is not None
     assert bridged.stdin is None
     argv = list(bridged.argv)
@@ -397,7 +395,7 @@ def test_failed_results_map_to_reasons(
 
 
 def test_recorded_stream_with_a_tool_call() -> None:
-    decoder = ClaudeDecoder(partial=False, options={"approve_tool": None, "colour": "red"})
+    decoder = ClaudeDecoder(partial=False, options={"on_event": None, "colour": "red"})
     lines = (SAMPLES / "claude-p-stream-json.jsonl").read_text().splitlines()
     events = _decode(decoder, [json.loads(line) for line in lines])
     assert [e.type for e in events] == [

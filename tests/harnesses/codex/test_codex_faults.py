@@ -17,10 +17,11 @@ from jigs.errors import (
     AgentTurnError,
     CliNotFoundError,
     InvalidInputError,
+    ToolGateError,
 )
 from jigs.models import generate_text
 from jigs.processes import live_groups
-from jigs.steps import create_agent_runner
+from jigs.steps import Allow, Deny, create_agent_runner
 from jigs_harness_codex import AppServerRpcError, CodexHarness
 from structlog.testing import capture_logs
 
@@ -106,16 +107,15 @@ async def test_fake_ok_server_answers(fake_codex, worktree, run_meta):
 async def test_a_failing_approval_hook_fails_the_turn(fake_codex, worktree, run_meta):
     fake_codex("requests")
 
-    def approve(tool_name, arguments):
+    def approve(call):
         raise KeyError("hook broke")
 
     async with create_agent_runner(
-        _descriptor(), cwd=worktree, run=run_meta, agents_env=[]
+        _descriptor(), cwd=worktree, run=run_meta, agents_env=[], approve_tool=approve
     ) as runner:
-        with pytest.raises(KeyError, match="hook broke"):
-            await generate_text(
-                runner.model, prompt="hello", provider_options={"codex": {"approve_tool": approve}}
-            )
+        with pytest.raises(ToolGateError) as info:
+            await generate_text(runner.model, prompt="hello")
+    assert isinstance(info.value.__cause__, KeyError)
     _nothing_left()
 
 
@@ -189,20 +189,16 @@ async def test_approve_tool_sees_tool_names_and_arguments_and_can_decline(
     fake_codex, worktree, run_meta
 ):
     fake_codex("requests")
-    asked: list[tuple[str, dict]] = []
+    asked: list[tuple[str, str, dict]] = []
 
-    async def approve(tool_name, arguments):
-        asked.append((tool_name, arguments))
-        if tool_name == "apply_patch":
-            return "no patches today"  # a string declines too
-        return tool_name == "mcp__srv__elicitation"
+    async def approve(call):
+        asked.append((call.tool, call.category, call.arguments))
+        return Allow() if call.category == "mcp" else Deny("no, thanks")
 
     async with create_agent_runner(
-        _descriptor(), cwd=worktree, run=run_meta, agents_env=[]
+        _descriptor(), cwd=worktree, run=run_meta, agents_env=[], approve_tool=approve
     ) as runner:
-        result = await generate_text(
-            runner.model, prompt="hello", provider_options={"codex": {"approve_tool": approve}}
-        )
+        result = await generate_text(runner.model, prompt="hello")
     replies = json.loads(result.text)
     assert replies["item/commandExecution/requestApproval"] == {"decision": "decline"}
     assert replies["execCommandApproval"] == {"decision": "denied"}
@@ -210,11 +206,11 @@ async def test_approve_tool_sees_tool_names_and_arguments_and_can_decline(
     assert replies["applyPatchApproval"] == {"decision": "denied"}
     assert replies["mcpServer/elicitation/request"]["action"] == "accept"
     assert asked == [
-        ("exec_command", {"command": "rm -rf x", "cwd": "/w"}),
-        ("exec_command", {"command": ["ls"], "cwd": None}),
-        ("apply_patch", {"paths": ["a.txt"], "reason": None}),
-        ("apply_patch", {"paths": ["b.txt"], "reason": None}),
-        ("mcp__srv__elicitation", {"message": "pick", "mode": "form"}),
+        ("exec_command", "shell", {"command": "rm -rf x", "cwd": "/w"}),
+        ("exec_command", "shell", {"command": ["ls"], "cwd": None}),
+        ("apply_patch", "file_edit", {"paths": ["a.txt"], "reason": None}),
+        ("apply_patch", "file_edit", {"paths": ["b.txt"], "reason": None}),
+        ("mcp__srv__elicitation", "mcp", {"message": "pick", "mode": "form"}),
     ]
 
 
@@ -222,7 +218,7 @@ async def test_approve_tool_sees_tool_names_and_arguments_and_can_decline(
     ("options", "named"),
     [
         ({"approve": lambda m, p: True}, "approve_tool"),
-        ({"approve_tool": "yes"}, "must be a function"),
+        ({"approve_tool": lambda call: Allow()}, "moved"),
         ({"effort": "extreme"}, "effort"),
         ({"temperature": 0}, "unknown key"),
     ],

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from jigs.models import generate_text
-from jigs.steps import create_agent_runner
+from jigs.steps import Allow, Deny, GatedCall, create_agent_runner
 from jigs_testing import text, tool_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli("codex")]
@@ -31,14 +31,28 @@ async def test_declared_stdio_server_is_the_whole_mcp_universe(
         }
     )
     model_server.add(
+        tool_call("mcp__lookup__lookup", {"key": "refused"}),
         tool_call("mcp__lookup__lookup", {"key": "alpha"}),
         tool_call("exec_command", {"cmd": "env"}),
         text("looked up"),
     )
-    async with create_agent_runner(harness, cwd=worktree, run=run_meta, agents_env=[]) as runner:
+    seen: list[GatedCall] = []
+
+    def gate(call: GatedCall) -> Allow | Deny:  # a gated step: Codex asks about MCP calls too
+        seen.append(call)
+        return Deny("not that key") if call.arguments.get("key") == "refused" else Allow()
+
+    async with create_agent_runner(
+        harness, cwd=worktree, run=run_meta, agents_env=[], approve_tool=gate
+    ) as runner:
         result = await generate_text(runner.model, prompt="look alpha up")
     assert result.text == "looked up"
-    first, second, third = model_server.model_requests
+    first, after_refusal, second, third = model_server.model_requests
+    assert "value-of-refused" not in after_refusal.text()
+    assert [(c.tool, c.category, c.arguments.get("key")) for c in seen[:2]] == [
+        ("mcp__lookup__lookup", "mcp", "refused"),
+        ("mcp__lookup__lookup", "mcp", "alpha"),
+    ]
     offered = first.tool_names()
     assert "mcp__lookup__lookup" in offered
     assert "mcp__lookup__forbidden" not in offered
@@ -48,4 +62,4 @@ async def test_declared_stdio_server_is_the_whole_mcp_universe(
     assert "mcp-token-value-77" not in third.text()
     assert "PATH=" in third.text()
     calls = [c.name for c in result.tool_calls]
-    assert calls == ["mcp__lookup__lookup", "exec_command"]
+    assert calls == ["mcp__lookup__lookup", "mcp__lookup__lookup", "exec_command"]

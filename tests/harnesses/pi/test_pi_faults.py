@@ -238,7 +238,7 @@ async def test_prompts_that_look_like_options_or_files_stay_prompts(
 async def test_provider_options_other_than_on_event_are_refused(
     pi_descriptor: Callable[..., dict[str, Any]], worktree: Path, run_meta: RunMetadata
 ) -> None:
-    """An approval hook Pi cannot call must not be ignored silently."""
+    """An option Pi cannot honour must not be ignored silently."""
     seen: list[Any] = []
     with observe_launches() as launched, pytest.raises(InvalidInputError) as info:
         await run_agent(
@@ -246,12 +246,10 @@ async def test_provider_options_other_than_on_event_are_refused(
             cwd=worktree,
             prompt="ok",
             run=run_meta,
-            provider_options={
-                "pi": {"approve_tool": lambda name, args: True, "on_event": seen.append}
-            },
+            provider_options={"pi": {"colour": "red", "on_event": seen.append}},
         )
     assert info.value.argument == "provider_options"
-    assert "approve_tool" in str(info.value)
+    assert "colour" in str(info.value)
     assert launched == []
     _assert_released(worktree)
     result = await run_agent(  # on_event alone is fine

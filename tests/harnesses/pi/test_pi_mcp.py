@@ -19,7 +19,7 @@ import anyio
 import pytest
 from jigs import RunMetadata
 from jigs.sandbox._proctree import processes_under
-from jigs.steps import run_agent
+from jigs.steps import Allow, Deny, GatedCall, run_agent
 from jigs_testing import ModelServer, text, tool_call
 from mcp_configs import records, step_server, stray_server, stray_toml
 
@@ -41,16 +41,31 @@ async def test_model_calls_the_record_tool_and_the_server_records_it(
     run_meta: RunMetadata,
     record_file: Path,
 ) -> None:
-    script = [tool_call("mcp__jigs__record", {"note": "NOTE-FROM-MODEL-42"}), text("recorded")]
+    """Through the step's tool gate (Pi in RPC mode): a refused call never reaches the server."""
+    script = [
+        tool_call("mcp__jigs__record", {"note": "REFUSED-NOTE"}),
+        tool_call("mcp__jigs__record", {"note": "NOTE-FROM-MODEL-42"}),
+        text("recorded"),
+    ]
+    seen: list[GatedCall] = []
+
+    def gate(call: GatedCall) -> Allow | Deny:
+        seen.append(call)
+        return Deny("no such notes") if "REFUSED" in str(call.arguments) else Allow()
+
     async with ModelServer(script) as s:
         harness = pi_descriptor(s.openai_base_url, mcp_servers={"jigs": step_server()})
-        result = await run_agent(harness=harness, cwd=worktree, prompt="record it", run=run_meta)
+        result = await run_agent(
+            harness=harness, cwd=worktree, prompt="record it", run=run_meta, approve_tool=gate
+        )
         requests = s.model_requests
     assert result.text == "recorded"
     # the probe talks to its own copy of the server; only the model's call goes through `record`
     assert records(record_file) == [{"note": "NOTE-FROM-MODEL-42"}]
     assert "mcp__jigs__record" in _declared_tools(requests[0].body)
-    assert "recorded NOTE-FROM-MODEL-42" in json.dumps(_tool_messages(requests[1].body))
+    assert "no such notes" in json.dumps(_tool_messages(requests[1].body))
+    assert "recorded NOTE-FROM-MODEL-42" in json.dumps(_tool_messages(requests[2].body))
+    assert [(c.tool, c.category) for c in seen] == [("mcp__jigs__record", "mcp")] * 2
 
 
 async def test_a_tools_allowlist_keeps_the_declared_servers(

@@ -40,6 +40,7 @@ import anyio
 import anyio.abc
 
 from jigs.engine import _otel, _structured
+from jigs.engine._gate import PendingApproval, ToolGate
 from jigs.engine._prompt import image_record, materialise
 from jigs.engine._steplog import StepLog
 from jigs.engine._usage import Usage
@@ -50,6 +51,7 @@ from jigs.errors import (
     AgentOutputError,
     AgentTimeoutError,
     AgentTurnError,
+    ApprovalPending,
     CliNotFoundError,
     JigsError,
     PromptError,
@@ -117,6 +119,7 @@ class TurnRequest:
     partial: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
     on_event: EventCallback | None = None
+    gate: ToolGate | None = None
     images: tuple[Image, ...] = ()
 
 
@@ -428,6 +431,7 @@ class TurnEngine:
             ),
             partial=request.partial,
             options=request.options,
+            gate=request.gate,
             tool_free=self.target.tool_free,
             images=self._images(request.images),
         )
@@ -502,6 +506,8 @@ class TurnEngine:
 
     async def _run(self, request: TurnRequest, record: TurnRecord) -> AsyncIterator[AgentEvent]:
         spec = self._spec(request)
+        if request.gate is not None:
+            request.gate.start_turn()
         record.session_id = self.session_id
         log = self.ctx.log.bind(resumed=self.session_id is not None)
         started = time.monotonic()
@@ -532,6 +538,8 @@ class TurnEngine:
                 self._fill(interrupted, record, stream)
                 raise interrupted from None
             self._fill(exc, record, stream)
+            if request.gate is not None and request.gate.pending and exc.reason == "aborted":
+                raise self._pending(request.gate, record, stream) from None
             raise
         except TimeoutError:
             if stream is not None:
@@ -726,7 +734,10 @@ class TurnEngine:
         self, request: TurnRequest, record: TurnRecord, stream: TurnStream | None
     ) -> None:
         """The ended turn into ``record`` (its structured output extracted when asked for), or
-        its failure raised."""
+        its failure raised (:class:`ApprovalPending` when the gate deferred a call: the turn
+        ended because of it, however the CLI reported the end)."""
+        if request.gate is not None and request.gate.pending:
+            raise self._pending(request.gate, record, stream)
         if record.failed is not None:
             raise self._failure(record.failed, record, stream)
         assert record.completed is not None
@@ -906,6 +917,26 @@ class TurnEngine:
             )
         error.stop_reason = failed.stop_reason
         self._fill(error, record, stream)
+        return error
+
+    def _pending(
+        self, gate: ToolGate, record: TurnRecord, stream: TurnStream | None
+    ) -> ApprovalPending:
+        calls = tuple(gate.pending)
+        names = ", ".join(sorted({call.tool for call in calls}))
+        error = ApprovalPending(
+            f"the {self.harness.display_name} turn stopped: approve_tool deferred {len(calls)} "
+            f"call(s) ({names}) for a decision. Store error.pending, then resume its session "
+            f"with approvals=error.pending.decide({{call_id: Allow() or Deny(reason)}})",
+            kind=self.harness.kind,
+            pending=PendingApproval(session=None, calls=calls),
+        )
+        if record.failed is not None:
+            error.stop_reason = record.failed.stop_reason
+        elif record.completed is not None:
+            error.stop_reason = record.completed.stop_reason
+        self._fill(error, record, stream)
+        self.ctx.log.info("turn.approval_pending", calls=len(calls), tools=names)
         return error
 
     def _fill(self, error: AgentTurnError, record: TurnRecord, stream: TurnStream | None) -> None:

@@ -6,9 +6,10 @@ become stream parts (text deltas, tool calls and results) and the call ends with
 :class:`~jigs.models.FinishPart` whose result carries ``provider_metadata[kind]["session_id"]``.
 
 Provider options (``provider_options={kind: {...}}``, never persisted): ``on_event`` (called with
-every :mod:`jigs.events` event; may be async) and whatever the kind reads itself (such as
-``approve_tool``). The runner's own ``provider_options`` and ``on_event`` (given to
-``create_agent_runner``) are the defaults of every call; a call's own win.
+every :mod:`jigs.events` event; may be async) and whatever the kind reads itself (such as Codex's
+``effort``); the tool gate is a step option (``approve_tool``), the same for every call. The
+runner's own ``provider_options`` and ``on_event`` (given to ``create_agent_runner``) are the
+defaults of every call; a call's own win.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from jigs.engine._engine import EventCallback, TurnEngine, TurnRecord, TurnRequest
+from jigs.engine._gate import ToolGate, gate_from_options
 from jigs.engine._prompt import prompt_parts
 from jigs.events import TextDelta, ToolCallFinished, ToolCallStarted
 from jigs.models._protocol import StreamingModel
@@ -89,8 +91,10 @@ class EngineModel(StreamingModel):
         engine: TurnEngine,
         provider_options: Mapping[str, Mapping[str, Any]] | None = None,
         on_event: EventCallback | None = None,
+        gate: ToolGate | None = None,
     ) -> None:
         self._engine = engine
+        self._gate = gate
         # the runner's options: the defaults of every call (see create_agent_runner)
         self._defaults = dict((provider_options or {}).get(engine.harness.kind, {}))
         kind_event = self._defaults.pop("on_event", None)
@@ -119,6 +123,7 @@ class EngineModel(StreamingModel):
         engine = self._engine
         warnings = engine.warnings_for({name: getattr(request, name) for name in _PER_CALL})
         options = {**self._defaults, **request.options_for(self.provider)}
+        gate_from_options(None, None, {self.provider: options}, None)  # a moved approve_tool
         on_event = (
             options.pop("on_event", None)
             or request.options_for("jigs").get("on_event")
@@ -135,6 +140,7 @@ class EngineModel(StreamingModel):
             partial=partial,
             options=options,
             on_event=on_event if callable(on_event) else None,
+            gate=self._gate,
         )
         async for event in engine.run(turn, record):
             if isinstance(event, TextDelta):

@@ -185,7 +185,7 @@ def _validate_run(run: object) -> RunMetadata:
     )
 
 
-def _validate_resume(resume: object) -> AgentSessionRef | None:
+def _validate_resume(resume: object, harness: Harness[Any]) -> AgentSessionRef | None:
     if resume is None:
         return None
     if isinstance(resume, Mapping) and all(isinstance(k, str) for k in resume):
@@ -200,7 +200,7 @@ def _validate_resume(resume: object) -> AgentSessionRef | None:
         len(resume.id) > _MAX_SESSION_ID
         or not resume.id.isprintable()
         or "/" in resume.id
-        or looks_like_secret(resume.id)
+        or (looks_like_secret(resume.id) and not _kind_shaped(resume.id, harness))
     ):
         raise AgentSessionError(
             "the session id to resume is not one jigs recorded (too long, shaped like a secret, "
@@ -209,6 +209,12 @@ def _validate_resume(resume: object) -> AgentSessionRef | None:
             session_id="<not shown>",
         )
     return resume
+
+
+def _kind_shaped(session_id: str, harness: Harness[Any]) -> bool:
+    """Whether ``session_id`` has the shape the kind declares for its CLI's ids."""
+    pattern = harness.session_id_pattern
+    return pattern is not None and re.fullmatch(pattern, session_id) is not None
 
 
 def _shown_kind(kind: str) -> str:
@@ -384,20 +390,23 @@ class Step:
         resume: object,
         agents_env: object,
         need_model: bool,
+        gated: bool = False,
         tool_free: bool = False,
         tools: object = None,
         images: bool = False,
     ) -> TurnEngine:
         """Run every stage; raises the first failure (kept in :attr:`error`; the caller then
-        calls :meth:`aclose`). ``tool_free`` (:func:`jigs.steps.ask_agent`): ``cwd`` is the
-        ask's private scratch directory; the kind must say it runs without tools, the
-        descriptor must declare no MCP server, and nothing is locked or stored."""
+        calls :meth:`aclose`). ``gated``: the step passes a tool gate, which a kind without
+        ``tool_gate`` refuses here, before anything is acquired. ``tool_free``
+        (:func:`jigs.steps.ask_agent`): ``cwd`` is the ask's private scratch directory; the kind
+        must say it runs without tools, the descriptor must declare no MCP server, and nothing is
+        locked or stored."""
         try:
             probe_soon()  # a fresh process's probe runs while the step resolves and locks
             run_meta = _validate_run(run)
             harness, descriptor = self._resolve(descriptor_or_data, run_meta)
             session = _kind_refusals(
-                harness, descriptor, need=(need_model, images, tool_free), resume=resume
+                harness, descriptor, need=(need_model, images, tool_free, gated), resume=resume
             )
             workdir = _validate_cwd(cwd)
             names = _validate_agents_env(agents_env)
@@ -420,7 +429,11 @@ class Step:
                 descriptor, env = await self._serve_tools(checked, descriptor, env)
 
             target: HarnessTarget[Any] = HarnessTarget(
-                descriptor=descriptor, cwd=workdir, resume=session, tool_free=tool_free
+                descriptor=descriptor,
+                cwd=workdir,
+                resume=session,
+                gated=gated,
+                tool_free=tool_free,
             )
             await self._checks(harness, descriptor, env, target, listed_only=bool(checked))
             ctx = self._context(harness, target, env, run_meta, sandboxed)
@@ -757,18 +770,24 @@ def _kind_refusals(
     harness: Harness[Any],
     descriptor: HarnessDescriptor,
     *,
-    need: tuple[bool, bool, bool],
+    need: tuple[bool, bool, bool, bool],
     resume: object,
 ) -> AgentSessionRef | None:
     """What the kind alone refuses, before anything is acquired, for what the step needs (a
-    model, images, no tools: an ask); the session to resume."""
+    model, images, no tools: an ask, a tool gate); the session to resume."""
     kind = harness.kind
-    need_model, images, tool_free = need
+    need_model, images, tool_free, gated = need
     if need_model and not harness.has_model:
         raise ModelNotAvailableError(kind)
+    if gated and not harness.tool_gate:
+        raise InvalidInputError(
+            f"the {kind} kind cannot gate tool calls, so it refuses approve_tool: "
+            f"{harness.tool_gate_refusal}",
+            argument="approve_tool",
+        )
     if images and not harness.takes_images:
         raise PromptError(f"the {kind} kind takes no images in a prompt; send text only")
-    session = _validate_resume(resume)
+    session = _validate_resume(resume, harness)
     if session is not None and session.harness != kind:
         raise AgentSessionError(
             f"session {session.id} was recorded on the {session.harness} harness and this "

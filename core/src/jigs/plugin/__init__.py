@@ -73,6 +73,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 import pluggy
 
 from jigs import processes
+from jigs.engine._gate import ToolGate
 from jigs.errors import AgentSessionError, RunnerClosedError
 from jigs.policy._files import remove_tree
 from jigs.sandbox import SandboxView
@@ -87,6 +88,7 @@ __all__ = [
     "ModelRoute",
     "PromptImage",
     "SessionTransport",
+    "ToolGate",
     "TurnDecoder",
     "TurnDriver",
     "TurnLaunch",
@@ -117,9 +119,10 @@ if TYPE_CHECKING:
 #: minor is at most this minor (a minor release of the contract only adds optional hooks and
 #: fields; a major one changes or removes something); any other kind, one declaring nothing
 #: included, is refused with :class:`~jigs.errors.HarnessContractError` (for a 1.x kind, with
-#: what changed: :data:`jigs.registry._contract.CHANGES`). jigs-core 0.1.x implements contract 2.0;
-#: harness distributions pin ``jigs-core>=0.1,<0.2`` to match.
-CONTRACT_VERSION = "2.0"
+#: what changed: :data:`jigs.registry._contract.CHANGES`). jigs-core 0.1.x implements contract 2.1;
+#: harness distributions pin ``jigs-core>=0.1,<0.2`` to match. Contract 2.1 added
+#: :attr:`Harness.session_id_pattern` (optional: a 2.0 kind loads as it is).
+CONTRACT_VERSION = "2.1"
 
 hookspec = pluggy.HookspecMarker("jigs")
 hookimpl = pluggy.HookimplMarker("jigs")
@@ -131,6 +134,10 @@ D = TypeVar("D", bound="HarnessDescriptor")
 class HarnessTarget(Generic[D]):
     """What a step asks for: a descriptor, the worktree, and optionally a session to resume.
 
+    ``gated``: the step passes a tool gate (every turn's :attr:`TurnSpec.gate` is then set; a
+    kind that configures its CLI once per step, such as an MCP server's approval mode, reads it
+    here).
+
     ``tool_free`` (:func:`jigs.steps.ask_agent`): the step's turns run with no tool at all (no
     shell, no file tools, no MCP, no web search, no subagents) and keep no session (nothing
     resumes an ask; ``cwd`` is a private scratch directory, removed afterwards). A kind that
@@ -140,6 +147,7 @@ class HarnessTarget(Generic[D]):
     descriptor: D
     cwd: Path
     resume: AgentSessionRef | None = None
+    gated: bool = False
     tool_free: bool = False
 
 
@@ -338,7 +346,11 @@ class TurnSpec(Generic[D]):
     ``--fork-session``, Pi ``--fork``): the first turn of a step that resumes forks, so a retried
     step starts from exactly the state its input ref names, whatever a killed attempt wrote.
     ``partial`` asks for text deltas as they arrive (a streamed call). ``options`` are the
-    step's provider options for this kind (functions such as ``approve_tool``; never persisted).
+    step's provider options for this kind (functions; never persisted). ``gate`` is the step's
+    tool gate (None: none was given), only ever set for a kind whose ``tool_gate`` is True: ask
+    :meth:`ToolGate.decide` before each tool call runs and tell the CLI the answer
+    (:class:`~jigs.steps.Allow`: run it; :class:`~jigs.steps.Deny`: refuse it with the reason;
+    :class:`~jigs.steps.Defer`: refuse it and end the turn as soon as the CLI can, cleanly).
     ``tool_free``: the step's target is tool-free (see :class:`HarnessTarget`).
     ``images`` come after the prompt's text, in order (only for a kind with
     :attr:`Harness.takes_images`; the core refuses them for any other).
@@ -354,6 +366,7 @@ class TurnSpec(Generic[D]):
     max_output_tokens: int | None = None
     partial: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
+    gate: ToolGate | None = None
     tool_free: bool = False
     images: tuple[PromptImage, ...] = ()
 
@@ -478,6 +491,20 @@ class Harness(ABC, Generic[D]):
     #: Why a running turn of this kind cannot be steered (the step's ``steer(text)`` refusal,
     #: :class:`~jigs.errors.SteerRefusedError`), for a kind whose turns have no ``steer``.
     steer_refusal: ClassVar[str] = "its CLI takes no user input while a turn runs"
+    #: True when the kind asks :attr:`TurnSpec.gate` before every tool call its CLI runs (a
+    #: step's ``approve_tool``); False (the default) refuses ``approve_tool`` when the step
+    #: opens, with :attr:`tool_gate_refusal`, so that no step believes itself gated when it is
+    #: not.
+    tool_gate: ClassVar[bool] = False
+    #: Why the kind cannot gate tool calls (the refusal's message, when ``tool_gate`` is False).
+    tool_gate_refusal: ClassVar[str] = "the kind does not declare a tool gate (Harness.tool_gate)"
+    #: The shape of the session ids the kind's CLI makes, as a regular expression an id must
+    #: match whole (``r"ses_[0-9a-zA-Z]{26}"``); None: no declared shape. The core refuses a
+    #: ``resume`` id shaped like a secret, so that a credential passed by mistake is never
+    #: echoed or looked up; an id that matches the kind's own pattern is taken as an id (a CLI
+    #: whose ids are long random tokens, like opencode's, could not resume otherwise). The
+    #: other rules (length, ``/``, control characters) apply regardless. Contract 2.1.
+    session_id_pattern: ClassVar[str | None] = None
 
     # ---------------------------------------------------------------- resolution and checks
 

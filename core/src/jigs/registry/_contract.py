@@ -31,7 +31,7 @@ __all__ = [
 #: The jigs-core releases implementing each contract version, as ``(lowest, first beyond)``
 #: release numbers, in release order (what a refusal tells the operator to pin). One entry is
 #: added whenever :data:`~jigs.plugin.CONTRACT_VERSION` changes.
-CORE_RELEASES: dict[str, tuple[str, str]] = {"2.0": ("0.1", "0.2")}
+CORE_RELEASES: dict[str, tuple[str, str]] = {"2.0": ("0.1", "0.2"), "2.1": ("0.1", "0.2")}
 
 #: Where a kind's author reads the contract (what a refusal points at).
 GUIDE = "docs/guide/write-a-harness-kind.md (https://github.com/jigs-dev/jigs-python)"
@@ -175,6 +175,32 @@ def _overrides(harness: Any, name: str) -> bool:
     return getattr(type(harness), name, None) is not getattr(Harness, name)
 
 
+#: Credentials of well-known shapes: a kind's ``session_id_pattern`` matching one would let a
+#: key passed by mistake as ``resume`` through the core's secret test.
+_KEY_SAMPLES = (
+    "sk-ant-api03-" + "a1B2" * 20,
+    "sk-proj-" + "a1B2" * 12,
+    "ghp_" + "a1B2" * 9,
+    "AKIA" + "A1B2" * 4,
+)
+
+
+def _pattern_problems(pattern: object) -> list[str]:
+    """What is wrong with a kind's ``session_id_pattern`` (contract 2.1)."""
+    if pattern is None:
+        return []
+    try:
+        compiled = re.compile(pattern)  # type: ignore[call-overload]
+    except (re.error, TypeError):
+        return ["session_id_pattern is not a regular expression (a str) or None"]
+    if any(compiled.fullmatch(sample) for sample in _KEY_SAMPLES):
+        return [
+            "session_id_pattern also matches API keys (sk-..., ghp_..., AKIA...): narrow it to "
+            "the shape of the CLI's own session ids"
+        ]
+    return []
+
+
 def _hook_problems(harness: Any) -> list[str]:
     problems: list[str] = []
     if not isinstance(harness, Harness):
@@ -189,6 +215,7 @@ def _hook_problems(harness: Any) -> list[str]:
                     f"hook {hook} is missing: implement {hook}() (a process per turn), or "
                     f"open_transport() for a CLI that serves many turns"
                 )
+    problems += _pattern_problems(getattr(harness, "session_id_pattern", None))
     if harness.structured_output not in ("native", "prompted"):
         problems.append('structured_output must be "native" or "prompted"')
     if hasattr(type(harness), "native_limits"):

@@ -7,13 +7,12 @@
     local = harnesses.claude(base_url="http://127.0.0.1:8080", api_key_env="GATEWAY_KEY")
 
 Provider options a step may pass (``provider_options={"claude": {...}}``): ``on_event`` (called
-with every :mod:`jigs.events` event) and ``approve_tool``
-(``fn(tool_name, arguments) -> bool | str | Awaitable[bool | str]``).
+with every :mod:`jigs.events` event). The step's tool gate (``approve_tool``, a step option of
+:mod:`jigs.steps`) sees every tool call before it runs (a PreToolUse hook).
 """
 
 from __future__ import annotations
 
-from jigs_harness_claude._approval import ApproveTool
 from jigs_harness_claude._descriptor import ClaudeDescriptor, Effort
 from jigs_harness_claude._events import ClaudeDecoder
 from jigs_harness_claude._executable import (
@@ -30,7 +29,6 @@ __all__ = [
     "ENV_VAR",
     "MINIMUM_VERSION",
     "TESTED_VERSION",
-    "ApproveTool",
     "ClaudeDecoder",
     "ClaudeDescriptor",
     "ClaudeHarness",

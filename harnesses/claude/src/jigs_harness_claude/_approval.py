@@ -1,51 +1,60 @@
-"""The tool-approval callback: a PreToolUse hook answered by the step, over Claude Code's stdio
-control protocol.
+"""The step's tool gate (:class:`jigs.plugin.ToolGate`), answered through a PreToolUse hook over
+Claude Code's stdio control protocol.
 
 Permissions stay bypassed (policy), so Claude Code never prompts; instead, when a step passes
-``provider_options={"claude": {"approve_tool": fn}}``, the turn runs with
-``--input-format stream-json`` and an :class:`ApprovalDriver` (a :class:`jigs.plugin.TurnDriver`):
-it registers one PreToolUse hook in the ``initialize`` control request, sends the prompt as a user
-message, and answers each ``hook_callback`` request by calling ``fn(tool_name, arguments)``.
-``fn`` (sync or async) returns ``True`` to let the tool run, ``False`` to refuse it, or a string
-to refuse it with that message to the agent. A callback that raises fails the turn with its own
-exception (the core stops the process). Its time counts as silence of the CLI: a callback that
-waits longer than the descriptor's ``idle_timeout`` ends the turn with ``AgentTimeoutError``.
-stdin is closed when the turn ends.
+``approve_tool``, the turn runs with ``--input-format stream-json`` and an :class:`ApprovalDriver`
+(a :class:`jigs.plugin.TurnDriver`): it registers one PreToolUse hook in the ``initialize``
+control request, sends the prompt as a user message, and answers each ``hook_callback`` request
+with the gate's decision on a :class:`~jigs.steps.GatedCall`: every tool Claude Code runs passes
+through it (``Bash`` is ``"shell"``; ``Edit``, ``MultiEdit``, ``Write`` and ``NotebookEdit`` are
+``"file_edit"``; ``mcp__<server>__<tool>`` is ``"mcp"``; the rest, ``Read``, ``Grep``, ``Task``
+..., ``"other"``), its ``arguments`` the tool's input. ``Allow`` lets the tool run; ``Deny``
+refuses it with the reason (the agent reads it); ``Defer`` refuses it and stops the turn
+(``continue: false``), so the CLI ends with its result and the session records the call. The
+gate's time counts as silence of the CLI: a gate that waits longer than the descriptor's
+``idle_timeout`` ends the turn with ``AgentTimeoutError`` (use ``Defer`` for a human). stdin is
+closed when the turn ends.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
-from jigs.errors import AgentOutputError, InvalidInputError
+from jigs.errors import AgentOutputError
+from jigs.plugin import ToolGate
+from jigs.steps import Allow, Defer, GatedCall
 
 from jigs_harness_claude._control import StreamInput
 
 if TYPE_CHECKING:
     import anyio.abc
 
-__all__ = ["ApprovalDriver", "ApproveTool", "approve_tool"]
-
-ApproveTool = Callable[[str, dict[str, Any]], "bool | str | Awaitable[bool | str]"]
+__all__ = ["ApprovalDriver", "tool_call"]
 
 _HOOK_ID = "jigs_approve_tool"
 _INIT_ID = "jigs_init"
 _GONE = (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError)
+_EDITS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
+#: What the agent reads when its call waits for a human (the turn stops right after).
+DEFERRED = "this call waits for a human's approval; the turn stops here"
 
 
-def approve_tool(options: Mapping[str, Any]) -> ApproveTool | None:
-    """The step's ``approve_tool`` callback, or None; :class:`InvalidInputError` when it is
-    not a function."""
-    fn = options.get("approve_tool")
-    if fn is None or callable(fn):
-        return fn
-    raise InvalidInputError(
-        "provider_options['claude']['approve_tool'] must be a function "
-        "fn(tool_name, arguments) -> bool | str (or an awaitable of one)",
-        argument="provider_options",
+def tool_call(name: str, arguments: Any, call_id: str) -> GatedCall:
+    """Claude Code's tool call as the gate sees it."""
+    category: Literal["shell", "file_edit", "mcp", "other"] = "other"
+    if name == "Bash":
+        category = "shell"
+    elif name in _EDITS:
+        category = "file_edit"
+    elif name.startswith("mcp__"):
+        category = "mcp"
+    return GatedCall(
+        kind="claude",
+        tool=name,
+        category=category,
+        arguments=arguments if isinstance(arguments, dict) else {"input": arguments},
+        call_id=call_id,
     )
 
 
@@ -53,9 +62,9 @@ class ApprovalDriver(StreamInput):
     """Speaks the control protocol on one turn's stdin (see the module docstring); interrupts
     and steers as :class:`StreamInput` does."""
 
-    def __init__(self, approve: ApproveTool, prompt: str | list[dict[str, Any]]) -> None:
+    def __init__(self, gate: ToolGate, prompt: str | list[dict[str, Any]]) -> None:
         super().__init__(prompt)
-        self._approve = approve
+        self._gate = gate
 
     async def start(self, stdin: anyio.abc.ByteSendStream) -> None:
         """Register the hook and send the prompt."""
@@ -93,8 +102,11 @@ class ApprovalDriver(StreamInput):
         request_id = message.get("request_id")
         if request.get("subtype") == "hook_callback" and request.get("callback_id") == _HOOK_ID:
             payload = request.get("input") or {}
+            call_id = str(payload.get("tool_use_id") or request.get("tool_use_id") or "")
             output = await self._decide(
-                str(payload.get("tool_name") or ""), payload.get("tool_input") or {}
+                tool_call(
+                    str(payload.get("tool_name") or ""), payload.get("tool_input") or {}, call_id
+                )
             )
             response = {"subtype": "success", "request_id": request_id, "response": output}
         else:
@@ -103,17 +115,18 @@ class ApprovalDriver(StreamInput):
         await self._send({"type": "control_response", "response": response})
         return True
 
-    async def _decide(self, name: str, arguments: Any) -> dict[str, Any]:
-        verdict = self._approve(name, arguments)
-        if inspect.isawaitable(verdict):
-            verdict = await verdict
-        if verdict is True:
+    async def _decide(self, call: GatedCall) -> dict[str, Any]:
+        decision = await self._gate.decide(call)
+        if isinstance(decision, Allow):
             return {}
-        reason = verdict if isinstance(verdict, str) and verdict else f"{name} was refused"
-        return {
+        reason = DEFERRED if isinstance(decision, Defer) else decision.reason
+        output: dict[str, Any] = {
             "hookSpecificOutput": {
                 "hookEventName": "PreToolUse",
                 "permissionDecision": "deny",
                 "permissionDecisionReason": reason,
             }
         }
+        if isinstance(decision, Defer):
+            output.update({"continue": False, "stopReason": DEFERRED})
+        return output

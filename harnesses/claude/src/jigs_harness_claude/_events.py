@@ -36,7 +36,7 @@ NOT_LOGGED_IN = (
     "endpoint"
 )
 #: The step's options jigs knows (``on_event`` is taken by the core).
-_OPTIONS = frozenset({"approve_tool", "on_event"})
+_OPTIONS = frozenset({"on_event"})
 _RETRYABLE = frozenset(
     {"connection_failed", "server_error", "api_error", "rate_limit", "overloaded"}
 )

@@ -77,6 +77,7 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
     kind: ClassVar[str] = "claude"
     contract: ClassVar[str | None] = "2.0"
     display_name: ClassVar[str] = "Claude Code"
+    tool_gate: ClassVar[bool] = True
     descriptor_type: ClassVar[type[HarnessDescriptor]] = ClaudeDescriptor
     sets_env: ClassVar[frozenset[str]] = SETS_ENV
     structured_output: ClassVar[Literal["native", "prompted"]] = "native"
@@ -206,6 +207,9 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
                     "command": f"printf %s {shlex.quote(content)} > {shlex.quote(path)}",
                     "description": f"write {path}",
                 },
+            ),
+            edit_file=scripted_write(
+                "Write", lambda path, content: {"file_path": path, "content": content}
             ),
             run_command=scripted_command(
                 "Bash", lambda command: {"command": command, "description": "run a command"}

@@ -37,7 +37,7 @@ from typing import Any
 from jigs.errors import DescriptorError, InvalidInputError
 from jigs.plugin import ModelEndpoint, TurnLaunch, TurnSpec, private_file
 
-from jigs_harness_claude._approval import ApprovalDriver, approve_tool
+from jigs_harness_claude._approval import ApprovalDriver
 from jigs_harness_claude._control import StreamInput
 from jigs_harness_claude._descriptor import ClaudeDescriptor
 from jigs_harness_claude._mcp import disallowed_mcp_tools
@@ -143,13 +143,13 @@ def user_content(turn: TurnSpec[ClaudeDescriptor]) -> str | list[dict[str, Any]]
 
 
 def launch(turn: TurnSpec[ClaudeDescriptor], prepared: Prepared) -> TurnLaunch:
-    """One turn's :class:`TurnLaunch`. ``turn.options["approve_tool"]`` switches to stream-json
+    """One turn's :class:`TurnLaunch`. A tool gate (``turn.gate``) switches to stream-json
     input with the approval driver (see :mod:`._approval`); images in the prompt to stream-json
     input with one user message of content blocks."""
-    approve = approve_tool(turn.options)
+    gate = turn.gate
     # a step's turn reads stream-json input, so the step can interrupt and steer it; an ask
     # (tool-free, no runner, no images) keeps the prompt on the command line
-    streamed = approve is not None or bool(turn.images) or not turn.tool_free
+    streamed = gate is not None or bool(turn.images) or not turn.tool_free
     argv = [
         *_policy_args(turn, prepared, streamed_input=streamed),
         *_session_args(turn),
@@ -162,8 +162,8 @@ def launch(turn: TurnSpec[ClaudeDescriptor], prepared: Prepared) -> TurnLaunch:
         max_output_tokens=turn.max_output_tokens,
         shell_prefix=prepared.shell_prefix,
     )
-    if approve is not None:
-        return TurnLaunch(argv, env, driver=ApprovalDriver(approve, user_content(turn)))
+    if gate is not None:
+        return TurnLaunch(argv, env, driver=ApprovalDriver(gate, user_content(turn)))
     if streamed:
         return TurnLaunch(argv, env, driver=StreamInput(user_content(turn)))
     encoded = turn.prompt.encode("utf-8")

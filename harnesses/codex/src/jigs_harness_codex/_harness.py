@@ -57,6 +57,7 @@ class CodexHarness(Harness[CodexDescriptor]):
     kind: ClassVar[str] = "codex"
     contract: ClassVar[str | None] = "2.0"
     display_name: ClassVar[str] = "Codex"
+    tool_gate: ClassVar[bool] = True
     descriptor_type: ClassVar[type[HarnessDescriptor]] = CodexDescriptor
     sets_env: ClassVar[frozenset[str]] = frozenset({"CODEX_HOME"})
     structured_output: ClassVar[Literal["native", "prompted"]] = "native"
@@ -183,6 +184,11 @@ class CodexHarness(Harness[CodexDescriptor]):
                 },
             ),
             run_command=scripted_command("exec_command", lambda command: {"cmd": command}),
+            # Codex takes an apply_patch heredoc in its shell tool as a file change
+            edit_file=scripted_write(
+                "exec_command",
+                lambda path, content: {"cmd": _add_file_patch(path, content)},
+            ),
             host_env={key: "sk-demo"},
         )
 
@@ -199,3 +205,11 @@ class CodexHarness(Harness[CodexDescriptor]):
             f"pip install --force-reinstall jigs-harness-codex (it brings "
             f"{RUNTIME_WHEEL}=={RUNTIME_WHEEL_VERSION})",
         )
+
+
+def _add_file_patch(path: str, content: str) -> str:
+    """An ``apply_patch`` command that adds ``path`` with ``content``."""
+    lines = "".join(f"+{line}\n" for line in content.splitlines())
+    return (
+        f"apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: {path}\n{lines}*** End Patch\nEOF\n"
+    )

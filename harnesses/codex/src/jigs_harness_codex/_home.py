@@ -155,7 +155,7 @@ def mcp_startup_timeout(descriptor: CodexDescriptor) -> float:
 
 
 def _mcp_tables(
-    descriptor: CodexDescriptor, env: Mapping[str, str]
+    descriptor: CodexDescriptor, env: Mapping[str, str], *, gated: bool = False
 ) -> tuple[list[str], dict[str, str], set[str]]:
     """The ``[mcp_servers.*]`` tables, the env the app server must add for renamed
     credentials, and every credential name (kept from the agent's shell).
@@ -210,21 +210,27 @@ def _mcp_tables(
             lines.append(f"disabled_tools = {_toml_list(server.disabled_tools)}")
         lines += ["required = true", startup]
         # unattended: a declared (and probed) server's tools run without asking (with "prompt"
-        # Codex would refuse them under the approval policy "never")
-        lines.append('default_tools_approval_mode = "approve"')
+        # Codex would refuse them under the approval policy "never"); a gated step's turns ask
+        # ("untrusted"), and "prompt" makes each tool call one of the questions
+        mode = "prompt" if gated else "approve"
+        lines.append(f"default_tools_approval_mode = {_toml_str(mode)}")
     return lines, extra, secret_names
 
 
 def render_config(
-    descriptor: CodexDescriptor, env: Mapping[str, str], *, base_url: str | None = None
+    descriptor: CodexDescriptor,
+    env: Mapping[str, str],
+    *,
+    base_url: str | None = None,
+    gated: bool = False,
 ) -> tuple[str, dict[str, str]]:
     """The curated ``config.toml`` text and the env the app server must add.
 
     ``base_url`` (the step's proxy URL) replaces the descriptor's endpoint as the provider's
     ``base_url``. Top-level keys come first (a key after a ``[table]`` header belongs to that
-    table).
+    table). ``gated``: the step's MCP tools are asked about (its tool gate answers).
     """
-    mcp_lines, extra_env, secret_names = _mcp_tables(descriptor, env)
+    mcp_lines, extra_env, secret_names = _mcp_tables(descriptor, env, gated=gated)
     if descriptor.api_key_env:
         secret_names.add(descriptor.api_key_env)
     lines = [
@@ -284,6 +290,7 @@ def build_home(
     *,
     seed: Path | None = None,
     base_url: str | None = None,
+    gated: bool = False,
 ) -> CodexHome:
     """Create this invocation's home (mode 0700) under ``state_dir``, starting from a copy of
     ``seed`` (see :mod:`jigs_harness_codex._seed`: a spare copied ahead when one is ready) when
@@ -297,7 +304,7 @@ def build_home(
     try:
         if seed is not None and not claim_spare(seed, path):
             copy_seed(seed, path)
-        text, extra_env = render_config(descriptor, env, base_url=base_url)
+        text, extra_env = render_config(descriptor, env, base_url=base_url, gated=gated)
         config = path / "config.toml"
         config.write_text(text, encoding="utf-8")
         config.chmod(0o600)

@@ -46,10 +46,20 @@ from jigs_harness_codex._seed import discard_system_skills, ensure_seed, prepare
 from jigs_harness_codex._turn import CodexDecoder, strict_schema
 from jigs_harness_codex._version import __version__
 
-__all__ = ["POLICY_APPROVAL", "POLICY_SANDBOX", "CodexTransport", "CodexTurn", "open_transport"]
+__all__ = [
+    "GATED_APPROVAL",
+    "POLICY_APPROVAL",
+    "POLICY_SANDBOX",
+    "CodexTransport",
+    "CodexTurn",
+    "open_transport",
+]
 
 #: Unattended: Codex never asks.
 POLICY_APPROVAL = "never"
+#: With a step's tool gate: Codex asks before every command it does not know to be read-only and
+#: before every file change (the sandbox stays jigs', so it never asks to escape its own).
+GATED_APPROVAL = "untrusted"
 #: jigs' isolation is the worktree, the environment built from empty and the private home; the
 #: agent runs like Claude under bypassPermissions (Codex's own sandbox needs user namespaces that
 #: many CI containers lack, and would silently deny network to build tools).
@@ -68,14 +78,28 @@ _MCP_STARTUP_FAILED = "required MCP servers failed to initialize"
 class CodexTurn:
     """One running turn: the engine reads :meth:`receive` under its deadlines."""
 
-    def __init__(self, server: AppServer, decoder: CodexDecoder, log: Any) -> None:
+    def __init__(
+        self, server: AppServer, decoder: CodexDecoder, log: Any, approver: Approver | None = None
+    ) -> None:
         self.decoder: TurnDecoder = decoder
         self._turn = decoder
         self._server = server
         self._log = log
+        self._approver = approver
+        self._interrupted = False
         self._requests = 0
 
     async def receive(self) -> dict[str, Any] | None:
+        if self._approver is not None and self._approver.deferred and not self._interrupted:
+            # the gate deferred a call (declined): end the turn; Codex reports it interrupted
+            self._interrupted = True
+            await self._server.send(
+                {
+                    "id": f"interrupt-{self._turn.turn_id}",
+                    "method": "turn/interrupt",
+                    "params": {"threadId": self._turn.thread_id, "turnId": self._turn.turn_id},
+                }
+            )
         return await self._server.next_message(f"the end of turn {self._turn.turn_id}")
 
     async def interrupt(self) -> bool:
@@ -235,7 +259,7 @@ class CodexTransport(SessionTransport):
         )
 
     async def start_turn(self, turn: TurnSpec[Any]) -> CodexTurn:
-        approve, effort = turn_options(turn.options)
+        effort = turn_options(turn.options)
         thread_id = str(self.session_id)
         params: dict[str, Any] = {
             "threadId": thread_id,
@@ -244,6 +268,8 @@ class CodexTransport(SessionTransport):
                 # the core's private copy: the app server (in the sandbox) reads it
                 *({"type": "localImage", "path": str(image.path)} for image in turn.images),
             ],
+            # per turn: a step's gate makes Codex ask (the thread starts with "never")
+            "approvalPolicy": GATED_APPROVAL if turn.gate is not None else POLICY_APPROVAL,
         }
         effort = effort or self._descriptor.effort
         if effort:
@@ -258,9 +284,10 @@ class CodexTransport(SessionTransport):
         turn_id = str(((result or {}).get("turn") or {}).get("id") or "")
         decoder = CodexDecoder(thread_id, turn_id)
         self._turn = decoder
-        self._server.on_request = Approver(approve, decoder.paths, self._log)
+        approver = Approver(turn.gate, decoder.paths, self._log)
+        self._server.on_request = approver
         self._log.info("codex.turn.started", thread_id=thread_id, turn_id=turn_id)
-        return CodexTurn(self._server, decoder, self._log)
+        return CodexTurn(self._server, decoder, self._log, approver)
 
 
 def _rollout_hint(path: object, store: Path | None, thread_id: str) -> Path | None:
@@ -369,6 +396,7 @@ def _open_home(
             ctx.state_dir,
             seed=seed,
             base_url=endpoint.base_url if endpoint is not None else None,
+            gated=target.gated,
         )
     cleanup = _HomeCleanup(home, seed, sessions_dir(ctx.state_dir), ctx.log)
     ctx.callback(cleanup)

@@ -1,4 +1,5 @@
-"""The ``pi`` kind: ``pi --mode json``, one process per turn; no model object (``run_agent``).
+"""The ``pi`` kind: ``pi --mode json`` (``--mode rpc`` with a tool gate), one process per turn; no
+model object (``run_agent``).
 
 The core's turn engine runs each turn (deadlines, limits, errors, structured output, the re-ask);
 this module only says how Pi is launched:
@@ -17,7 +18,8 @@ this module only says how Pi is launched:
   (:class:`~jigs_harness_pi._stream.PiDecoder`) refuses a stream reporting another id. The
   prompt goes on stdin (Pi reads piped stdin in json mode), so no prompt size hits the
   command-line limit and a prompt starting with ``-`` or ``@`` stays a prompt; Pi trims the
-  whitespace around it.
+  whitespace around it. A step with a tool gate runs ``--mode rpc`` with jigs' gate extension
+  (``-e``), the prompt sent as an RPC command (:mod:`jigs_harness_pi._gate`).
 
 Model key: when the model source names ``api_key_env`` the kind declares a
 :class:`~jigs.plugin.ModelRoute` (the source's ``base_url``, or OpenRouter's API; ``x-api-key`` for
@@ -71,6 +73,7 @@ from jigs_harness_pi._executable import (
     launchable,
     resolve_pi,
 )
+from jigs_harness_pi._gate import EXTENSION, GateDriver
 from jigs_harness_pi._home import (
     PiHome,
     accept_images,
@@ -150,6 +153,7 @@ class PiHarness(Harness[PiDescriptor]):
     kind: ClassVar[str] = "pi"
     contract: ClassVar[str | None] = "2.0"
     display_name: ClassVar[str] = "Pi"
+    tool_gate: ClassVar[bool] = True
     descriptor_type: ClassVar[type[HarnessDescriptor]] = PiDescriptor
     has_model: ClassVar[bool] = False
     #: ``@path`` arguments (the core's private copies) with the prompt on stdin.
@@ -306,6 +310,9 @@ class PiHarness(Harness[PiDescriptor]):
             write_file=scripted_write(
                 "write", lambda path, content: {"path": path, "content": content}
             ),
+            edit_file=scripted_write(
+                "write", lambda path, content: {"path": path, "content": content}
+            ),
             run_command=scripted_command("bash", lambda command: {"command": command}),
             host_env={DEMO_KEY_ENV: "sk-jigs-demo-placeholder"},
         )
@@ -353,7 +360,9 @@ class PiHarness(Harness[PiDescriptor]):
         prepared: _Prepared = state
         _refuse_options(turn.options)
         prompt = _prompt_bytes(turn.prompt)
-        argv = [*prepared.pi.argv, "--mode", "json", "--model", model_flag(turn.descriptor)]
+        # a gated turn speaks RPC: the gate's extension asks the step before each tool call
+        mode = "json" if turn.gate is None else "rpc"
+        argv = [*prepared.pi.argv, "--mode", mode, "--model", model_flag(turn.descriptor)]
         if turn.tool_free:  # an ask: no tool, nothing loaded, no session kept
             argv += ["--no-session", *_TOOL_FREE_ARGS]
             if turn.descriptor.thinking is not None:
@@ -366,14 +375,29 @@ class PiHarness(Harness[PiDescriptor]):
         argv += prepared.prompt_args
         if turn.images:
             accept_images(prepared.home)
-            # Pi puts the piped prompt first, then each @file (an image part) of the message
-            argv += [f"@{image.path}" for image in turn.images]
+        decoder = PiDecoder(expected, cli=str(prepared.pi.path))
+        if turn.gate is not None:
+            extension = prepared.home / "jigs-tool-gate.js"
+            if not extension.exists():
+                private_file(extension, EXTENSION.encode())
+            argv += ["-e", str(extension)]
+            # RPC mode takes no @file arguments: the images travel in the prompt command
+            driver = GateDriver(turn.gate, turn.prompt, turn.images)
+            return TurnLaunch(
+                argv,
+                env=_turn_env(prepared),
+                driver=driver,
+                exit_grace=SETTLE_GRACE,
+                decoder=decoder,
+            )
+        # Pi puts the piped prompt first, then each @file (an image part) of the message
+        argv += [f"@{image.path}" for image in turn.images]
         return TurnLaunch(
             argv,
             env=_turn_env(prepared),
             stdin=prompt,
             exit_grace=SETTLE_GRACE,
-            decoder=PiDecoder(expected, cli=str(prepared.pi.path)),
+            decoder=decoder,
         )
 
     def decoder(self, turn: TurnSpec[PiDescriptor]) -> PiDecoder:
@@ -381,12 +405,11 @@ class PiHarness(Harness[PiDescriptor]):
 
 
 def _refuse_options(options: Mapping[str, Any]) -> None:
-    """Pi takes no provider options: it runs its tools without asking."""
+    """Pi takes no provider options (the core refuses a tool gate for it: ``tool_gate_refusal``)."""
     if options:
         raise InvalidInputError(
             f"the pi kind takes no provider options besides on_event (got "
-            f"{', '.join(sorted(map(str, options)))}); Pi runs its tools without asking, "
-            f"so there is no approve_tool: restrict them with the descriptor's tools",
+            f"{', '.join(sorted(map(str, options)))})",
             argument="provider_options",
         )
 

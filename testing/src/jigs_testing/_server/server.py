@@ -174,7 +174,8 @@ class ModelServer:
 
     @property
     def requests(self) -> list[RecordedRequest]:
-        """Every HTTP request received, in order (a copy)."""
+        """Every HTTP request received since the start or :meth:`clear_log`, in order (a
+        copy)."""
         return self._state.requests
 
     @property
@@ -197,6 +198,12 @@ class ModelServer:
         """Server-side problems: script exhausted, reply functions that raised, internal
         errors. Empty in a healthy run."""
         return self._state.failures
+
+    def clear_log(self) -> None:
+        """Forget the requests, refused connections and failures recorded so far. A server
+        that lives long (a soak, a worker's test rig) keeps every request's parsed body
+        otherwise; a request received later still gets the next :attr:`RecordedRequest.index`."""
+        self._state.clear_log()
 
     def assert_no_outside_connections(self) -> None:
         """Raise :class:`AssertionError` listing any refused CONNECT or proxy request."""

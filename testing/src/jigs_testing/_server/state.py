@@ -28,6 +28,7 @@ class ServerState:
         self._connects: list[str] = []
         self._proxied: list[str] = []
         self._failures: list[str] = []
+        self._forgotten = 0  # requests dropped by clear_log: indexes go on from there
 
     def record(
         self,
@@ -49,7 +50,7 @@ class ServerState:
         """Append a request to the log, giving it the next index."""
         with self._lock:
             recorded = RecordedRequest(
-                index=len(self._requests),
+                index=self._forgotten + len(self._requests),
                 method=method,
                 path=path,
                 query=query,
@@ -67,6 +68,13 @@ class ServerState:
             )
             self._requests.append(recorded)
             return recorded
+
+    def clear_log(self) -> None:
+        """Drop every log entry recorded so far; new requests' indexes go on counting."""
+        with self._lock:
+            self._forgotten += len(self._requests)
+            for log in (self._requests, self._connects, self._proxied, self._failures):
+                log.clear()
 
     @property
     def requests(self) -> list[RecordedRequest]:
