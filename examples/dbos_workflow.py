@@ -30,6 +30,7 @@ import jigs_dbos
 from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions
 from jigs import AgentSessionRef, harnesses
 from jigs.descriptors import HarnessDescriptor
+from jigs.errors import AgentInterrupted
 from jigs.steps import AgentResult, Allow, Approval, Defer, Deny, GatedCall, PendingApproval
 
 
@@ -110,6 +111,27 @@ def decide(db: str, workflow_id: str, deny: str | None) -> PendingApproval:
         return pending
     finally:
         client.destroy()
+
+
+@jigs_dbos.step(max_attempts=3, interval_seconds=0.3, listen=True)
+async def listening_session(
+    harness: HarnessDescriptor | dict[str, Any], worktree: str, prompt: str
+) -> AgentResult[None]:
+    """A step that can be steered or interrupted from outside the worker
+    (``jigs_dbos.interrupt(client, workflow_id)``)."""
+    return await jigs_dbos.run_agent(harness=harness, cwd=worktree, prompt=prompt)
+
+
+@DBOS.workflow()
+async def interruptible(
+    harness: HarnessDescriptor | dict[str, Any], worktree: str, prompt: str
+) -> dict[str, Any]:
+    """One listening step: its text, or the interrupt's session to resume."""
+    try:
+        result = await listening_session(harness, worktree, prompt)
+    except AgentInterrupted as exc:
+        return {"error": type(exc).__name__, "session": exc.session}
+    return {"text": result.text}
 
 
 def config(db: str) -> DBOSConfig:

@@ -30,6 +30,7 @@ from temporalio import workflow
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
@@ -136,6 +137,39 @@ async def decide(client: Client, workflow_id: str, deny: str | None) -> list[Any
     return calls
 
 
+@jigs_temporal.activity(listen=True)
+async def listening_session(
+    harness: jigs_temporal.Descriptor, worktree: str, prompt: str
+) -> AgentResult[None]:
+    """A step the workflow's messages reach: steered or interrupted while its agent works."""
+    return await jigs_temporal.run_agent(harness=harness, cwd=worktree, prompt=prompt)
+
+
+@workflow.defn
+class InterruptibleStep:
+    """One step, activity id "agent", that a client can steer or interrupt:
+    ``await jigs_temporal.interrupt(handle, "agent")``. Returns the step's text, or the error's
+    type and the session to resume when it ends in a jigs error (an interrupt included)."""
+
+    @workflow.run
+    async def run(self, harness: jigs_temporal.Descriptor, worktree: str, prompt: str) -> Any:
+        jigs_temporal.accept_step_messages()
+        try:
+            result: AgentResult[None] = await workflow.execute_activity(
+                listening_session,
+                args=[harness, worktree, prompt],
+                activity_id="agent",
+                start_to_close_timeout=timedelta(hours=1),
+                heartbeat_timeout=timedelta(seconds=2),
+            )
+        except ActivityError as exc:
+            cause = exc.cause
+            if not isinstance(cause, ApplicationError):
+                raise
+            return {"error": cause.type, **(cause.details[0] if cause.details else {})}
+        return {"text": result.text}
+
+
 async def connect(address: str) -> Client:
     return await Client.connect(address, data_converter=pydantic_data_converter)
 
@@ -144,8 +178,8 @@ def worker(client: Client) -> Worker:
     return Worker(
         client,
         task_queue=TASK_QUEUE,
-        workflows=[TwoSteps, Gated],
-        activities=[start_session, continue_session, gated_turn],
+        workflows=[TwoSteps, Gated, InterruptibleStep],
+        activities=[start_session, continue_session, gated_turn, listening_session],
         max_heartbeat_throttle_interval=timedelta(seconds=0.3),
         default_heartbeat_throttle_interval=timedelta(seconds=0.3),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),

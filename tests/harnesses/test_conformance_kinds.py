@@ -31,6 +31,8 @@ async def test_kind_passes_the_conformance_kit(kind, require_cli, tmp_path):
         "hung_cli",
         "turn_deadline",
         "cancelled_turn",
+        "interrupt",
+        "steer",
         "max_turns",
         "bad_output",
         "worker_death",

@@ -247,6 +247,34 @@ def test_sqlite_cancel_during_turn_stops_agent_and_frees_lock(
     print(f"agent gone {gone_after:.2f}s after cancel_workflow")
 
 
+def test_sqlite_a_client_interrupts_a_running_step(engine: Engine, tmp_path: Path) -> None:
+    """The test's DBOSClient (outside the worker) interrupts the listening step's agent: the
+    workflow gets AgentInterrupted with the session to resume, the agent is gone, the worktree
+    free, and the applied message is cancelled (done)."""
+    import jigs_dbos
+    from jigs.policy._lock import worktree_locked
+
+    worktree = make_worktree(tmp_path / "wt")
+    pidfile = worktree / ".agent.pid"  # the sandboxed agent writes only in its worktree
+    options: Any = {"queue_name": "jigs", "workflow_name": "interruptible"}
+    options["workflow_id"] = f"wf-{uuid.uuid4().hex[:10]}"
+    handle = engine.client.enqueue(
+        options, EchoDescriptor(), str(worktree), f"pidfile:{pidfile} sleep:60"
+    )
+    agent = outer_agent(int(wait_file(pidfile, 60)), worktree)
+    start = time.monotonic()
+    message = jigs_dbos.interrupt(engine.client, handle.workflow_id)
+    outcome = handle.get_result()
+    took = time.monotonic() - start
+    assert outcome["error"] == "AgentInterrupted"
+    assert isinstance(outcome["session"], AgentSessionRef)
+    assert not alive(agent)
+    assert not worktree_locked(worktree)
+    # the step looks every 0.5 s; the turn then ends within 2 s
+    assert took < 4.0, f"the interrupt took {took:.2f}s to end the workflow"
+    assert engine.client.retrieve_workflow(message).get_status().status == "CANCELLED"
+
+
 def test_sqlite_bad_descriptor_fails_at_once(engine: Engine, tmp_path: Path) -> None:
     """A non-retryable error is re-raised as is on the first attempt (retries exhausted would
     raise DBOSMaxStepRetriesExceeded instead)."""

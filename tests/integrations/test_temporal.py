@@ -287,6 +287,42 @@ async def test_cancel_during_turn_stops_agent_and_frees_lock(
     print(f"agent gone {gone_after:.2f}s after the cancel request")
 
 
+async def test_a_client_interrupts_a_running_activity_through_its_workflow(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """A client signals the workflow (jigs_temporal.interrupt); the listening activity reads it
+    with its next query and interrupts its agent: the workflow gets AgentInterrupted with the
+    session to resume, the agent is gone and the worktree free."""
+    import jigs_temporal
+    from jigs.policy._lock import worktree_locked
+    from temporalio.client import Client
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    worktree = make_worktree(tmp_path / "wt")
+    pidfile = worktree / ".agent.pid"  # the sandboxed agent writes only in its worktree
+    client = await Client.connect(engine.address, data_converter=pydantic_data_converter)
+    handle = await client.start_workflow(
+        "InterruptibleStep",
+        args=[EchoDescriptor(), str(worktree), f"pidfile:{pidfile} sleep:60"],
+        id=f"wf-{uuid.uuid4().hex[:10]}",
+        task_queue=engine.queue,
+        result_type=dict,
+    )
+    agent = outer_agent(int(await asyncio.to_thread(wait_file, pidfile, 60)), worktree)
+    start = time.monotonic()
+    await jigs_temporal.interrupt(handle, "agent")
+    outcome = await asyncio.wait_for(handle.result(), 30)
+    took = time.monotonic() - start
+    assert outcome["error"] == "AgentInterrupted"
+    session = AgentSessionRef.model_validate(outcome["session"])
+    assert session.id == outcome["session_id"]
+    assert not alive(agent)
+    assert not worktree_locked(worktree)
+    # the activity asks every 0.5 s; the turn then ends within 2 s
+    assert took < 4.0, f"the interrupt took {took:.2f}s to end the workflow"
+    assert (await _attempts(handle))["listening_session"] == 1
+
+
 async def test_non_retryable_error_fails_the_workflow_at_once(
     engine: Engine, tmp_path: Path
 ) -> None:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AgentCrashedError",
+    "AgentInterrupted",
     "AgentLimitError",
     "AgentOutputError",
     "AgentSessionError",
@@ -51,6 +52,7 @@ __all__ = [
     "SandboxUnavailableError",
     "SessionSaveError",
     "SessionStoreError",
+    "SteerRefusedError",
     "StructuredOutputError",
     "ToolGateError",
     "WorktreeBusyError",
@@ -397,6 +399,31 @@ class AgentLimitError(AgentTurnError):
         self.value = value
         fields.setdefault("reason", limit)
         super().__init__(message, kind=kind, **fields)
+
+
+class AgentInterrupted(AgentTurnError):
+    """The caller ended the turn with ``interrupt()`` (on a runner or a
+    :func:`~jigs.steps.stream_agent` stream): the CLI was told to stop at once, and whatever it
+    did not stop within two seconds was killed. Not an error of the agent, and not retryable:
+    continue the session where it stopped by resuming :attr:`session` (the turn's messages so
+    far are in it), with a prompt that says what to do instead. ``usage`` holds what the turn
+    spent before it stopped."""
+
+    def __init__(self, message: str, *, kind: str, **fields: Any) -> None:
+        fields.setdefault("reason", "interrupted")
+        super().__init__(message, kind=kind, **fields)
+
+
+class SteerRefusedError(JigsError, RuntimeError):
+    """``steer(text)`` could not put the text into a running turn: ``reason`` is
+    ``"unsupported"`` (the kind's CLI takes no input while its turn runs; the message says
+    why: send the text as the next turn's prompt, or ``interrupt()`` first) or ``"idle"`` (no
+    turn is running on that runner or stream)."""
+
+    def __init__(self, message: str, *, kind: str, reason: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.reason = reason
 
 
 class ToolGateError(AgentTurnError):

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, Required, TypedDict, TypeVar, Un
 import anyio
 from pydantic import BaseModel, Field
 
+from jigs.engine import _mailbox
 from jigs.engine._engine import TurnEngine, TurnRecord, TurnRequest, emit_event
 from jigs.engine._gate import (
     Allow,
@@ -52,6 +53,7 @@ from jigs.errors import (
     PromptError,
     RunnerClosedError,
     SessionSaveError,
+    SteerRefusedError,
     StructuredOutputError,
 )
 from jigs.events import AgentEvent
@@ -251,6 +253,25 @@ class AgentRunner:
     def closed(self) -> bool:
         return self._step.closed
 
+    async def interrupt(self) -> bool:
+        """End the running turn at once: the call of ``runner.model`` running it raises
+        :class:`~jigs.errors.AgentInterrupted`, whose ``session`` continues from where the turn
+        stopped (``usage`` holds what it spent). The CLI is told to stop (Codex
+        ``turn/interrupt``, Claude Code's ``interrupt`` control request); what has not stopped
+        within two seconds is killed (Pi's turn is stopped so). Returns False when no turn is
+        running. The runner stays open, its lock held, for the next call."""
+        return await self._step.engine.interrupt()
+
+    async def steer(self, text: str) -> None:
+        """Put ``text`` into the running turn as user input: the model reads it with its next
+        request of the same turn (Codex ``turn/steer``; Claude Code reads it from its
+        stream-json input). Raises :class:`~jigs.errors.SteerRefusedError` when the kind cannot
+        (``reason="unsupported"``, e.g. Pi) or no turn is running (``"idle"``),
+        :class:`~jigs.errors.PromptError` for an empty text."""
+        if self._step.closed:
+            raise RunnerClosedError(self.kind, self.run_id)
+        await self._step.engine.steer(text)
+
     async def close(self) -> None:
         """Stop every process the harness started and release the lock. Idempotent, shielded
         from cancellation, and bounded in time (the lock is released even if the kind's
@@ -296,8 +317,9 @@ async def _open_step(
     images: bool = False,
 ) -> TurnEngine:
     """Run the step's stages with the caller's options (a missing ``run`` or ``cwd`` is the
-    pipeline's :class:`~jigs.errors.InvalidInputError`, as a wrong one is)."""
-    return await step.open(
+    pipeline's :class:`~jigs.errors.InvalidInputError`, as a wrong one is). Inside an engine
+    step that listens for the workflow's messages the step joins its mailbox."""
+    engine = await step.open(
         harness,
         cwd=options.get("cwd"),
         run=options.get("run"),
@@ -308,6 +330,10 @@ async def _open_step(
         tools=options.get("tools"),
         images=images,
     )
+    mailbox = _mailbox.current()
+    if mailbox is not None:
+        mailbox.add(engine)
+    return engine
 
 
 def _gate(options: StepOptions) -> ToolGate | None:
@@ -453,6 +479,7 @@ async def _run_agent(
     prompt: Prompt,
     output: type[BaseModel] | None,
     options: StepOptions,
+    opened: Callable[[TurnEngine], Any] | None = None,
 ) -> AgentResult[Any]:
     probe_soon()  # the isolation probe runs while the step resolves and locks
 
@@ -464,6 +491,8 @@ async def _run_agent(
         engine = await _open_step(
             step, harness, options, need_model=False, gated=gate is not None, images=bool(images)
         )
+        if opened is not None:
+            await opened(engine)
         turn = _Turns(step, engine, schema, options, gate)
         record, usage, parsed = await turn.answer(text, images, output)
     except BaseException as exc:
@@ -572,6 +601,8 @@ class AgentStream:
         self.result: AgentResult[Any] | None = None
         self._error: BaseException | None = None
         self._group: Any = None
+        self._engine: TurnEngine | None = None
+        self._interrupted = False
 
     async def __aenter__(self) -> AgentStream:
         send, self._receive = anyio.create_memory_object_stream[AgentEvent](1000)
@@ -589,12 +620,39 @@ class AgentStream:
             async with send:
                 try:
                     calling: StepOptions = {**options, "on_event": on_event}
-                    self.result = await _run_agent(harness, prompt, output, calling)
+                    self.result = await _run_agent(harness, prompt, output, calling, self._opened)
                 except Exception as exc:  # handed to the consumer when the events run out
                     self._error = exc
 
         self._group.start_soon(turn)
         return self
+
+    async def _opened(self, engine: TurnEngine) -> None:
+        self._engine = engine
+        if self._interrupted:  # interrupted while the step opened: its turn ends at once
+            await engine.interrupt(next_turn=True)
+
+    async def interrupt(self) -> bool:
+        """End the turn at once (see :meth:`AgentRunner.interrupt`): the iteration raises
+        :class:`~jigs.errors.AgentInterrupted` once the step is closed (the worktree free),
+        with the session to resume. False when the turn has already ended."""
+        if self.result is not None or self._error is not None:
+            return False
+        self._interrupted = True
+        if self._engine is None:
+            return True
+        return await self._engine.interrupt(next_turn=True)
+
+    async def steer(self, text: str) -> None:
+        """Put ``text`` into the running turn (see :meth:`AgentRunner.steer`)."""
+        engine = self._engine
+        if engine is None:
+            raise SteerRefusedError(
+                "the stream's turn has not started yet: wait for its first event",
+                kind=str(getattr(self._call[0], "kind", "") or ""),
+                reason="idle",
+            )
+        await engine.steer(text)
 
     def __aiter__(self) -> AgentStream:
         return self

@@ -39,6 +39,11 @@ run takes them (name -> an async function of one :class:`KitContext`):
   ``"turn_timeout"`` in time, the command's processes gone and the worktree unlocked;
 - ``cancelled_turn``: a step cancelled mid-turn (``anyio`` cancellation of the caller) stops
   every process of its step within :data:`DEATH_BOUND` seconds and frees the worktree;
+- ``interrupt``: ``interrupt()`` while the agent's shell runs ``sleep 30`` ends the step within
+  two seconds with :class:`~jigs.errors.AgentInterrupted` and a session ref, nothing left
+  running, the worktree free; resuming the ref shows the interrupted turn to the model;
+- ``steer``: ``steer(text)`` during a turn reaches the model with its next request of the same
+  turn, or is refused with the kind's reason (:class:`~jigs.errors.SteerRefusedError`);
 - ``bad_output``: the kind pointed at fake CLIs, one per round (``crash``: half a line, then
   exit 3; ``garbage``: lines that are not JSON; ``oversized``: a line over
   :data:`jigs.processes.MAX_LINE_BYTES`), each printing a secret from its environment: the step
@@ -170,6 +175,7 @@ from jigs_testing import ModelServer, error
 from jigs_testing._bad_output import SECRET_ENV, bad_output
 from jigs_testing._containment import containment, home_per_step
 from jigs_testing._environ import patched_environ
+from jigs_testing._interrupt import interrupt, steer
 from jigs_testing._isolation_probe import (
     DESCENDANTS,
     SLEEPERS,
@@ -1417,6 +1423,8 @@ CHECKS: dict[str, Check] = {
     "hung_cli": _hung_cli,
     "turn_deadline": _turn_deadline,
     "cancelled_turn": _cancelled_turn,
+    "interrupt": interrupt,
+    "steer": steer,
     "bad_output": bad_output,
     "usage": _usage,
     "model_only": _model_only,

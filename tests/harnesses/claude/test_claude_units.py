@@ -30,6 +30,7 @@ from jigs.plugin import ModelEndpoint, ModelRoute, ToolGate, TurnLaunch, TurnSpe
 from jigs.steps import Allow
 from jigs_harness_claude import ClaudeDecoder, ClaudeDescriptor, ClaudeHarness
 from jigs_harness_claude._checks import sandbox_ok
+from jigs_harness_claude._control import StreamInput
 from jigs_harness_claude._launch import Prepared, build_env, launch
 from jigs_harness_claude._mcp import mcp_config
 from jigs_harness_claude._sessions import project_dir_name
@@ -114,9 +115,15 @@ def test_argv_carries_the_policy_whatever_the_descriptor(tmp_path: Path) -> None
     d = ClaudeDescriptor(model="m", allowed_tools=("Bash(git *)",), tools=())
     first = _launch(tmp_path, d, "-looks-like-a-flag")
     argv = list(first.argv)
+    # a step's turn takes its prompt on stream-json input (so it can be interrupted, steered)
     assert first.stdin is None
-    assert first.driver is None
-    assert argv[-2:] == ["--", "-looks-like-a-flag"]
+    assert isinstance(first.driver, StreamInput)
+    assert argv[argv.index("--input-format") + 1] == "stream-json"
+    assert "--" not in argv
+    # an ask's turn (tool-free) takes it after "--": never read as a flag
+    ask = _launch(tmp_path, d, "-looks-like-a-flag", tool_free=True)
+    assert ask.driver is None
+    assert list(ask.argv)[-2:] == ["--", "-looks-like-a-flag"]
     for flag in ("--strict-mcp-config", "--verbose", "-p"):
         assert flag in argv
     assert argv[argv.index("--mcp-config") + 1] == '{"mcpServers":{}}'
@@ -136,7 +143,7 @@ def test_argv_carries_the_policy_whatever_the_descriptor(tmp_path: Path) -> None
     assert f"--resume={UUID}" in resumed
     assert "--session-id" not in resumed
     assert "--include-partial-messages" in resumed
-    big = _launch(tmp_path, d, "x" * 200_000)
+    big = _launch(tmp_path, d, "x" * 200_000, tool_free=True)
     assert big.stdin == b"x" * 200_000
     assert all(len(a) < 100_000 for a in big.argv)
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}

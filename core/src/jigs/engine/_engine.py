@@ -46,6 +46,7 @@ from jigs.engine._steplog import StepLog
 from jigs.engine._usage import Usage
 from jigs.errors import (
     AgentCrashedError,
+    AgentInterrupted,
     AgentLimitError,
     AgentOutputError,
     AgentTimeoutError,
@@ -55,6 +56,7 @@ from jigs.errors import (
     JigsError,
     PromptError,
     RunnerClosedError,
+    SteerRefusedError,
 )
 from jigs.events import (
     AgentEvent,
@@ -243,6 +245,16 @@ class _ProcessTurn:
             stderr_tail=self.process.stderr_tail(),
         )
 
+    async def interrupt(self) -> bool:
+        """The driver's interrupt (a control request), when it has one."""
+        ask = getattr(self._driver, "interrupt", None)
+        return bool(await ask()) if ask is not None else False
+
+    async def steer(self, text: str) -> bool:
+        """The driver's steer (user input on stdin), when it has one."""
+        send = getattr(self._driver, "steer", None)
+        return bool(await send(text)) if send is not None else False
+
     async def abort(self) -> None:
         if self._driver is not None:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_ABORT_GRACE):
@@ -346,6 +358,11 @@ class TurnEngine:
         )
         self._busy = False
         self._turns = 0
+        #: The running turn's stream (None between turns) and, once ``interrupt()`` was called
+        #: during it, the monotonic time by which the turn must have ended.
+        self._live: TurnStream | None = None
+        self._interrupt_by: float | None = None
+        self._read_scope: anyio.CancelScope | None = None
         #: The resumed session is forked by the first turn that reports a session of its own
         #: (a transport forks when it opens).
         self._fork_from: str | None = (
@@ -467,6 +484,7 @@ class TurnEngine:
             raise
         finally:
             self._busy = False
+            self._interrupt_by = None
             tools.end()
             _end_turn_span(span, error, record)
 
@@ -498,6 +516,7 @@ class TurnEngine:
         finished = False
         try:
             stream = await self._start(spec)
+            self._live = stream
             self._started()
             log.info("turn.started", session_id=self.session_id)
             while not record.ended:
@@ -513,6 +532,11 @@ class TurnEngine:
                 await stream.finish()
                 finished = True
         except AgentTurnError as exc:
+            if self._interrupt_by is not None and not isinstance(exc, AgentInterrupted):
+                # the CLI's own way of ending an interrupted turn (an error, a crash)
+                interrupted = self._interruption(record)
+                self._fill(interrupted, record, stream)
+                raise interrupted from None
             self._fill(exc, record, stream)
             if request.gate is not None and request.gate.pending and exc.reason == "aborted":
                 raise self._pending(request.gate, record, stream) from None
@@ -522,7 +546,14 @@ class TurnEngine:
                 raise
             raise self._start_timeout(record) from None
         finally:
+            self._live = None
+            if self._interrupt_by is not None and record.ended and not finished:
+                finished = await self._finish_interrupted(stream)
             await self._after(stream, finished, record)
+        if self._interrupt_by is not None:
+            error = self._interruption(record)
+            self._fill(error, record, stream)
+            raise error
         self._complete(request, record, stream)
         log.info(
             "turn.finished",
@@ -572,12 +603,17 @@ class TurnEngine:
         """The events of the stream's next message, read under the idle and turn deadlines."""
         kind = self.harness.kind
         wait = min(float(self.target.descriptor.idle_timeout), ends - time.monotonic())
+        if self._interrupt_by is not None:
+            wait = min(wait, self._interrupt_by - time.monotonic())
         message: dict[str, Any] | None = None
         got = False
         if wait > 0:
-            with anyio.move_on_after(wait):
+            with anyio.move_on_after(wait) as self._read_scope:
                 message = await stream.receive()
                 got = True
+            self._read_scope = None
+        if not got and self._interrupt_by is not None:
+            raise self._interruption(record)
         if not got:
             raise self._timeout(
                 record,
@@ -599,6 +635,90 @@ class TurnEngine:
                 kind=kind,
                 session_id=record.session_id,
             ) from exc
+
+    # ---------------------------------------------------------------- interrupt and steer
+
+    async def interrupt(self, *, next_turn: bool = False) -> bool:
+        """End the running turn now; False when no turn is running (with ``next_turn``, the
+        next turn to start is then interrupted as soon as it starts, and the answer is True).
+        The kind's stream is asked to stop (``TurnStream.interrupt``: Codex ``turn/interrupt``,
+        Claude's control request); a kind that cannot ask, or a CLI that has not ended its turn
+        within
+        :data:`_ABORT_GRACE` seconds, is stopped (the turn's process, or the stream's abort).
+        The turn then raises :class:`~jigs.errors.AgentInterrupted`."""
+        stream = self._live
+        if self._interrupt_by is not None:
+            return True
+        if stream is None:
+            if self._busy or next_turn:  # starting: the turn ends at its first read
+                self._interrupt_by = time.monotonic()
+            return self._busy or next_turn
+        self._interrupt_by = time.monotonic() + _ABORT_GRACE
+        self.ctx.log.info("turn.interrupt", session_id=self.session_id)
+        ask = getattr(stream, "interrupt", None)
+        asked = False
+        if ask is not None:
+            with anyio.move_on_after(_ABORT_GRACE):
+                asked = bool(await ask())
+        if self._live is not stream:  # the turn ended meanwhile
+            return True
+        if not asked:  # nothing to wait for: the read ends now, and the turn is stopped
+            self._interrupt_by = time.monotonic()
+        scope = self._read_scope
+        if scope is not None:
+            scope.deadline = min(scope.deadline, anyio.current_time() + (_ABORT_GRACE * asked))
+        return True
+
+    async def steer(self, text: str) -> None:
+        """Put ``text`` into the running turn as user input (the model reads it with its next
+        request), or :class:`~jigs.errors.SteerRefusedError`."""
+        if not isinstance(text, str) or not text.strip() or "\x00" in text:
+            raise PromptError("steer(text) needs a non-empty string without NUL bytes")
+        kind = self.harness.kind
+        stream = self._live
+        if stream is None or self._interrupt_by is not None:
+            raise SteerRefusedError(
+                f"no {kind} turn is running to steer: send the text as the next turn's prompt",
+                kind=kind,
+                reason="idle",
+            )
+        steer = getattr(stream, "steer", None)
+        refusal = self.harness.steer_refusal if steer is None else None
+        if steer is not None and not await steer(text):
+            refusal = self.harness.steer_refusal
+        if refusal is not None:
+            raise SteerRefusedError(
+                f"the {self.harness.display_name} turn cannot be steered: {refusal}. Send the "
+                f"text as the next turn's prompt (interrupt() ends the running turn first)",
+                kind=kind,
+                reason="unsupported",
+            )
+        self.ctx.log.info("turn.steered", session_id=self.session_id, chars=len(text))
+
+    async def _finish_interrupted(self, stream: TurnStream | None) -> bool:
+        """An interrupted turn that the CLI ended itself: let it exit as after any turn (its
+        session written whole), within what is left of the grace; True when it did."""
+        if stream is None or self._interrupt_by is None:
+            return False
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(max(0.0, self._interrupt_by - time.monotonic())):
+                try:
+                    await stream.finish()
+                except JigsError:
+                    return False
+                return True
+        return False
+
+    def _interruption(self, record: TurnRecord) -> AgentInterrupted:
+        # ended: the CLI ended the turn when asked; else the engine stops it (abort)
+        self.ctx.log.info("turn.interrupted", ended=record.ended, session_id=record.session_id)
+        return AgentInterrupted(
+            f"the {self.harness.display_name} turn was interrupted by its caller; resume "
+            f"error.session to continue from where it stopped",
+            kind=self.harness.kind,
+            session_id=record.session_id or self.session_id,
+            stop_reason="interrupted",
+        )
 
     async def _after(self, stream: TurnStream | None, finished: bool, record: TurnRecord) -> None:
         """On every path: stop a turn that did not finish; later turns continue its session."""

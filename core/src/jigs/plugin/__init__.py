@@ -372,7 +372,14 @@ class TurnSpec(Generic[D]):
 
 
 class TurnDriver(Protocol):
-    """Speaks to the CLI on its stdin while a turn runs (a control protocol)."""
+    """Speaks to the CLI on its stdin while a turn runs (a control protocol).
+
+    Two optional methods let the step talk to the running turn (the engine looks them up with
+    ``getattr``; a driver without them refuses): ``async interrupt() -> bool`` asks the CLI to
+    end its turn at once (True when asked; the CLI then ends the turn its own way, and the
+    engine stops the process if it has not within two seconds), and ``async steer(text) ->
+    bool`` sends ``text`` as user input the CLI reads during the turn (True when sent). Both
+    may be called from another task while the engine reads the turn."""
 
     async def start(self, stdin: anyio.abc.ByteSendStream) -> None:
         """Called once the process runs: write the opening messages."""
@@ -410,7 +417,16 @@ class TurnDecoder(Protocol):
 
 
 class TurnStream(Protocol):
-    """One running turn of a :class:`SessionTransport`."""
+    """One running turn of a :class:`SessionTransport`.
+
+    Optional, looked up with ``getattr`` and called from another task while the engine reads:
+    ``async interrupt() -> bool`` asks the CLI to end the turn now (Codex ``turn/interrupt``);
+    True when asked, the turn then ending with the CLI's own last message (any end counts: the
+    engine raises :class:`~jigs.errors.AgentInterrupted`), within two seconds, or the engine
+    calls :meth:`abort`. Without it (or when it returns False) the engine aborts the turn at
+    once. ``async steer(text) -> bool`` puts user input into the running turn (Codex
+    ``turn/steer``); False or absent: the step's ``steer`` is refused with
+    :attr:`Harness.steer_refusal`."""
 
     decoder: TurnDecoder
 
@@ -472,6 +488,9 @@ class Harness(ABC, Generic[D]):
     takes_images: ClassVar[bool] = False
     #: What to do when the CLI is missing (shown in errors and by ``jigs doctor``).
     install_hint: ClassVar[str] = "install the kind's CLI (see `jigs doctor`)"
+    #: Why a running turn of this kind cannot be steered (the step's ``steer(text)`` refusal,
+    #: :class:`~jigs.errors.SteerRefusedError`), for a kind whose turns have no ``steer``.
+    steer_refusal: ClassVar[str] = "its CLI takes no user input while a turn runs"
     #: True when the kind asks :attr:`TurnSpec.gate` before every tool call its CLI runs (a
     #: step's ``approve_tool``); False (the default) refuses ``approve_tool`` when the step
     #: opens, with :attr:`tool_gate_refusal`, so that no step believes itself gated when it is

@@ -18,14 +18,14 @@ closed when the turn ends.
 
 from __future__ import annotations
 
-import contextlib
-import json
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from jigs.errors import AgentOutputError
 from jigs.plugin import ToolGate
 from jigs.steps import Allow, Defer, GatedCall
+
+from jigs_harness_claude._control import StreamInput
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -58,20 +58,13 @@ def tool_call(name: str, arguments: Any, call_id: str) -> GatedCall:
     )
 
 
-class ApprovalDriver:
-    """Speaks the control protocol on one turn's stdin (see the module docstring)."""
+class ApprovalDriver(StreamInput):
+    """Speaks the control protocol on one turn's stdin (see the module docstring); interrupts
+    and steers as :class:`StreamInput` does."""
 
     def __init__(self, gate: ToolGate, prompt: str | list[dict[str, Any]]) -> None:
+        super().__init__(prompt)
         self._gate = gate
-        self._prompt = prompt
-        self._stdin: anyio.abc.ByteSendStream | None = None
-
-    async def _send(self, message: dict[str, Any]) -> None:
-        if self._stdin is None:
-            return
-        line = (json.dumps(message, separators=(",", ":")) + "\n").encode()
-        with contextlib.suppress(*_GONE):  # the CLI is gone; its output or exit says why
-            await self._stdin.send(line)
 
     async def start(self, stdin: anyio.abc.ByteSendStream) -> None:
         """Register the hook and send the prompt."""
@@ -137,10 +130,3 @@ class ApprovalDriver:
         if isinstance(decision, Defer):
             output.update({"continue": False, "stopReason": DEFERRED})
         return output
-
-    async def finish(self) -> None:
-        """Close stdin so the CLI exits after its result. Never raises."""
-        stdin, self._stdin = self._stdin, None
-        if stdin is not None:
-            with contextlib.suppress(*_GONE):
-                await stdin.aclose()

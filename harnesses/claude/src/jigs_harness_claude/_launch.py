@@ -38,6 +38,7 @@ from jigs.errors import DescriptorError, InvalidInputError
 from jigs.plugin import ModelEndpoint, TurnLaunch, TurnSpec, private_file
 
 from jigs_harness_claude._approval import ApprovalDriver
+from jigs_harness_claude._control import StreamInput
 from jigs_harness_claude._descriptor import ClaudeDescriptor
 from jigs_harness_claude._mcp import disallowed_mcp_tools
 from jigs_harness_claude._shell import PREFIX_VAR, SHELL_VAR, shell_env
@@ -146,7 +147,9 @@ def launch(turn: TurnSpec[ClaudeDescriptor], prepared: Prepared) -> TurnLaunch:
     input with the approval driver (see :mod:`._approval`); images in the prompt to stream-json
     input with one user message of content blocks."""
     gate = turn.gate
-    streamed = gate is not None or bool(turn.images)
+    # a step's turn reads stream-json input, so the step can interrupt and steer it; an ask
+    # (tool-free, no runner, no images) keeps the prompt on the command line
+    streamed = gate is not None or bool(turn.images) or not turn.tool_free
     argv = [
         *_policy_args(turn, prepared, streamed_input=streamed),
         *_session_args(turn),
@@ -161,10 +164,8 @@ def launch(turn: TurnSpec[ClaudeDescriptor], prepared: Prepared) -> TurnLaunch:
     )
     if gate is not None:
         return TurnLaunch(argv, env, driver=ApprovalDriver(gate, user_content(turn)))
-    if turn.images:
-        message = {"role": "user", "content": user_content(turn)}
-        line = {"type": "user", "message": message, "parent_tool_use_id": None, "session_id": ""}
-        return TurnLaunch(argv, env, stdin=(json.dumps(line) + "\n").encode())
+    if streamed:
+        return TurnLaunch(argv, env, driver=StreamInput(user_content(turn)))
     encoded = turn.prompt.encode("utf-8")
     if len(encoded) > MAX_ARG:
         return TurnLaunch(argv, env, stdin=encoded)

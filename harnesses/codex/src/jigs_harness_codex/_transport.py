@@ -87,6 +87,7 @@ class CodexTurn:
         self._log = log
         self._approver = approver
         self._interrupted = False
+        self._requests = 0
 
     async def receive(self) -> dict[str, Any] | None:
         if self._approver is not None and self._approver.deferred and not self._interrupted:
@@ -100,6 +101,38 @@ class CodexTurn:
                 }
             )
         return await self._server.next_message(f"the end of turn {self._turn.turn_id}")
+
+    async def interrupt(self) -> bool:
+        """The step's ``interrupt()``: ``turn/interrupt``, the turn's end (``interrupted``) read
+        by the engine. Its answer is read (and dropped) by the engine's reads too."""
+        return await self._tell("turn/interrupt", {})
+
+    async def steer(self, text: str) -> bool:
+        """The step's ``steer(text)``: ``turn/steer`` for this turn (Codex refuses it once the
+        turn has ended; the refusal is read and dropped by the engine's reads)."""
+        params = {"input": [{"type": "text", "text": text, "text_elements": []}]}
+        return await self._tell("turn/steer", params, expected=True)
+
+    async def _tell(self, method: str, params: dict[str, Any], *, expected: bool = False) -> bool:
+        """Send a request about this turn without waiting for its answer (the engine is the
+        one reader of the app server's output); False when the turn has ended."""
+        thread_id, turn_id = self._turn.thread_id, self._turn.turn_id
+        if self._turn.ended:
+            return False
+        self._requests += 1
+        key = "expectedTurnId" if expected else "turnId"
+        try:
+            await self._server.send(
+                {
+                    "id": f"{method}-{turn_id}-{self._requests}",
+                    "method": method,
+                    "params": {"threadId": thread_id, key: turn_id, **params},
+                }
+            )
+        except AgentTurnError:  # the app server is gone: the engine's read says so
+            return False
+        self._log.info("codex.turn.told", method=method, turn_id=turn_id)
+        return True
 
     async def abort(self) -> None:
         """``turn/interrupt``, then wait briefly for the turn's end; bounded, never raises."""

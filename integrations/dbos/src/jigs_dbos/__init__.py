@@ -18,18 +18,23 @@ from __future__ import annotations
 
 from jigs_dbos._approvals import APPROVAL_TOPIC, decisions_of, run_with_approvals
 from jigs_dbos._context import run_metadata
+from jigs_dbos._messages import MESSAGE_WORKFLOW, MESSAGES_QUEUE, interrupt, steer
 from jigs_dbos._retry import should_retry
 from jigs_dbos._serializer import JigsSerializer
 from jigs_dbos._step import create_agent_runner, run_agent, step
 
 __all__ = [
     "APPROVAL_TOPIC",
+    "MESSAGES_QUEUE",
+    "MESSAGE_WORKFLOW",
     "JigsSerializer",
     "create_agent_runner",
     "decisions_of",
+    "interrupt",
     "run_agent",
     "run_metadata",
     "run_with_approvals",
     "should_retry",
+    "steer",
     "step",
 ]

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack, overload
 
+from dbos import DBOS
+from jigs.engine._mailbox import listening
 from pydantic import BaseModel
 
 from jigs_dbos._context import current_step_name, run_metadata
+from jigs_dbos._messages import listen as apply_messages
 from jigs_dbos._retry import should_retry
 
 if TYPE_CHECKING:
@@ -31,6 +36,8 @@ def step(
     backoff_rate: float = 2.0,
     preemptible: bool = True,
     checkpoint: str | None = None,
+    listen: bool = False,
+    listen_every: float = 0.5,
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
     """Decorate an ``async`` function as a DBOS step that runs agents.
 
@@ -47,13 +54,18 @@ def step(
     step then records the worktree's git state when it first starts and restores it when it
     starts again (a DBOS retry, or a re-run after the worker died), before the agent runs
     (:mod:`jigs.worktrees.checkpoints`).
+
+    ``listen`` (off by default): the step's agent can be steered or interrupted from outside
+    the worker while it runs, with :func:`jigs_dbos.steer` / :func:`jigs_dbos.interrupt` and a
+    ``DBOSClient``; the step looks for new messages every ``listen_every`` seconds
+    (:mod:`jigs_dbos._messages`).
     """
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
+    if listen_every <= 0:
+        raise ValueError("listen_every must be positive")
 
     def decorate(func: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-        from dbos import DBOS
-
         step_name = name or func.__qualname__
         decorated: Callable[P, Awaitable[R]] = DBOS.step(
             name=step_name,
@@ -63,24 +75,39 @@ def step(
             backoff_rate=backoff_rate,
             should_retry=should_retry,
             preemptible=preemptible,
-        )(_step_body(func, step_name, checkpoint))
+        )(_step_body(func, step_name, checkpoint, listen_every if listen else None))
         return decorated
 
     return decorate
 
 
 def _step_body(
-    func: Callable[P, Awaitable[R]], step_name: str, checkpoint: str | None
+    func: Callable[P, Awaitable[R]],
+    step_name: str,
+    checkpoint: str | None,
+    listen_every: float | None = None,
 ) -> Callable[P, Awaitable[R]]:
-    """``func`` as the step runs it: under its step name (for :func:`run_metadata`), and in
-    the worktree's checkpoint when ``checkpoint`` names its parameter."""
-    from dbos import DBOS
+    """``func`` as the step runs it: under its step name (for :func:`run_metadata`), in the
+    worktree's checkpoint when ``checkpoint`` names its parameter, and applying the workflow's
+    messages when ``listen_every`` is set."""
     from jigs.worktrees.checkpoints import worktree_parameter
 
     worktree_of = worktree_parameter(func, checkpoint)
 
     @functools.wraps(func)
     async def body(*args: P.args, **kwargs: P.kwargs) -> R:
+        if listen_every is None:
+            return await run(args, kwargs)
+        with listening() as mailbox:
+            listener = asyncio.create_task(apply_messages(mailbox, listen_every, step_name))
+            try:
+                return await run(args, kwargs)
+            finally:
+                listener.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await listener
+
+    async def run(args: Any, kwargs: Any) -> R:
         token = current_step_name.set(step_name)
         try:
             if worktree_of is None:

@@ -24,17 +24,31 @@ from jigs_temporal._approvals import (
     run_with_approvals,
 )
 from jigs_temporal._context import run_metadata
+from jigs_temporal._messages import (
+    INTERRUPT,
+    MESSAGES,
+    STEER,
+    accept_step_messages,
+    interrupt,
+    steer,
+)
 from jigs_temporal._step import Descriptor, create_agent_runner, run_agent
 
 __all__ = [
     "APPROVAL_QUERY",
     "APPROVAL_UPDATE",
+    "INTERRUPT",
+    "MESSAGES",
+    "STEER",
     "Descriptor",
+    "accept_step_messages",
     "activity",
     "application_error",
     "create_agent_runner",
+    "interrupt",
     "pending_of",
     "run_agent",
     "run_metadata",
     "run_with_approvals",
+    "steer",
 ]

@@ -6,14 +6,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-from jigs.errors import ApprovalPending, JigsError
+from jigs.engine._mailbox import listening
+from jigs.errors import AgentTurnError, ApprovalPending, JigsError
 
 # at module level: a workflow imports this module passed through Temporal's sandbox, and the
 # decorator runs inside it, where an import would re-execute jigs (and structlog) sandboxed
 from jigs.worktrees.checkpoints import step_checkpoint, worktree_parameter
+
+from jigs_temporal._messages import listen as apply_messages
 
 __all__ = ["activity", "application_error"]
 
@@ -24,12 +27,15 @@ R = TypeVar("R")
 def application_error(error: JigsError) -> Exception:
     """The Temporal ``ApplicationError`` for ``error``: ``type`` is the jigs class name,
     ``non_retryable`` is ``not error.retryable``, and the details carry the turn's
-    ``session_id`` when there is one (continue the session from it), and for
-    :class:`~jigs.errors.ApprovalPending` the ``pending`` calls as JSON data
+    ``session_id`` when there is one and, for a turn error, its ``session`` ref as JSON data
+    (continue the session from it: ``AgentSessionRef.model_validate(details["session"])``), and
+    for :class:`~jigs.errors.ApprovalPending` the ``pending`` calls as JSON data
     (:func:`jigs_temporal.pending_of` rebuilds them)."""
     from temporalio.exceptions import ApplicationError
 
     details: dict[str, Any] = {"session_id": getattr(error, "session_id", None)}
+    if isinstance(error, AgentTurnError) and error.session is not None:
+        details["session"] = error.session.model_dump(mode="json")
     if isinstance(error, ApprovalPending):
         details["pending"] = error.pending.model_dump(mode="json")
     return ApplicationError(
@@ -38,7 +44,12 @@ def application_error(error: JigsError) -> Exception:
 
 
 def activity(
-    name: str | None = None, *, heartbeat_every: float = 0.3, checkpoint: str | None = None
+    name: str | None = None,
+    *,
+    heartbeat_every: float = 0.3,
+    checkpoint: str | None = None,
+    listen: bool = False,
+    listen_every: float = 0.5,
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
     """Decorate an ``async`` function as a Temporal activity (``@activity.defn``) that runs
     agents.
@@ -54,9 +65,15 @@ def activity(
     ``checkpoint`` (off by default) names the function's parameter that holds the worktree: the
     activity then records the worktree's git state on its first attempt and restores it on every
     later attempt, before the agent runs (:mod:`jigs.worktrees.checkpoints`).
+
+    ``listen`` (off by default): the workflow can steer or interrupt the agent while the
+    activity runs. The workflow calls :func:`jigs_temporal.accept_step_messages`, starts the
+    activity with an ``activity_id``, and a client signals it (:func:`jigs_temporal.steer`,
+    :func:`jigs_temporal.interrupt`); the activity asks its workflow for new messages every
+    ``listen_every`` seconds (:mod:`jigs_temporal._messages`).
     """
-    if heartbeat_every <= 0:
-        raise ValueError("heartbeat_every must be positive")
+    if heartbeat_every <= 0 or listen_every <= 0:
+        raise ValueError("heartbeat_every and listen_every must be positive")
 
     def decorate(func: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         from temporalio import activity as temporal_activity
@@ -65,20 +82,12 @@ def activity(
 
         @functools.wraps(func)
         async def body(*args: P.args, **kwargs: P.kwargs) -> R:
-            beating = asyncio.create_task(_heartbeat(heartbeat_every))
-            try:
-                if worktree_of is None:
-                    return await func(*args, **kwargs)
-                info = temporal_activity.info()
-                key = f"temporal/{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"
-                async with step_checkpoint(worktree_of(args, kwargs), key):
-                    return await func(*args, **kwargs)
-            except JigsError as exc:
-                raise application_error(exc) from exc
-            finally:
-                beating.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await beating
+            with listening() if listen else contextlib.nullcontext() as mailbox:
+                beside = [_heartbeat(heartbeat_every)]
+                if mailbox is not None:
+                    beside.append(apply_messages(mailbox, listen_every, temporal_activity))
+                async with _running(beside):
+                    return await _call(func, worktree_of, args, kwargs)
 
         defined: Callable[P, Awaitable[R]] = (
             temporal_activity.defn(name=name)(body) if name else temporal_activity.defn(body)
@@ -86,6 +95,40 @@ def activity(
         return defined
 
     return decorate
+
+
+@contextlib.asynccontextmanager
+async def _running(coroutines: list[Coroutine[Any, Any, None]]) -> AsyncIterator[None]:
+    """The block with ``coroutines`` running beside it as tasks, cancelled when it ends."""
+    tasks = [asyncio.create_task(coroutine) for coroutine in coroutines]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _call(
+    func: Callable[..., Awaitable[R]],
+    worktree_of: Callable[[Any, Any], Any] | None,
+    args: Any,
+    kwargs: Any,
+) -> R:
+    """The activity's function, in the worktree's checkpoint when asked; a jigs error leaves
+    as :func:`application_error`."""
+    from temporalio import activity as temporal_activity
+
+    try:
+        if worktree_of is None:
+            return await func(*args, **kwargs)
+        info = temporal_activity.info()
+        key = f"temporal/{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"
+        async with step_checkpoint(worktree_of(args, kwargs), key):
+            return await func(*args, **kwargs)
+    except JigsError as exc:
+        raise application_error(exc) from exc
 
 
 async def _heartbeat(every: float) -> None:

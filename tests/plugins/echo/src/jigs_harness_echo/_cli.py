@@ -55,6 +55,9 @@ def main() -> int:
     # --fork: continue a copy of the resumed session under a new id
     session_id = args.resume if args.resume and not args.fork else str(uuid.uuid4())
     path = sessions / f"{session_id}.json"
+    # the turn's prompt is in the session from its start, as a real CLI's transcript is: a turn
+    # stopped midway (an interrupt) is resumable
+    _save(path, [*history, args.prompt])
     emit({"type": "start", "session_id": session_id, "pid": os.getpid()})
     emit({"type": "model", "n": 0})
     answer = f"{args.prefix}echo: {args.prompt} (turn {len(history) + 1})"
