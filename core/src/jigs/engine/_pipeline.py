@@ -414,15 +414,11 @@ class Step:
             sandboxed = _sandbox_or_refuse(descriptor, self.log)
             # sessions are recorded under the caller's descriptor, not its kind's (+ tools)
             self.describe, self.descriptor = descriptor.describe(), descriptor
-
             # an ask stores nothing: its session is never resumed
-            store = None if tool_free else resolve_store(self._store_spec, cwd=workdir)
-            self.store = store
+            self.store = None if tool_free else resolve_store(self._store_spec, cwd=workdir)
             self.harness, self.workdir = harness, workdir
 
-            with timed("runner.env.built", self.log, span=self.span) as fields:
-                env, source = agent_env_for(harness, descriptor, workdir, names)
-                fields.update(names=sorted(env), agents_env_source=source)
+            env = self._build_env(harness, descriptor, workdir, names)
             if not tool_free:  # an ask's scratch directory is its own: nothing to share
                 self._lock(workdir, run_meta)
             if checked:
@@ -441,13 +437,35 @@ class Step:
             if images or (need_model and harness.takes_images):
                 # before the kind launches: a CLI that keeps running (Codex's app server)
                 self._image_dir = ctx.private_dir("jigs-images-")
-            record_run(run_meta)
-            if session is not None and store is not None:
-                await self._verify_resume(store, harness, target, ctx, session)
-            return await self._open_engine(harness, target, ctx)
+            return await self._resume_and_open(harness, target, ctx, run_meta, session)
         except BaseException as exc:
             self.error = exc
             raise
+
+    def _build_env(
+        self,
+        harness: Harness[Any],
+        descriptor: HarnessDescriptor,
+        workdir: Path,
+        names: Sequence[str] | None,
+    ) -> dict[str, str]:
+        with timed("runner.env.built", self.log, span=self.span) as fields:
+            env, source = agent_env_for(harness, descriptor, workdir, names)
+            fields.update(names=sorted(env), agents_env_source=source)
+        return env
+
+    async def _resume_and_open(
+        self,
+        harness: Harness[Any],
+        target: HarnessTarget[Any],
+        ctx: HarnessContext,
+        run_meta: RunMetadata,
+        session: Any,
+    ) -> TurnEngine:
+        record_run(run_meta)
+        if session is not None and self.store is not None:
+            await self._verify_resume(self.store, harness, target, ctx, session)
+        return await self._open_engine(harness, target, ctx)
 
     def _resolve(
         self, descriptor_or_data: object, run_meta: RunMetadata

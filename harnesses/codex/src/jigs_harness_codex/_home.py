@@ -154,6 +154,21 @@ def mcp_startup_timeout(descriptor: CodexDescriptor) -> float:
     return min(MCP_STARTUP_TIMEOUT, descriptor.startup_timeout / 2)
 
 
+def _http_server_lines(server: McpHttpServer, secret_names: set[str]) -> list[str]:
+    """An HTTP server's keys; the names of the credentials it reads join ``secret_names``."""
+    lines = [f"url = {_toml_str(server.url)}"]
+    if server.bearer_token_env:
+        lines.append(f"bearer_token_env_var = {_toml_str(server.bearer_token_env)}")
+        secret_names.add(server.bearer_token_env)
+    if server.headers:
+        pairs = ", ".join(
+            f"{_toml_str(h)} = {_toml_str(src)}" for h, src in sorted(server.headers.items())
+        )
+        lines.append(f"env_http_headers = {{ {pairs} }}")
+        secret_names.update(server.headers.values())
+    return lines
+
+
 def _mcp_tables(
     descriptor: CodexDescriptor, env: Mapping[str, str], *, gated: bool = False
 ) -> tuple[list[str], dict[str, str], set[str]]:
@@ -195,17 +210,7 @@ def _mcp_tables(
             if forwarded:
                 lines.append(f"env_vars = {_toml_list(sorted(n for n in forwarded if n))}")
         elif isinstance(server, McpHttpServer):
-            lines.append(f"url = {_toml_str(server.url)}")
-            if server.bearer_token_env:
-                lines.append(f"bearer_token_env_var = {_toml_str(server.bearer_token_env)}")
-                secret_names.add(server.bearer_token_env)
-            if server.headers:
-                pairs = ", ".join(
-                    f"{_toml_str(h)} = {_toml_str(src)}"
-                    for h, src in sorted(server.headers.items())
-                )
-                lines.append(f"env_http_headers = {{ {pairs} }}")
-                secret_names.update(server.headers.values())
+            lines += _http_server_lines(server, secret_names)
         if server.disabled_tools:
             lines.append(f"disabled_tools = {_toml_list(server.disabled_tools)}")
         lines += ["required = true", startup]
@@ -268,19 +273,25 @@ def render_config(
         f"exclude = {_toml_list(sorted(secret_names))}",
     ]
     if descriptor.names_endpoint:
-        lines += [
-            "",
-            f"[model_providers.{PROVIDER_ID}]",
-            'name = "jigs"',
-            f"base_url = {_toml_str(base_url or descriptor.base_url or DEFAULT_OPENAI_BASE_URL)}",
-            'wire_api = "responses"',
-            f"request_max_retries = {descriptor.max_retries}",
-            f"stream_max_retries = {descriptor.max_retries}",
-        ]
-        if descriptor.api_key_env:
-            lines.append(f"env_key = {_toml_str(descriptor.api_key_env)}")
+        lines += _provider_table(descriptor, base_url)
     lines += mcp_lines
     return "\n".join(lines) + "\n", extra_env
+
+
+def _provider_table(descriptor: CodexDescriptor, base_url: str | None) -> list[str]:
+    """jigs' ``[model_providers.*]`` table: the step's endpoint (its proxy when given)."""
+    lines = [
+        "",
+        f"[model_providers.{PROVIDER_ID}]",
+        'name = "jigs"',
+        f"base_url = {_toml_str(base_url or descriptor.base_url or DEFAULT_OPENAI_BASE_URL)}",
+        'wire_api = "responses"',
+        f"request_max_retries = {descriptor.max_retries}",
+        f"stream_max_retries = {descriptor.max_retries}",
+    ]
+    if descriptor.api_key_env:
+        lines.append(f"env_key = {_toml_str(descriptor.api_key_env)}")
+    return lines
 
 
 def build_home(

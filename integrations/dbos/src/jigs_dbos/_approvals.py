@@ -7,12 +7,15 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import structlog
+from dbos import DBOS
+from jigs.errors import ApprovalPending, InvalidInputError
+from jigs.steps import Allow, Deny, approvals_prompt
 from pydantic import Field, TypeAdapter
 
 if TYPE_CHECKING:
     from jigs import AgentSessionRef
     from jigs.models import Prompt
-    from jigs.steps import Allow, Approval, Deny, PendingApproval
+    from jigs.steps import Approval, PendingApproval
 
 __all__ = ["APPROVAL_TOPIC", "decisions_of", "run_with_approvals"]
 
@@ -30,9 +33,6 @@ def decisions_of(message: Any) -> dict[str, Allow | Deny]:
     """The decision ``message`` sent to the workflow, as ``{call_id: Allow() | Deny(reason)}``:
     the models themselves, or their JSON data (``{"c1": {"decision": "allow"}}``), so a sender
     without jigs can decide. Raises :class:`~jigs.errors.InvalidInputError` for anything else."""
-    from jigs.errors import InvalidInputError
-    from jigs.steps import Allow, Deny
-
     adapter: TypeAdapter[dict[str, Allow | Deny]] = TypeAdapter(
         dict[str, Annotated[Allow | Deny, Field(discriminator="decision")]]
     )
@@ -73,9 +73,6 @@ async def run_with_approvals(
     :class:`~jigs.errors.ApprovalPending` is raised from the workflow, still carrying the
     pending calls.
     """
-    from jigs.errors import ApprovalPending
-    from jigs.steps import approvals_prompt
-
     approvals: list[Approval] = []
     while True:
         try:
@@ -96,9 +93,6 @@ async def _wait_for_decision(
     in time). A message that does not (an unknown call id, a malformed decision) is dropped
     with a warning: DBOS has no validator to refuse it to its sender, and the workflow must not
     fail for it."""
-    from dbos import DBOS
-    from jigs.errors import InvalidInputError
-
     await DBOS.set_event_async(topic, pending)
     while True:
         message = await DBOS.recv_async(topic, timeout_seconds=timeout_seconds)
