@@ -14,7 +14,9 @@ def jigs(*args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "jigs.cli", *args],
         capture_output=True,
         text=True,
-        env=os.environ.copy(),
+        # the output's width is the terminal's: a COLUMNS inherited from the test runner (xdist's
+        # workers have one) would fold the lines these tests read
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
         check=False,
         timeout=120,
     )
