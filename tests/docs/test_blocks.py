@@ -82,28 +82,38 @@ class Driven:
         self.run, self.require_cli = run, require_cli
 
 
+def _claude_on(d: Driven, server: Any, made: list[dict[str, Any]] | None = None) -> Any:
+    """Point the blocks' ``harnesses.claude(...)`` at ``server`` (the kind's own demo plan: its
+    env on the host, its agents_env in a factory pyproject); ``made`` collects the settings
+    each call got. Returns the plan."""
+    import jigs.harnesses
+    from jigs.registry._registry import default_registry
+    from jigs_testing.plan import demo_plan_of
+
+    plan = demo_plan_of(default_registry().get("claude"), server)
+    assert plan is not None
+    for name, value in plan.host_env.items():
+        d.monkeypatch.setenv(name, value)
+    _factory_env(d.root, list(plan.agents_env))
+
+    def claude(**settings: Any) -> Any:
+        if made is not None:
+            made.append(settings)
+        return type(plan.descriptor).from_data({**plan.descriptor.to_data(), **settings})
+
+    d.monkeypatch.setattr(jigs.harnesses, "claude", claude, raising=False)
+    return plan
+
+
 async def _drive_explain(d: Driven) -> None:
     """The product snippet, with the real claude CLI against the local model server: the
     descriptor the snippet builds gets the server as its endpoint (the kind's own demo plan)."""
-    import jigs.harnesses
-    from jigs.registry._registry import default_registry
     from jigs_testing import ModelServer, reply, text
-    from jigs_testing.plan import demo_plan_of
 
     d.require_cli("claude")
     async with ModelServer() as server:
-        plan = demo_plan_of(default_registry().get("claude"), server)
-        assert plan is not None
-        for name, value in plan.host_env.items():
-            d.monkeypatch.setenv(name, value)
-        _factory_env(d.root, list(plan.agents_env))
         made: list[dict[str, Any]] = []
-
-        def claude(**settings: Any) -> Any:
-            made.append(settings)
-            return type(plan.descriptor).from_data({**plan.descriptor.to_data(), **settings})
-
-        d.monkeypatch.setattr(jigs.harnesses, "claude", claude, raising=False)
+        _claude_on(d, server, made)
         server.add(text("The test expects 3 but the function returns 2."))
         worktree = _git_worktree(d.root)
         answer, session = await d.ns["explain"](str(worktree), d.run)
@@ -119,17 +129,11 @@ async def _drive_explain(d: Driven) -> None:
 async def _drive_tools(d: Driven) -> None:
     """The tools example, with the real claude CLI against the local model server: the model
     calls the tool, whose result reaches its next request."""
-    from jigs.registry._registry import default_registry
     from jigs_testing import ModelServer, text, tool_call
-    from jigs_testing.plan import demo_plan_of
 
     d.require_cli("claude")
     async with ModelServer() as server:
-        plan = demo_plan_of(default_registry().get("claude"), server)
-        assert plan is not None
-        for name, value in plan.host_env.items():
-            d.monkeypatch.setenv(name, value)
-        _factory_env(d.root, list(plan.agents_env))
+        plan = _claude_on(d, server)
         server.add(
             tool_call("mcp__tools__record_decision", {"ticket": "T-17", "decision": "fix"}),
             text("T-17: fix"),
@@ -144,10 +148,7 @@ async def _drive_tools(d: Driven) -> None:
 async def _drive_skills(d: Driven) -> None:
     """The skills example, with the real claude CLI against the local model server: the
     declared skill is in the model's request."""
-    import jigs.harnesses
-    from jigs.registry._registry import default_registry
     from jigs_testing import ModelServer, text
-    from jigs_testing.plan import demo_plan_of
 
     d.require_cli("claude")
     skill = d.root / "skills" / "release-steps"
@@ -156,16 +157,7 @@ async def _drive_skills(d: Driven) -> None:
         "---\nname: release-steps\ndescription: How this team cuts a release.\n---\n\n1. Tag.\n"
     )
     async with ModelServer() as server:
-        plan = demo_plan_of(default_registry().get("claude"), server)
-        assert plan is not None
-        for name, value in plan.host_env.items():
-            d.monkeypatch.setenv(name, value)
-        _factory_env(d.root, list(plan.agents_env))
-
-        def claude(**settings: Any) -> Any:
-            return type(plan.descriptor).from_data({**plan.descriptor.to_data(), **settings})
-
-        d.monkeypatch.setattr(jigs.harnesses, "claude", claude, raising=False)
+        _claude_on(d, server)
         server.add(text("Released."))
         worktree = _git_worktree(d.root)
         assert await d.ns["cut_release"](str(worktree), d.run, str(skill)) == "Released."
@@ -177,10 +169,7 @@ async def _drive_images(d: Driven) -> None:
     screenshot's bytes are in the model's request."""
     import base64
 
-    import jigs.harnesses
-    from jigs.registry._registry import default_registry
     from jigs_testing import ModelServer, text
-    from jigs_testing.plan import demo_plan_of
 
     d.require_cli("claude")
     shot = d.root / "screenshot.gif"
@@ -189,16 +178,7 @@ async def _drive_images(d: Driven) -> None:
         b"\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"
     )
     async with ModelServer() as server:
-        plan = demo_plan_of(default_registry().get("claude"), server)
-        assert plan is not None
-        for name, value in plan.host_env.items():
-            d.monkeypatch.setenv(name, value)
-        _factory_env(d.root, list(plan.agents_env))
-
-        def claude(**settings: Any) -> Any:
-            return type(plan.descriptor).from_data({**plan.descriptor.to_data(), **settings})
-
-        d.monkeypatch.setattr(jigs.harnesses, "claude", claude, raising=False)
+        _claude_on(d, server)
         server.add(text("A white pixel."))
         worktree = _git_worktree(d.root)
         answer = await d.ns["explain_screenshot"](str(worktree), d.run, shot)
