@@ -161,8 +161,12 @@ def main() -> int:
     if args.resume:
         history = json.loads((sessions / f"{args.resume}.json").read_text())
     session_id = args.resume if args.resume and not args.fork else str(uuid.uuid4())
-    emit({"type": "start", "session_id": session_id})
     answer = f"__KIND__: {args.prompt} (turn {len(history) + 1})"
+    # the prompt is in the session from the turn's start, as a real CLI's transcript is: a turn
+    # stopped midway (an interrupt) can be resumed
+    history.append(args.prompt)
+    (sessions / f"{session_id}.json").write_text(json.dumps(history))
+    emit({"type": "start", "session_id": session_id})
     for word in args.prompt.split():
         name, _, value = word.partition(":")
         if name == "sleep":
@@ -179,8 +183,6 @@ def main() -> int:
                 ["sh", "-c", command], capture_output=True, text=True, check=False
             )
             answer = ran.stdout + ran.stderr
-    history.append(args.prompt)
-    (sessions / f"{session_id}.json").write_text(json.dumps(history))
     emit({"type": "text", "text": answer})
     emit({"type": "usage", "input": len(args.prompt), "output": len(answer)})
     emit({"type": "result", "text": answer})
