@@ -189,6 +189,20 @@ def processes_in(directory: Path) -> list[int]:
     return found
 
 
+def assert_decided(texts: list[str], tree: Path, marker: Path, asked: str, *, allow: bool) -> None:
+    """A resumed approval turn's outcome: the workflow finished with nothing left running in
+    ``tree``; an approved command ran exactly once (``marker`` has one line), a refused one
+    never; the agent's next requests (``asked``) carried the decision."""
+    assert texts == ["The command has run."]
+    assert not processes_in(tree)
+    if allow:
+        assert marker.read_text() == "ran\n"  # exactly once
+        assert "was approved" in asked
+    else:
+        assert not marker.exists()
+        assert "was refused: no writes today" in asked
+
+
 def wait_no_processes_in(directory: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while processes_in(directory):

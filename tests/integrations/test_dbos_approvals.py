@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from jigs.steps import Allow, PendingApproval
 
-from .conftest import EXAMPLES, RealCli, Worker, processes_in, wait_no_processes_in
+from .conftest import EXAMPLES, RealCli, Worker, assert_decided, wait_no_processes_in
 
 EXAMPLE = str(EXAMPLES / "dbos_workflow.py")
 COMMAND = "echo ran >> approved.marker"  # appends: a second run would show as a second line
@@ -100,14 +100,7 @@ def test_a_deferred_command_waits_in_dbos_across_a_killed_worker(
         finally:
             second.stop()
         asked = "\n".join(r.text() for r in server.model_requests[seen:])
-    assert texts == ["The command has run."]
-    assert not processes_in(tree)
-    if allow:
-        assert marker.read_text() == "ran\n"  # exactly once
-        assert "was approved" in asked
-    else:
-        assert not marker.exists()
-        assert "was refused: no writes today" in asked
+    assert_decided(texts, tree, marker, asked, allow=allow)
 
 
 def test_decisions_are_models_or_their_json_and_nothing_else() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import RealCli, processes_in, wait_no_processes_in
+from .conftest import RealCli, assert_decided, wait_no_processes_in
 from .test_temporal import EXAMPLE, Engine
 
 pytestmark = pytest.mark.anyio
@@ -91,14 +91,7 @@ async def test_a_deferred_command_waits_in_temporal_across_a_killed_worker(
             asked = "\n".join(r.text() for r in server.model_requests[seen:])
         finally:
             engine.close()
-    assert texts == ["The command has run."]
-    assert not processes_in(tree)
-    if allow:
-        assert marker.read_text() == "ran\n"  # exactly once
-        assert "was approved" in asked
-    else:
-        assert not marker.exists()
-        assert "was refused: no writes today" in asked
+    assert_decided(texts, tree, marker, asked, allow=allow)
 
 
 def _approval_pending() -> Any:
