@@ -28,14 +28,18 @@ from jigs.engine import _mailbox
 from jigs.engine._engine import TurnEngine, TurnRecord, TurnRequest, emit_event
 from jigs.engine._gate import (
     Allow,
+    Answer,
     Approval,
     ApproveTool,
+    Decided,
     Defer,
     Deny,
     GatedCall,
     PendingApproval,
+    Question,
     ToolGate,
     approvals_prompt,
+    decisions_of,
     gate_from_options,
 )
 from jigs.engine._logging import logger
@@ -43,6 +47,7 @@ from jigs.engine._model import EngineModel, result_of
 from jigs.engine._pipeline import Step
 from jigs.engine._prompt import prompt_parts
 from jigs.engine._structured import reask_prompt
+from jigs.engine._tools import ask_human
 from jigs.engine._types import AgentSessionRef, _Data
 from jigs.errors import (
     AgentSessionError,
@@ -84,10 +89,12 @@ __all__ = [
     "AgentSessionError",
     "AgentStream",
     "Allow",
+    "Answer",
     "Approval",
     "ApprovalPending",
     "ApproveTool",
     "AskOptions",
+    "Decided",
     "Defer",
     "Deny",
     "EngineStepOptions",
@@ -95,11 +102,14 @@ __all__ = [
     "JitCheckError",
     "LazyPrompt",
     "PendingApproval",
+    "Question",
     "StepOptions",
     "agent_session",
     "approvals_prompt",
     "ask_agent",
+    "ask_human",
     "create_agent_runner",
+    "decisions_of",
     "run_agent",
     "stream_agent",
 ]

@@ -40,7 +40,7 @@ import anyio
 import anyio.abc
 
 from jigs.engine import _otel, _structured
-from jigs.engine._gate import PendingApproval, ToolGate
+from jigs.engine._gate import GatedCall, PendingApproval, ToolGate
 from jigs.engine._prompt import image_record, materialise
 from jigs.engine._steplog import StepLog
 from jigs.engine._usage import Usage
@@ -380,6 +380,9 @@ class TurnEngine:
         #: Where the turns' images are copied (the step makes it before the kind launches;
         #: made at the first image otherwise).
         self.image_dir: Path | None = None
+        #: The questions the agent asked in the running turn (``ask_human``; the step's tool
+        #: server appends to this list): the turn then ends with them pending.
+        self.questions: list[GatedCall] = []
 
     @classmethod
     async def open(
@@ -508,6 +511,7 @@ class TurnEngine:
         spec = self._spec(request)
         if request.gate is not None:
             request.gate.start_turn()
+        self.questions.clear()
         record.session_id = self.session_id
         log = self.ctx.log.bind(resumed=self.session_id is not None)
         started = time.monotonic()
@@ -524,6 +528,7 @@ class TurnEngine:
                     self._take(event, record)
                     await emit_event(request.on_event, event)
                     yield event
+                    await self._end_after_question(event)
                     limit = self._over_limit(record)
                     if limit is not None:
                         raise limit
@@ -532,15 +537,10 @@ class TurnEngine:
                 await stream.finish()
                 finished = True
         except AgentTurnError as exc:
-            if self._interrupt_by is not None and not isinstance(exc, AgentInterrupted):
-                # the CLI's own way of ending an interrupted turn (an error, a crash)
-                interrupted = self._interruption(record)
-                self._fill(interrupted, record, stream)
-                raise interrupted from None
-            self._fill(exc, record, stream)
-            if request.gate is not None and request.gate.pending and exc.reason == "aborted":
-                raise self._pending(request.gate, record, stream) from None
-            raise
+            error = self._turn_error(exc, request, record, stream)
+            if error is exc:
+                raise
+            raise error from None
         except TimeoutError:
             if stream is not None:
                 raise
@@ -550,7 +550,7 @@ class TurnEngine:
             if self._interrupt_by is not None and record.ended and not finished:
                 finished = await self._finish_interrupted(stream)
             await self._after(stream, finished, record)
-        if self._interrupt_by is not None:
+        if self._interrupt_by is not None and not self._waiting(request):
             error = self._interruption(record)
             self._fill(error, record, stream)
             raise error
@@ -736,7 +736,7 @@ class TurnEngine:
         """The ended turn into ``record`` (its structured output extracted when asked for), or
         its failure raised (:class:`ApprovalPending` when the gate deferred a call: the turn
         ended because of it, however the CLI reported the end)."""
-        if request.gate is not None and request.gate.pending:
+        if self._waiting(request):
             raise self._pending(request.gate, record, stream)
         if record.failed is not None:
             raise self._failure(record.failed, record, stream)
@@ -919,15 +919,53 @@ class TurnEngine:
         self._fill(error, record, stream)
         return error
 
+    def _turn_error(
+        self,
+        exc: AgentTurnError,
+        request: TurnRequest,
+        record: TurnRecord,
+        stream: TurnStream | None,
+    ) -> AgentTurnError:
+        """What a turn that failed with ``exc`` raises: :class:`ApprovalPending` when a call
+        waits for a human (however the CLI reported the end), :class:`AgentInterrupted` when
+        the turn was interrupted, else ``exc`` itself, filled."""
+        if self._waiting(request) and (self._interrupt_by is not None or exc.reason == "aborted"):
+            return self._pending(request.gate, record, stream)
+        if self._interrupt_by is not None and not isinstance(exc, AgentInterrupted):
+            # the CLI's own way of ending an interrupted turn (an error, a crash)
+            exc = self._interruption(record)
+        self._fill(exc, record, stream)
+        return exc
+
+    def _waiting(self, request: TurnRequest) -> bool:
+        """Whether a call of the turn waits for a human (deferred by the gate, or a question)."""
+        return bool(self.questions) or (request.gate is not None and bool(request.gate.pending))
+
+    async def _end_after_question(self, event: AgentEvent) -> None:
+        """After ``ask_human`` the agent was told to end its turn; a later tool call means it
+        did not: the turn is interrupted (the question stays pending)."""
+        if not self.questions or self._interrupt_by is not None:
+            return
+        if isinstance(event, ToolCallStarted) and not event.name.endswith("ask_human"):
+            self.ctx.log.info("turn.asked.interrupt", tool=event.name[:64])
+            await self.interrupt()
+
     def _pending(
-        self, gate: ToolGate, record: TurnRecord, stream: TurnStream | None
+        self, gate: ToolGate | None, record: TurnRecord, stream: TurnStream | None
     ) -> ApprovalPending:
-        calls = tuple(gate.pending)
+        calls = (*(gate.pending if gate is not None else ()), *self.questions)
         names = ", ".join(sorted({call.tool for call in calls}))
+        decide = "Allow() or Deny(reason)"
+        if self.questions:
+            decide = (
+                "Answer(text)"
+                if len(calls) == len(self.questions)
+                else f"{decide}, or Answer(text) for a question"
+            )
         error = ApprovalPending(
-            f"the {self.harness.display_name} turn stopped: approve_tool deferred {len(calls)} "
-            f"call(s) ({names}) for a decision. Store error.pending, then resume its session "
-            f"with approvals=error.pending.decide({{call_id: Allow() or Deny(reason)}})",
+            f"the {self.harness.display_name} turn stopped: {len(calls)} call(s) ({names}) wait "
+            f"for a human. Store error.pending, then resume its session with "
+            f"approvals=error.pending.decide({{call_id: {decide}}})",
             kind=self.harness.kind,
             pending=PendingApproval(session=None, calls=calls),
         )

@@ -26,7 +26,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from jigs.engine._types import AgentSessionRef
 from jigs.engine._usage import Usage
@@ -34,15 +34,19 @@ from jigs.errors import InvalidInputError, ToolGateError
 
 __all__ = [
     "Allow",
+    "Answer",
     "Approval",
     "ApproveTool",
+    "Decided",
     "Decision",
     "Defer",
     "Deny",
     "GatedCall",
     "PendingApproval",
+    "Question",
     "ToolGate",
     "approvals_prompt",
+    "decisions_of",
     "gate_from_options",
 ]
 
@@ -56,14 +60,15 @@ class GatedCall(_Frozen):
 
     ``kind`` is the harness kind; ``tool`` the CLI's own name for the tool (``"Bash"``,
     ``"exec_command"``, ``"mcp__files__write"``); ``category`` what it is: ``"shell"`` (a
-    command), ``"file_edit"`` (a file written or patched), ``"mcp"`` (an MCP server's tool) or
-    ``"other"``; ``arguments`` the call's input as the CLI gave it (a command's ``command``, an
-    edit's ``file_path`` or ``paths``); ``call_id`` the CLI's id of the call (unique in its
-    session)."""
+    command), ``"file_edit"`` (a file written or patched), ``"mcp"`` (an MCP server's tool),
+    ``"question"`` (the agent's question to a human, :func:`~jigs.steps.ask_human`: never
+    gated, always pending) or ``"other"``; ``arguments`` the call's input as the CLI gave it (a
+    command's ``command``, an edit's ``file_path`` or ``paths``, a question's ``question``);
+    ``call_id`` the CLI's id of the call (unique in its session; a question's is jigs' own)."""
 
     kind: str
     tool: str
-    category: Literal["shell", "file_edit", "mcp", "other"]
+    category: Literal["shell", "file_edit", "mcp", "question", "other"]
     arguments: dict[str, Any] = Field(default_factory=dict)
     call_id: str = ""
 
@@ -106,33 +111,90 @@ class Defer(_Frozen):
     decision: Literal["defer"] = "defer"
 
 
+class Answer(_Frozen):
+    """A human's answer to the agent's question (:func:`~jigs.steps.ask_human`): the agent reads
+    ``text`` as the next message (``Answer("use the v2 endpoint")``)."""
+
+    decision: Literal["answer"] = "answer"
+    text: str
+
+    def __init__(self, text: str | None = None, /, **data: Any) -> None:
+        if text is not None:
+            data["text"] = text
+        super().__init__(**data)
+
+
 #: What a gate returns.
 Decision = Annotated[Allow | Deny | Defer, Field(discriminator="decision")]
+
+#: What a human decides for a pending call: a tool call is allowed or denied, a question is
+#: answered (or denied: "no answer", with the reason the agent reads).
+Decided = Annotated[Allow | Deny | Answer, Field(discriminator="decision")]
+
+_DECISIONS: TypeAdapter[dict[str, Allow | Deny | Answer]] = TypeAdapter(dict[str, Decided])
+
+
+def decisions_of(message: object) -> dict[str, Allow | Deny | Answer]:
+    """A human's decisions as ``{call_id: Allow() | Deny(reason) | Answer(text)}``: the models
+    themselves, or their JSON data (``{"c1": {"decision": "answer", "text": "yes"}}``), so a
+    sender without jigs can decide. Raises :class:`~jigs.errors.InvalidInputError` for anything
+    else (the message is not echoed: it may hold what a human typed)."""
+    try:
+        return _DECISIONS.validate_python(message)
+    except ValidationError as exc:
+        where = sorted({".".join(map(str, e["loc"])) or "(all)" for e in exc.errors()})
+        raise InvalidInputError(
+            f"a decision must map call ids to Allow(), Deny(reason) or Answer(text); wrong at: "
+            f"{', '.join(where)[:300]}",
+            argument="decision",
+        ) from None
+
 
 #: ``approve_tool(call) -> Allow | Deny | Defer`` (or an awaitable of it).
 ApproveTool = Callable[[GatedCall], "Allow | Deny | Defer | Awaitable[Allow | Deny | Defer]"]
 
 
 class Approval(_Frozen):
-    """A decision taken after a :class:`Defer`, fed back to the step that resumes the session
-    (``approvals=[...]``): ``call`` is the pending call, ``decision`` what was decided."""
+    """A decision taken after a :class:`Defer` (or a question), fed back to the step that
+    resumes the session (``approvals=[...]``): ``call`` is the pending call, ``decision`` what
+    was decided."""
 
     call: GatedCall
-    decision: Annotated[Allow | Deny, Field(discriminator="decision")]
+    decision: Decided
+
+
+class Question(_Frozen):
+    """A question the agent asked a human (:func:`~jigs.steps.ask_human`), as
+    :attr:`PendingApproval.questions` lists it."""
+
+    call_id: str
+    question: str
 
 
 class PendingApproval(_Frozen):
     """What :class:`~jigs.errors.ApprovalPending` carries, as data a workflow can store: the
-    session to resume, the usage of the turn that deferred, the calls waiting for a decision."""
+    session to resume, the usage of the turn that ended, the calls waiting for a human (tool
+    calls a gate deferred, and the agent's questions: :attr:`questions`)."""
 
     session: AgentSessionRef | None
     usage: Usage = Field(default_factory=Usage)
     calls: tuple[GatedCall, ...]
 
-    def decide(self, decisions: Mapping[str, Allow | Deny]) -> list[Approval]:
+    @property
+    def questions(self) -> tuple[Question, ...]:
+        """The agent's questions among :attr:`calls` (:func:`~jigs.steps.ask_human`)."""
+        return tuple(
+            Question(call_id=c.call_id, question=str(c.arguments.get("question", "")))
+            for c in self.calls
+            if c.category == "question"
+        )
+
+    def decide(self, decisions: Mapping[str, Allow | Deny | Answer]) -> list[Approval]:
         """The ``approvals`` of the resuming step: ``{call_id: Allow() | Deny(reason)}`` for
-        the pending calls (a call left out is neither allowed nor refused: the gate asks
-        again). Raises :class:`~jigs.errors.InvalidInputError` for an id that is not pending."""
+        pending tool calls, ``{call_id: Answer(text) | Deny(reason)}`` for questions (a call
+        left out is neither allowed nor refused: the gate asks again; a question left out stays
+        unanswered). Raises :class:`~jigs.errors.InvalidInputError` for an id that is not
+        pending, an answer to a tool call, or an approval of a question."""
         by_id = {call.call_id: call for call in self.calls}
         unknown = sorted(set(decisions) - set(by_id))
         if unknown:
@@ -140,20 +202,51 @@ class PendingApproval(_Frozen):
                 f"no pending call has the id(s) {unknown}; pending: {sorted(by_id)}",
                 argument="approvals",
             )
+        for call_id, decision in decisions.items():
+            question = by_id[call_id].category == "question"
+            if question and isinstance(decision, Allow):
+                raise InvalidInputError(
+                    f"{call_id!r} is the agent's question: answer it with Answer(text), or "
+                    f"Deny(reason) to leave it unanswered",
+                    argument="approvals",
+                )
+            if not question and isinstance(decision, Answer):
+                raise InvalidInputError(
+                    f"{call_id!r} is a tool call, not a question: decide it with Allow() or "
+                    f"Deny(reason)",
+                    argument="approvals",
+                )
         return [Approval(call=by_id[i], decision=d) for i, d in decisions.items()]
 
 
 def approvals_prompt(approvals: Sequence[Approval]) -> str:
     """A prompt for the resuming step that tells the agent what was decided: an approved call
-    is to be made again exactly as before (the gate lets it through once), a refused one not."""
+    is to be made again exactly as before (the gate lets it through once), a refused one not;
+    a question's answer is quoted under the question."""
     lines = []
     for approval in approvals:
-        what = f"`{approval.call.tool}` {_canonical(approval.call.arguments)}"
-        if isinstance(approval.decision, Allow):
+        call, decision = approval.call, approval.decision
+        if call.category == "question":
+            lines.append(_answered(call, decision))
+            continue
+        what = f"`{call.tool}` {_canonical(call.arguments)}"
+        if isinstance(decision, Allow):
             lines.append(f"- {what} was approved: make this call again, exactly as before.")
         else:
-            lines.append(f"- {what} was refused: {approval.decision.reason}. Do not make it.")
+            lines.append(
+                f"- {what} was refused: {getattr(decision, 'reason', '')}. Do not make it."
+            )
+    if all(a.call.category == "question" for a in approvals):
+        return "A human answered what you asked:\n" + "\n".join(lines)
     return "The tool calls that were waiting for approval have been decided:\n" + "\n".join(lines)
+
+
+def _answered(call: GatedCall, decision: Allow | Deny | Answer) -> str:
+    question = json.dumps(str(call.arguments.get("question", "")))
+    if isinstance(decision, Answer):
+        return f"- You asked {question}. The answer: {decision.text}"
+    reason = getattr(decision, "reason", "")
+    return f"- You asked {question}. No answer will come ({reason}): go on without one."
 
 
 class ToolGate:
@@ -196,10 +289,11 @@ class ToolGate:
         if self.pending:
             return Defer()  # the turn is ending: nothing else runs before the decision
         for approval in self._approvals:
-            if approval.call.same_call(call):
-                if isinstance(approval.decision, Allow):
+            decided = approval.decision
+            if approval.call.same_call(call) and not isinstance(decided, Answer):
+                if isinstance(decided, Allow):
                     self._approvals.remove(approval)  # once
-                return approval.decision
+                return decided
         if self._approve is None:
             return Allow()
         try:
@@ -236,8 +330,6 @@ def gate_from_options(
                 f"Allow(), Deny(reason) or Defer() (jigs.steps); it gates every kind",
                 argument="provider_options",
             )
-    if approve is None and not approvals:
-        return None
     if approve is not None and not callable(approve):
         raise InvalidInputError(
             f"approve_tool must be a function fn(call) -> Allow | Deny | Defer, not "
@@ -256,4 +348,9 @@ def gate_from_options(
             f"approvals must be a list of jigs.steps.Approval: {str(exc)[:300]}",
             argument="approvals",
         ) from None
+    # an answered question is the resumed turn's prompt, not a gate's business: a step that
+    # only answers questions runs ungated (a kind without a gate can ask too)
+    fed = [a for a in fed if a.call.category != "question"]
+    if approve is None and not fed:
+        return None
     return ToolGate(approve, fed, log)

@@ -374,6 +374,8 @@ class Step:
         self.span: Any = None
         #: Why opening failed (recorded on the span).
         self.error: BaseException | None = None
+        #: The questions the step's agent asks (``ask_human``), shared with the tool server.
+        self._questions: list[Any] = []
 
     @property
     def engine(self) -> TurnEngine:
@@ -541,8 +543,12 @@ class Step:
         with timed("runner.tools.started", self.log, span=self.span, tools=len(tools)) as fields:
             try:
                 server = _tool_server.ToolServer(
-                    tools, log=self.log, caller=anyio.lowlevel.current_token()
+                    tools,
+                    log=self.log,
+                    caller=anyio.lowlevel.current_token(),
+                    kind=getattr(self.harness, "kind", ""),
                 )
+                self._questions = server.questions
                 fields["port"] = server.port
                 self.stack.push_async_callback(server.astop)
                 remember([server.token])
@@ -660,6 +666,7 @@ class Step:
                     self._engine.span = self.span
                     self._engine.session_descriptor = self.describe
                     self._engine.image_dir = self._image_dir
+                    self._engine.questions = self._questions
             except TimeoutError as exc:
                 if isinstance(exc, JigsError):
                     raise

@@ -14,6 +14,11 @@ A tool runs where its caller's state lives: an async tool on the event loop that
 tool error the agent reads (its type and message, every known secret redacted), never a failure
 of the step. Each call is logged as ``tool.called`` (name, seconds, is_error) on the step's log;
 the CLI's own events report the call and its result in the event stream.
+
+:func:`~jigs.steps.ask_human` is answered here: its question is appended to :attr:`questions`
+(the step's engine reads it when the turn ends) and the agent reads :data:`ASKED`; while a
+question waits, every other tool of the step answers with an error telling the agent to end
+its turn.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import hmac
 import os
 import socket
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,7 +44,8 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from pydantic import ValidationError
 
-from jigs.engine._tools import StepTool
+from jigs.engine._gate import GatedCall
+from jigs.engine._tools import ASKED, StepTool
 from jigs.policy._redact import secret_values
 from jigs.policy._secrets import redact_known
 from jigs.proxy._sockets import loopback_socket
@@ -77,8 +84,12 @@ class ToolServer:
         *,
         log: Any,
         caller: anyio.lowlevel.EventLoopToken | None,
+        kind: str = "",
     ) -> None:
         self.tools = {tool.name: tool for tool in tools}
+        self.kind = kind
+        #: The questions the agent asked in the running turn (the engine clears it per turn).
+        self.questions: list[GatedCall] = []
         self.token = os.urandom(24).hex()
         self._log = log
         self._caller = caller
@@ -184,6 +195,8 @@ class ToolServer:
         self.calls += 1
         if tool is None:
             text, is_error = f"there is no tool {params.name!r}", True
+        elif tool.asks_human or self.questions:
+            text, is_error = self._ask(tool, params.arguments or {})
         else:
             text, is_error = await self._run(tool, params.arguments or {})
         self._log.info(
@@ -195,6 +208,28 @@ class ToolServer:
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)], is_error=is_error
         )
+
+    def _ask(self, tool: StepTool, arguments: dict[str, Any]) -> tuple[str, bool]:
+        """:func:`~jigs.steps.ask_human`'s question recorded (the turn is to end); any other
+        tool while a question waits is refused, so the agent ends its turn."""
+        if self.questions:
+            return f"{tool.name} did not run: a question waits for a human. End your turn.", True
+        try:
+            question = str(getattr(tool.arguments.model_validate(arguments), "question", ""))
+        except ValidationError:
+            return "invalid arguments for ask_human: question (a string) is required", True
+        if not question.strip():
+            return "ask_human needs a question: say what you need to know", True
+        call = GatedCall(
+            kind=self.kind,
+            tool=tool.name,
+            category="question",
+            arguments={"question": redact_known(question)},
+            call_id=f"ask-{uuid.uuid4().hex[:12]}",
+        )
+        self.questions.append(call)
+        self._log.info("tool.asked", call_id=call.call_id, chars=len(question))
+        return ASKED, False
 
     async def _run(self, tool: StepTool, arguments: dict[str, Any]) -> tuple[str, bool]:
         try:

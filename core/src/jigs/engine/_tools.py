@@ -5,9 +5,11 @@ A tool is a plain sync or async function with a typed signature: pydantic builds
 its arguments (and so the JSON schema the agent sees), its docstring is the description, its
 ``__name__`` the tool's name. :mod:`jigs.engine._tool_server` serves them to the agent.
 
-Where ``ask_human`` (issue 33) plugs in: a ready tool built here as one more :class:`StepTool`
-whose call ends the turn with a pending question the engine helpers wait on, on the deferred
-approvals' mechanism (another helper builds it); it is served like any tool.
+One ready tool ships here: :func:`ask_human`. Its call does not run in the worker: the tool
+server records the question as a pending call (category ``"question"``), tells the agent to end
+its turn, and the step raises :class:`~jigs.errors.ApprovalPending` when the turn ends, the
+deferred approvals' mechanism: an engine helper waits for the answer and resumes the session
+with it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from jigs.errors import InvalidInputError
 
-__all__ = ["TOKEN_ENV", "TOOLS_SERVER", "StepTool", "step_tools"]
+__all__ = ["ASKED", "TOKEN_ENV", "TOOLS_SERVER", "StepTool", "ask_human", "step_tools"]
 
 #: The name the step's tools are served under (``mcp__tools__<name>`` for Claude Code).
 TOOLS_SERVER = "tools"
@@ -40,10 +42,31 @@ class StepTool:
     arguments: type[BaseModel]
     fn: Callable[..., Any]
     is_async: bool
+    #: :func:`ask_human`: the server records the question instead of calling ``fn``.
+    asks_human: bool = False
 
     def schema(self) -> dict[str, Any]:
         """The JSON schema of the arguments (an object, never ``None``)."""
         return self.arguments.model_json_schema()
+
+
+#: What the agent reads after :func:`ask_human`: the turn is to end now.
+ASKED = (
+    "Your question is with a human now. End your turn: reply with one short line saying you "
+    "are waiting, and call no other tool. Their answer will be the next message you receive."
+)
+
+
+def ask_human(question: str) -> str:
+    """Ask a human a question you cannot answer from the repository or your tools (a decision,
+    a preference, a missing fact). The answer comes later, as the next message: after calling
+    this, end your turn at once."""
+    # the step's tool server answers this tool itself (StepTool.asks_human): the question
+    # waits in the workflow, not in a thread of the worker
+    raise InvalidInputError(
+        "ask_human is a tool for the agent: pass it in a step's tools=[...], do not call it",
+        argument="tools",
+    )
 
 
 def _refuse(message: str) -> InvalidInputError:
@@ -100,7 +123,7 @@ def _one(fn: object) -> StepTool:
     is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 - an object whose __call__ is async
     )
-    return StepTool(name, description, arguments, fn, is_async)
+    return StepTool(name, description, arguments, fn, is_async, asks_human=fn is ask_human)
 
 
 def step_tools(tools: object) -> list[StepTool]:
