@@ -14,6 +14,10 @@ Human approval: ``--gated`` runs one turn (``--first``) whose shell commands wai
 decision in the workflow (``jigs_dbos.run_with_approvals``); the worker may die meanwhile.
 Decide from any process with ``--decide ID --allow`` or ``--decide ID --deny REASON``, then
 ``--recover ID`` (or any live worker of the same executor) finishes the turn.
+
+A question: ``--ask`` runs one turn (``--first``) whose agent may ask a human
+(``jigs.steps.ask_human``); its question waits in the workflow the same way. Answer it from any
+process with ``--answer ID TEXT``, then ``--recover ID``.
 """
 
 from __future__ import annotations
@@ -31,7 +35,17 @@ from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions
 from jigs import AgentSessionRef, harnesses
 from jigs.descriptors import HarnessDescriptor
 from jigs.errors import AgentInterrupted
-from jigs.steps import AgentResult, Allow, Approval, Defer, Deny, GatedCall, PendingApproval
+from jigs.steps import (
+    AgentResult,
+    Allow,
+    Answer,
+    Approval,
+    Defer,
+    Deny,
+    GatedCall,
+    PendingApproval,
+    ask_human,
+)
 
 
 @jigs_dbos.step(max_attempts=12, interval_seconds=0.3, backoff_rate=1.3)
@@ -97,17 +111,48 @@ async def gated(
     return [result.text]
 
 
-def decide(db: str, workflow_id: str, deny: str | None) -> PendingApproval:
-    """Read the workflow's pending calls and send it one decision for all of them."""
+@jigs_dbos.step(max_attempts=12, interval_seconds=0.3, backoff_rate=1.3)
+async def asking_turn(
+    harness: HarnessDescriptor | dict[str, Any],
+    worktree: str,
+    prompt: str,
+    session: AgentSessionRef | None,
+) -> AgentResult[None]:
+    """A turn whose agent may ask a human: its question raises ApprovalPending (not retried);
+    the resumed turn gets the answer as its prompt."""
+    return await jigs_dbos.run_agent(
+        harness=harness, cwd=worktree, prompt=prompt, resume=session, tools=[ask_human]
+    )
+
+
+@DBOS.workflow()
+async def asking(
+    harness: HarnessDescriptor | dict[str, Any], worktree: str, prompt: str
+) -> list[str]:
+    async def turn(
+        prompt: Any, session: AgentSessionRef | None, approvals: list[Approval]
+    ) -> AgentResult[None]:
+        return await asking_turn(harness, worktree, prompt, session)
+
+    result = await jigs_dbos.run_with_approvals(turn, prompt)
+    return [result.text]
+
+
+def send_decision(db: str, workflow_id: str, verdict: Allow | Deny | Answer) -> PendingApproval:
+    """Read the workflow's pending calls and send it one verdict for all of them (an Answer
+    goes to its questions, Allow or Deny to its tool calls)."""
     client = DBOSClient(system_database_url=db, serializer=jigs_dbos.JigsSerializer())
     try:
         pending = client.get_event(workflow_id, jigs_dbos.APPROVAL_TOPIC, timeout_seconds=60)
         if not isinstance(pending, PendingApproval):
-            raise SystemExit(f"workflow {workflow_id} has no pending approval")
-        decision = Allow() if deny is None else Deny(deny)
-        client.send(
-            workflow_id, {c.call_id: decision for c in pending.calls}, jigs_dbos.APPROVAL_TOPIC
-        )
+            raise SystemExit(f"workflow {workflow_id} has nothing waiting for a human")
+        question = isinstance(verdict, Answer)
+        ids = [c.call_id for c in pending.calls if (c.category == "question") == question]
+        if not ids:
+            raise SystemExit(
+                f"workflow {workflow_id} waits for no {'answer' if question else 'decision'}"
+            )
+        client.send(workflow_id, dict.fromkeys(ids, verdict), jigs_dbos.APPROVAL_TOPIC)
         return pending
     finally:
         client.destroy()
@@ -160,6 +205,8 @@ def main() -> int:
     what.add_argument("--enqueue", action="store_true", help="enqueue one workflow and exit")
     what.add_argument("--gated", action="store_true", help="one turn, shell commands approved")
     what.add_argument("--decide", metavar="ID", help="decide ID's pending calls (--allow/--deny)")
+    what.add_argument("--ask", action="store_true", help="one turn whose agent may ask a human")
+    what.add_argument("--answer", nargs=2, metavar=("ID", "TEXT"), help="answer ID's question")
     verdict = parser.add_mutually_exclusive_group()
     verdict.add_argument("--allow", action="store_true", help="with --decide: approve")
     verdict.add_argument("--deny", metavar="REASON", help="with --decide: refuse, saying why")
@@ -168,8 +215,12 @@ def main() -> int:
     if args.decide:
         if not (args.allow or args.deny):
             parser.error("--decide needs --allow or --deny REASON")
-        pending = decide(args.db, args.decide, args.deny)
+        pending = send_decision(args.db, args.decide, Deny(args.deny) if args.deny else Allow())
         print(json.dumps({"decided": [c.model_dump(mode="json") for c in pending.calls]}))
+        return 0
+    if args.answer:
+        pending = send_decision(args.db, args.answer[0], Answer(args.answer[1]))
+        print(json.dumps({"answered": [q.model_dump(mode="json") for q in pending.questions]}))
         return 0
 
     if args.enqueue:
@@ -205,9 +256,9 @@ def main() -> int:
 
             async def start() -> list[str]:
                 with SetWorkflowID(workflow_id):
-                    if args.gated:
+                    if args.gated or args.ask:
                         started = await DBOS.start_workflow_async(
-                            gated, harness, args.worktree, args.first
+                            gated if args.gated else asking, harness, args.worktree, args.first
                         )
                     else:
                         started = await DBOS.start_workflow_async(

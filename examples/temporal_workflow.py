@@ -12,6 +12,10 @@ and retries activity 2 (attempt 2) on the new worker, from the session activity 
 Human approval: ``--gated`` runs one turn (``--first``) whose shell commands wait for a
 decision in the workflow (``jigs_temporal.run_with_approvals``); the workers may die meanwhile.
 Decide with ``--decide ID --allow`` or ``--decide ID --deny REASON`` (a worker must be running).
+
+A question: ``--ask`` runs one turn (``--first``) whose agent may ask a human
+(``jigs.steps.ask_human``); its question waits in the workflow the same way. Answer it with
+``--answer ID TEXT`` (a worker must be running).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from temporalio.worker import Worker
 with workflow.unsafe.imports_passed_through():
     import jigs_temporal
     from jigs import AgentSessionRef
-    from jigs.steps import AgentResult, Allow, Approval, Defer, Deny, GatedCall
+    from jigs.steps import AgentResult, Allow, Answer, Approval, Defer, Deny, GatedCall, ask_human
 
 TASK_QUEUE = os.environ.get("JIGS_EXAMPLE_TASK_QUEUE", "jigs")
 
@@ -77,6 +81,20 @@ async def gated_turn(
         harness=harness, cwd=worktree, prompt=prompt, resume=session,
         approve_tool=defer_shell, approvals=approvals,
     )  # fmt: skip
+
+
+@jigs_temporal.activity()
+async def asking_turn(
+    harness: jigs_temporal.Descriptor,
+    worktree: str,
+    prompt: str,
+    session: AgentSessionRef | None,
+) -> AgentResult[None]:
+    """A turn whose agent may ask a human: its question raises ApprovalPending (not retried);
+    the resumed turn gets the answer as its prompt."""
+    return await jigs_temporal.run_agent(
+        harness=harness, cwd=worktree, prompt=prompt, resume=session, tools=[ask_human]
+    )
 
 
 async def agent_step(activity: Callable[..., Awaitable[AgentResult[None]]], *args: Any) -> Any:
@@ -123,17 +141,40 @@ class Gated:
         return [result.text]
 
 
-async def decide(client: Client, workflow_id: str, deny: str | None) -> list[Any]:
-    """Read the workflow's pending calls and decide all of them with one update."""
+@workflow.defn
+class Asking:
+    @workflow.run
+    async def run(self, harness: jigs_temporal.Descriptor, worktree: str, prompt: str) -> list[str]:
+        async def turn(
+            prompt: Any, session: AgentSessionRef | None, approvals: list[Approval]
+        ) -> AgentResult[None]:
+            result: AgentResult[None] = await agent_step(
+                asking_turn, harness, worktree, prompt, session
+            )
+            return result
+
+        result = await jigs_temporal.run_with_approvals(turn, prompt)
+        return [result.text]
+
+
+async def send_decision(
+    client: Client, workflow_id: str, verdict: Allow | Deny | Answer
+) -> list[Any]:
+    """Read the workflow's pending calls and send one verdict for all of them with one update
+    (an Answer goes to its questions, Allow or Deny to its tool calls)."""
     handle = client.get_workflow_handle(workflow_id)
     pending = await handle.query(jigs_temporal.APPROVAL_QUERY)
     if not pending:
-        raise SystemExit(f"workflow {workflow_id} has no pending approval")
-    decision = Allow() if deny is None else Deny(deny)
+        raise SystemExit(f"workflow {workflow_id} has nothing waiting for a human")
+    question = isinstance(verdict, Answer)
+    calls = [c for c in pending["calls"] if (c["category"] == "question") == question]
+    if not calls:
+        raise SystemExit(
+            f"workflow {workflow_id} waits for no {'answer' if question else 'decision'}"
+        )
     await handle.execute_update(
-        jigs_temporal.APPROVAL_UPDATE, {c["call_id"]: decision for c in pending["calls"]}
+        jigs_temporal.APPROVAL_UPDATE, {c["call_id"]: verdict for c in calls}
     )
-    calls: list[Any] = pending["calls"]
     return calls
 
 
@@ -178,8 +219,8 @@ def worker(client: Client) -> Worker:
     return Worker(
         client,
         task_queue=TASK_QUEUE,
-        workflows=[TwoSteps, Gated, InterruptibleStep],
-        activities=[start_session, continue_session, gated_turn, listening_session],
+        workflows=[TwoSteps, Gated, Asking, InterruptibleStep],
+        activities=[start_session, continue_session, gated_turn, asking_turn, listening_session],
         max_heartbeat_throttle_interval=timedelta(seconds=0.3),
         default_heartbeat_throttle_interval=timedelta(seconds=0.3),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
@@ -199,17 +240,24 @@ async def amain(args: argparse.Namespace) -> int:
     if args.decide:
         if not (args.allow or args.deny):
             raise SystemExit("--decide needs --allow or --deny REASON")
-        print(json.dumps({"decided": await decide(client, args.decide, args.deny)}), flush=True)
+        verdict = Deny(args.deny) if args.deny else Allow()
+        print(
+            json.dumps({"decided": await send_decision(client, args.decide, verdict)}), flush=True
+        )
+        return 0
+    if args.answer:
+        answered = await send_decision(client, args.answer[0], Answer(args.answer[1]))
+        print(json.dumps({"answered": answered}), flush=True)
         return 0
     if not args.worktree:
         raise SystemExit("--worktree is required to start a workflow")
     workflow_id = args.id or f"jigs-example-{uuid.uuid4().hex[:8]}"
     harness = harnesses.load(json.loads(args.harness))
     handle: Any
-    if args.gated:
+    if args.gated or args.ask:
         handle = await client.start_workflow(
-            Gated.run, args=[harness, args.worktree, args.first], id=workflow_id,
-            task_queue=TASK_QUEUE,
+            Gated.run if args.gated else Asking.run, args=[harness, args.worktree, args.first],
+            id=workflow_id, task_queue=TASK_QUEUE,
         )  # fmt: skip
     else:
         handle = await client.start_workflow(
@@ -234,6 +282,8 @@ def main() -> int:
     parser.add_argument("--id", help="workflow id (default: a new one)")
     parser.add_argument("--gated", action="store_true", help="one turn, shell commands approved")
     parser.add_argument("--decide", metavar="ID", help="decide ID's pending calls (--allow/--deny)")
+    parser.add_argument("--ask", action="store_true", help="one turn whose agent may ask a human")
+    parser.add_argument("--answer", nargs=2, metavar=("ID", "TEXT"), help="answer ID's question")
     verdict = parser.add_mutually_exclusive_group()
     verdict.add_argument("--allow", action="store_true", help="with --decide: approve")
     verdict.add_argument("--deny", metavar="REASON", help="with --decide: refuse, saying why")

@@ -103,14 +103,62 @@ def test_a_deferred_command_waits_in_dbos_across_a_killed_worker(
     assert_decided(texts, tree, marker, asked, allow=allow)
 
 
-def test_decisions_are_models_or_their_json_and_nothing_else() -> None:
-    from jigs.errors import InvalidInputError
-    from jigs.steps import Allow, Deny
-    from jigs_dbos import decisions_of
+QUESTION = "Which database should the migration target?"
 
-    assert decisions_of({"c1": Allow(), "c2": Deny("no")}) == {"c1": Allow(), "c2": Deny("no")}
-    sent = {"c1": {"decision": "deny", "reason": "no"}}
-    assert decisions_of(sent) == {"c1": Deny("no")}
-    for bad in ({"c1": {"decision": "defer"}}, {"c1": "yes"}, ["c1"]):
-        with pytest.raises(InvalidInputError):
-            decisions_of(bad)
+
+@pytest.mark.real_cli("codex")
+def test_a_question_waits_in_dbos_across_a_killed_worker_and_its_answer_resumes_it(
+    require_cli: Any, tmp_path: Path
+) -> None:
+    """``ask_human``: the agent's question waits in the workflow; the worker is SIGKILLed, the
+    answer is sent while none runs, and the recovering worker resumes the session with it."""
+    from dbos import DBOSClient
+    from jigs_dbos import APPROVAL_TOPIC, JigsSerializer
+    from jigs_testing import ModelServer, text, tool_call
+
+    require_cli("codex")
+    db = f"sqlite:///{tmp_path / 'dbos.sqlite'}"
+    workflow_id = f"asking-{uuid.uuid4().hex[:10]}"
+    env = dict(os.environ, JIGS_DATA_DIR=str(tmp_path / "jigs-data"))
+    env.update(JIGS_EXAMPLE_EXECUTOR=workflow_id, JIGS_EXAMPLE_LOG_LEVEL="WARNING")
+    with ModelServer.run_in_thread() as server:
+        cli = RealCli("codex", server, tmp_path)
+        env.update(cli.env)
+        tree = cli.worktree(tmp_path / "wt")
+        server.add(tool_call("mcp__tools__ask_human", {"question": QUESTION}), text("waiting"))
+        argv = ["--db", db, "--harness", cli.harness_json, "--worktree", str(tree)]
+        first = Worker(
+            [EXAMPLE, *argv, "--ask", "--first", "plan the migration", "--id", workflow_id],
+            env,
+            tmp_path / "w1.log",
+        )
+        try:
+            first.wait_line("workflow_id", 90)
+            client = DBOSClient(system_database_url=db, serializer=JigsSerializer())
+            try:
+                pending = client.get_event(workflow_id, APPROVAL_TOPIC, timeout_seconds=180)
+            finally:
+                client.destroy()
+            assert isinstance(pending, PendingApproval), first.log.read_text()[-3000:]
+            assert [q.question for q in pending.questions] == [QUESTION]
+            first.kill()
+            wait_no_processes_in(tree, 2.0)
+        finally:
+            first.stop()
+        server.script.skip_remaining()
+        server.add(text("Migrating to postgres."))
+        seen = len(server.model_requests)
+        answered = subprocess.run(
+            [sys.executable, EXAMPLE, "--db", db, "--answer", workflow_id, "postgres-17"],
+            check=False, capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+        assert answered.returncode == 0, answered.stderr[-3000:]
+        second = Worker([EXAMPLE, "--db", db, "--recover", workflow_id], env, tmp_path / "w2.log")
+        try:
+            texts = second.wait_line("texts", 180)["texts"]
+        finally:
+            second.stop()
+        asked = "\n".join(r.text() for r in server.model_requests[seen:])
+    assert texts == ["Migrating to postgres."]
+    assert "postgres-17" in asked
+    assert QUESTION in asked

@@ -123,3 +123,62 @@ def test_the_pending_calls_travel_in_the_application_error() -> None:
     assert pending_of(mapped) == error.pending
     assert pending_of(application_error(AgentTurnError("no", kind="codex"))) is None
     assert pending_of(RuntimeError("x")) is None
+
+
+QUESTION = "Which database should the migration target?"
+
+
+@pytest.mark.real_cli("codex")
+async def test_a_question_waits_in_temporal_across_a_killed_worker_and_its_answer_resumes_it(
+    require_cli: Any, temporal_address: str, tmp_path: Path
+) -> None:
+    """``ask_human``: the agent's question waits in the workflow's history; the worker is
+    SIGKILLed, another takes the answer (an update; an approval of a question is refused) and
+    resumes the session with it."""
+    from jigs.steps import Allow
+    from jigs_temporal import APPROVAL_UPDATE
+    from jigs_testing import ModelServer, text, tool_call
+    from temporalio.client import Client, WorkflowUpdateFailedError
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    require_cli("codex")
+    with ModelServer.run_in_thread() as server:
+        cli = RealCli("codex", server, tmp_path)
+        engine = Engine(temporal_address, tmp_path, workers=1, env=cli.env)
+        try:
+            tree = cli.worktree(tmp_path / "wt")
+            server.add(tool_call("mcp__tools__ask_human", {"question": QUESTION}), text("waiting"))
+            client = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
+            handle = await client.start_workflow(
+                "Asking",
+                args=[cli.descriptor, str(tree), "plan the migration"],
+                id=f"asking-{uuid.uuid4().hex[:10]}",
+                task_queue=engine.queue,
+                result_type=list[str],
+            )
+            pending = await _pending(handle, 180)
+            assert [c["arguments"]["question"] for c in pending["calls"]] == [QUESTION]
+            engine.workers[0].kill()
+            await asyncio.to_thread(wait_no_processes_in, tree, 2.0)
+            server.script.skip_remaining()
+            server.add(text("Migrating to postgres."))
+            seen = len(server.model_requests)
+            engine.workers.append(engine.worker(tmp_path / "worker-2.log"))
+            await asyncio.to_thread(engine.workers[-1].wait_line, "serving", 90)
+            call_id = pending["calls"][0]["call_id"]
+            with pytest.raises(WorkflowUpdateFailedError):  # a question is answered, not allowed
+                await handle.execute_update(APPROVAL_UPDATE, {call_id: Allow()})
+            answered = await asyncio.to_thread(
+                subprocess.run,
+                [sys.executable, EXAMPLE, "--address", temporal_address,
+                 "--answer", handle.id, "postgres-17"],
+                check=False, capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert answered.returncode == 0, answered.stderr[-3000:]
+            texts = await asyncio.wait_for(handle.result(), 180)
+            asked = "\n".join(r.text() for r in server.model_requests[seen:])
+        finally:
+            engine.close()
+    assert texts == ["Migrating to postgres."]
+    assert "postgres-17" in asked
+    assert QUESTION in asked

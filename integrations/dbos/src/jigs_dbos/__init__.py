@@ -10,13 +10,14 @@ workflow cancellation that stops the agent, and a JSON serializer for jigs' type
     async def review(worktree: str, session: AgentSessionRef) -> AgentResult[None]:
         return await jigs_dbos.run_agent(harness=..., cwd=worktree, prompt=..., resume=session)
 
-A step whose ``approve_tool`` defers a call waits for a human's decision in the workflow
-(:func:`run_with_approvals`), not in the worker.
+A step whose ``approve_tool`` defers a call, or whose agent asks a question
+(:func:`~jigs.steps.ask_human`), waits for a human in the workflow (:func:`run_with_approvals`),
+not in the worker.
 """
 
 from __future__ import annotations
 
-from jigs_dbos._approvals import APPROVAL_TOPIC, decisions_of, run_with_approvals
+from jigs_dbos._approvals import APPROVAL_TOPIC, run_with_approvals
 from jigs_dbos._context import run_metadata
 from jigs_dbos._messages import MESSAGE_WORKFLOW, MESSAGES_QUEUE, interrupt, steer
 from jigs_dbos._retry import should_retry
@@ -29,7 +30,6 @@ __all__ = [
     "MESSAGE_WORKFLOW",
     "JigsSerializer",
     "create_agent_runner",
-    "decisions_of",
     "interrupt",
     "run_agent",
     "run_metadata",

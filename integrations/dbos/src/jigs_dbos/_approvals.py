@@ -1,23 +1,23 @@
-"""Approvals that wait in DBOS: a deferred tool call waits for a human in the workflow (``recv``),
-not in the worker, and the session resumes with the decision."""
+"""Approvals that wait in DBOS: a deferred tool call, or the agent's question
+(:func:`~jigs.steps.ask_human`), waits for a human in the workflow (``recv``), not in the
+worker, and the session resumes with the decision or the answer."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import structlog
 from dbos import DBOS
 from jigs.errors import ApprovalPending, InvalidInputError
-from jigs.steps import Allow, Deny, approvals_prompt
-from pydantic import Field, TypeAdapter
+from jigs.steps import approvals_prompt, decisions_of
 
 if TYPE_CHECKING:
     from jigs import AgentSessionRef
     from jigs.models import Prompt
     from jigs.steps import Approval, PendingApproval
 
-__all__ = ["APPROVAL_TOPIC", "decisions_of", "run_with_approvals"]
+__all__ = ["APPROVAL_TOPIC", "run_with_approvals"]
 
 R = TypeVar("R")
 
@@ -29,22 +29,6 @@ APPROVAL_TOPIC = "jigs.approval"
 _WEEK = 7 * 24 * 3600.0
 
 
-def decisions_of(message: Any) -> dict[str, Allow | Deny]:
-    """The decision ``message`` sent to the workflow, as ``{call_id: Allow() | Deny(reason)}``:
-    the models themselves, or their JSON data (``{"c1": {"decision": "allow"}}``), so a sender
-    without jigs can decide. Raises :class:`~jigs.errors.InvalidInputError` for anything else."""
-    adapter: TypeAdapter[dict[str, Allow | Deny]] = TypeAdapter(
-        dict[str, Annotated[Allow | Deny, Field(discriminator="decision")]]
-    )
-    try:
-        return adapter.validate_python(message)
-    except ValueError as exc:
-        raise InvalidInputError(
-            f"an approval decision must map call ids to Allow() or Deny(reason): {str(exc)[:300]}",
-            argument="decision",
-        ) from None
-
-
 async def run_with_approvals(
     step: Callable[[Prompt, AgentSessionRef | None, list[Approval]], Awaitable[R]],
     prompt: Prompt,
@@ -54,18 +38,21 @@ async def run_with_approvals(
     timeout_seconds: float = _WEEK,
 ) -> R:
     """Run ``step(prompt, resume, approvals)`` (a :func:`jigs_dbos.step` whose agent has an
-    ``approve_tool``) in a DBOS workflow, and wait in the workflow for each decision it defers.
+    ``approve_tool``, or ``tools=[ask_human]``) in a DBOS workflow, and wait in the workflow for
+    each decision it defers and each question its agent asks.
 
     When the step raises :class:`~jigs.errors.ApprovalPending`, the workflow publishes the
     :class:`~jigs.steps.PendingApproval` as its event ``topic`` (read it with
     ``DBOSClient.get_event(workflow_id, topic)``) and waits with ``DBOS.recv(topic)`` for the
-    decision, ``{call_id: Allow() | Deny(reason)}`` (:func:`decisions_of`), sent with
+    decision, ``{call_id: Allow() | Deny(reason)}`` for a tool call, ``{call_id: Answer(text)}``
+    for a question (:func:`~jigs.steps.decisions_of`: the models or their JSON data), sent with
     ``DBOS.send(workflow_id, decision, topic)`` or ``DBOSClient.send``. The wait is in the
     system database: a worker killed meanwhile loses nothing, and the worker that recovers the
     workflow resumes it. Then the step runs again with ``resume=pending.session``,
     ``approvals=pending.decide(decision)`` and :func:`~jigs.steps.approvals_prompt` as its
     prompt: an approved call runs once, exactly as asked, a refused one reaches the agent as a
-    refusal with its reason. A resumed turn that defers again waits again.
+    refusal with its reason, an answer as the agent's next message under its question. A
+    resumed turn that defers (or asks) again waits again.
 
     A message that decides no pending call (an unknown id, not a decision) is dropped with a
     warning and the workflow waits on; once decided, the event is None until a call waits
