@@ -145,6 +145,33 @@ async def _drive_tools(d: Driven) -> None:
         assert "recorded fix for T-17" in server.model_requests[1].text()
 
 
+async def _drive_ask(d: Driven) -> None:
+    """The ask_human example, with the real claude CLI against the local model server: the
+    question ends the first turn, the answer reaches the resumed turn's model request."""
+    from jigs_testing import ModelServer, text, tool_call
+
+    d.require_cli("claude")
+    async with ModelServer() as server:
+        plan = _claude_on(d, server)
+        question = "Postgres or SQLite?"
+        server.add(
+            tool_call("mcp__tools__ask_human", {"question": question}),
+            text("Waiting for an answer."),
+            text("Migrating to Postgres."),
+        )
+        worktree = _git_worktree(d.root)
+        asked: list[str] = []
+
+        def answer_of(text: str) -> str:
+            asked.append(text)
+            return "Postgres 17"
+
+        answer = await d.ns["plan_migration"](str(worktree), d.run, answer_of, plan.descriptor)
+        assert answer == "Migrating to Postgres."
+        assert asked == [question]
+        assert "Postgres 17" in server.model_requests[-1].text()
+
+
 async def _drive_skills(d: Driven) -> None:
     """The skills example, with the real claude CLI against the local model server: the
     declared skill is in the model's request."""
@@ -247,6 +274,7 @@ DRIVERS: dict[str, Callable[[Driven], Awaitable[None]]] = {
     "watch": _drive_watch,
     "mini": _drive_mini,
     "tools": _drive_tools,
+    "ask": _drive_ask,
     "skills": _drive_skills,
     "images": _drive_images,
 }
