@@ -437,12 +437,13 @@ class ToolGateError(AgentTurnError):
 
 
 class ApprovalPending(AgentTurnError):
-    """The step's ``approve_tool`` deferred a call (``Defer()``): the call did not run, the turn
-    ended, and the session waits for a human's decision. Not a failure of the agent and not
-    retryable (running the step again would ask again): store :attr:`pending` (a pydantic
-    :class:`~jigs.steps.PendingApproval`: the session ref, the usage, the calls), and once
-    decided resume it with ``resume=pending.session`` and
-    ``approvals=pending.decide({call_id: Allow() or Deny(reason)})``."""
+    """The step's ``approve_tool`` deferred a call (``Defer()``), or its agent asked a human
+    (:func:`~jigs.steps.ask_human`): the call did not run, the turn ended, and the session
+    waits for a human. Not a failure of the agent and not retryable (running the step again
+    would ask again): store :attr:`pending` (a pydantic :class:`~jigs.steps.PendingApproval`:
+    the session ref, the usage, the calls, the questions), and once decided resume it with
+    ``resume=pending.session``, ``approvals=pending.decide({call_id: Allow() or Deny(reason)
+    or Answer(text)})`` and :func:`~jigs.steps.approvals_prompt` as the prompt."""
 
     def __init__(self, message: str, *, kind: str, pending: Any, **fields: Any) -> None:
         fields.setdefault("reason", "approval_pending")
