@@ -12,6 +12,7 @@ from jigs (``jigs._*``), so a core that moves its internals does not break it.
 - the CLI's output: :func:`decode_line` (one JSON line, or
   :class:`~jigs.errors.AgentOutputError` naming it, as the turn engine decodes it);
 - logs: :func:`timed` (log an event with the seconds a block took);
+- the tool gate: :func:`gated_call` (a CLI's tool call as the step's gate sees it);
 - skills: :func:`check_skill_path` (a descriptor's ``skills`` entry), :func:`copy_skills` (into
   a step's private dir), :func:`skills_digest` (for ``describe()``), :func:`skill_name`.
 """
@@ -19,8 +20,10 @@ from jigs (``jigs._*``), so a core that moves its internals does not break it.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from typing import Any
 
+from jigs.engine._gate import GatedCall
 from jigs.engine._logging import timed
 from jigs.errors import AgentOutputError
 from jigs.policy import _secrets
@@ -35,6 +38,7 @@ __all__ = [
     "check_url",
     "copy_skills",
     "decode_line",
+    "gated_call",
     "make_dir",
     "redact_known",
     "remove_tree",
@@ -68,3 +72,33 @@ def decode_line(
             session_id=session_id,
         )
     return message
+
+
+def gated_call(
+    kind: str,
+    tool: str,
+    arguments: object,
+    call_id: str,
+    *,
+    shell: Collection[str],
+    edits: Collection[str],
+) -> GatedCall:
+    """A CLI's tool call as the step's gate sees it (:class:`~jigs.steps.GatedCall`), its
+    category from the kind's own tool names: a tool in ``shell`` runs commands (``"shell"``),
+    one in ``edits`` writes files (``"file_edit"``), ``mcp__<server>__<tool>`` is an MCP
+    server's (``"mcp"``), anything else ``"other"``. ``arguments`` that are not a JSON object
+    are kept as ``{"input": arguments}``. Never raises for a well-typed call."""
+    category: Any = "other"
+    if tool in shell:
+        category = "shell"
+    elif tool in edits:
+        category = "file_edit"
+    elif tool.startswith("mcp__"):
+        category = "mcp"
+    return GatedCall(
+        kind=kind,
+        tool=tool,
+        category=category,
+        arguments=arguments if isinstance(arguments, dict) else {"input": arguments},
+        call_id=call_id,
+    )

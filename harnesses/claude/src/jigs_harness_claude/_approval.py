@@ -18,11 +18,12 @@ closed when the turn ends.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from jigs.errors import AgentOutputError
 from jigs.plugin import ToolGate
+from jigs.plugin.tools import gated_call
 from jigs.steps import Allow, Defer, GatedCall
 
 from jigs_harness_claude._control import StreamInput
@@ -42,20 +43,7 @@ DEFERRED = "this call waits for a human's approval; the turn stops here"
 
 def tool_call(name: str, arguments: Any, call_id: str) -> GatedCall:
     """Claude Code's tool call as the gate sees it."""
-    category: Literal["shell", "file_edit", "mcp", "other"] = "other"
-    if name == "Bash":
-        category = "shell"
-    elif name in _EDITS:
-        category = "file_edit"
-    elif name.startswith("mcp__"):
-        category = "mcp"
-    return GatedCall(
-        kind="claude",
-        tool=name,
-        category=category,
-        arguments=arguments if isinstance(arguments, dict) else {"input": arguments},
-        call_id=call_id,
-    )
+    return gated_call("claude", name, arguments, call_id, shell={"Bash"}, edits=_EDITS)
 
 
 class ApprovalDriver(StreamInput):

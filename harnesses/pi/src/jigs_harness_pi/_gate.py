@@ -25,11 +25,12 @@ import base64
 import contextlib
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from jigs.errors import AgentOutputError
 from jigs.plugin import PromptImage, ToolGate
+from jigs.plugin.tools import gated_call
 from jigs.steps import Allow, Defer, GatedCall
 
 if TYPE_CHECKING:
@@ -63,22 +64,8 @@ export default function (pi) {
 def tool_call(payload: Any) -> GatedCall:
     """The extension's JSON of one call as the gate sees it."""
     data = payload if isinstance(payload, dict) else {}
-    name = str(data.get("tool") or "")
-    category: Literal["shell", "file_edit", "mcp", "other"] = "other"
-    if name == "bash":
-        category = "shell"
-    elif name in _EDITS:
-        category = "file_edit"
-    elif name.startswith("mcp__"):
-        category = "mcp"
-    arguments = data.get("input")
-    return GatedCall(
-        kind="pi",
-        tool=name,
-        category=category,
-        arguments=arguments if isinstance(arguments, dict) else {"input": arguments},
-        call_id=str(data.get("id") or ""),
-    )
+    name, call_id = str(data.get("tool") or ""), str(data.get("id") or "")
+    return gated_call("pi", name, data.get("input"), call_id, shell={"bash"}, edits=_EDITS)
 
 
 class GateDriver:
