@@ -157,3 +157,18 @@ async def test_clear_log_forgets_what_was_recorded_and_indexes_go_on() -> None:
             await client.post("/v1/messages", json=anthropic_body())
     assert [(r.index, r.reply_index) for r in server.requests] == [(1, 1)]
     server.assert_script_used_up()
+
+
+async def test_a_server_that_keeps_n_requests_forgets_the_oldest() -> None:
+    """``keep=N`` (``jigs model-server`` keeps 1000): the log holds the newest N; ``served``
+    counts them all."""
+    with pytest.raises(ValueError, match="keep"):
+        ModelServer(keep=0)
+    async with (
+        ModelServer(["a", "b", "c"], keep=2) as server,
+        httpx.AsyncClient(base_url=server.url) as client,
+    ):
+        for _ in range(3):
+            await client.post("/v1/messages", json=anthropic_body())
+    assert [r.index for r in server.requests] == [1, 2]
+    assert server.served == 3

@@ -49,12 +49,19 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="a model id for GET /v1/models (repeatable; default: fake-model)",
     )
+    parser.add_argument(
+        "--keep",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="keep the newest N requests in memory (default: 1000; the server may run for days)",
+    )
     return parser
 
 
-async def _serve(replies: list[Reply], host: str, port: int, models: list[str]) -> None:
+async def _serve(replies: list[Reply], host: str, port: int, models: list[str], keep: int) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with ModelServer(replies, host=host, port=port, models=models) as server:
+        async with ModelServer(replies, host=host, port=port, models=models, keep=keep) as server:
             try:
                 print(server.url, flush=True)
             except (BrokenPipeError, ValueError):
@@ -72,7 +79,7 @@ async def _serve(replies: list[Reply], host: str, port: int, models: list[str]) 
             attempts = len(server.connect_attempts) + len(server.proxy_requests)
             logger.info(
                 "served %d requests, %d of %d replies used, %d outside attempts refused",
-                len(server.requests),
+                server.served,
                 server.script.used,
                 len(server.script),
                 attempts,
@@ -85,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error already printed by argparse
         return exc.code if isinstance(exc.code, int) else 2
+    if args.keep < 1:
+        print("jigs model-server: --keep must be at least 1", file=sys.stderr)
+        return 2
     try:
         replies = load_script(args.script) if args.script is not None else []
     except ScriptError as exc:
@@ -99,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     # this handler prints every line; the root's (jigs' own CLI configures one) must not too
     logger.propagate = False
     try:
-        anyio.run(_serve, replies, args.host, args.port, list(args.model))
+        anyio.run(_serve, replies, args.host, args.port, list(args.model), args.keep)
     except OSError as exc:
         print(
             f"jigs model-server: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr

@@ -39,7 +39,9 @@ class ModelServer:
     Use ``async with ModelServer(script=[text("hi")]) as server:`` (asyncio or trio, through
     anyio), or :meth:`run_in_thread` from synchronous code. Binding fails with :class:`OSError`
     (e.g. the port is taken). A server runs once; leaving the block stops it, cutting any
-    response still in flight. The logs stay readable afterwards.
+    response still in flight. The logs stay readable afterwards. ``keep=N`` keeps only the
+    newest N requests in the log (a server that serves for days: ``jigs model-server`` keeps
+    1000); None keeps all, as a test wants.
     """
 
     def __init__(
@@ -49,9 +51,12 @@ class ModelServer:
         host: str = "127.0.0.1",
         port: int = 0,
         models: Iterable[str] = (),
+        keep: int | None = None,
     ) -> None:
+        if keep is not None and keep < 1:
+            raise ValueError("keep must be a positive number of requests (or None: keep all)")
         self.script = script if isinstance(script, Script) else Script(script)
-        self._state = ServerState(self.script, list(models))
+        self._state = ServerState(self.script, list(models), keep=keep)
         self._host = host
         self._requested_port = port
         self._port: int | None = None
@@ -177,6 +182,11 @@ class ModelServer:
         """Every HTTP request received since the start or :meth:`clear_log`, in order (a
         copy)."""
         return self._state.requests
+
+    @property
+    def served(self) -> int:
+        """How many requests were received in all, forgotten ones included."""
+        return self._state.served
 
     @property
     def model_requests(self) -> list[RecordedRequest]:

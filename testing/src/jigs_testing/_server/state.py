@@ -20,8 +20,9 @@ DEFAULT_MODEL = "fake-model"
 class ServerState:
     """The shared, lock-protected state of one :class:`~jigs_testing.ModelServer`."""
 
-    def __init__(self, script: Script, models: Sequence[str]) -> None:
+    def __init__(self, script: Script, models: Sequence[str], keep: int | None = None) -> None:
         self.script = script
+        self._keep = keep
         self.models = list(models)
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
@@ -67,6 +68,9 @@ class ServerState:
                 body_size=body_size,
             )
             self._requests.append(recorded)
+            if self._keep is not None and len(self._requests) > self._keep:
+                del self._requests[0]  # a long-lived server keeps the newest only
+                self._forgotten += 1
             return recorded
 
     def clear_log(self) -> None:
@@ -75,6 +79,12 @@ class ServerState:
             self._forgotten += len(self._requests)
             for log in (self._requests, self._connects, self._proxied, self._failures):
                 log.clear()
+
+    @property
+    def served(self) -> int:
+        """Every request received, forgotten ones included."""
+        with self._lock:
+            return self._forgotten + len(self._requests)
 
     @property
     def requests(self) -> list[RecordedRequest]:
