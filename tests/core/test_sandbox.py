@@ -4,7 +4,9 @@ must. The attacks themselves, with every real CLI, are the kit's ``containment``
 (tests/harnesses/test_conformance_kinds.py)."""
 
 import os
+import shutil
 import subprocess
+import tempfile
 
 import pytest
 from jigs import harnesses
@@ -56,6 +58,38 @@ async def test_the_kit_catches_a_step_whose_network_is_the_hosts(tmp_path):
             tmp_path=tmp_path,
             only=["containment"],
         )
+
+
+async def test_python_on_sys_path_shows_no_other_step_nor_the_home(
+    tmp_path, monkeypatch, worktree, run_meta
+):
+    # a worker started from /tmp (or its home) has that directory on sys.path; a kind whose CLI
+    # runs on the worker's Python (expose_python) must not show it: other steps' private dirs
+    # and worktrees live in the temp dir (the kit's tools_of_another_step found one listed)
+    from urllib.parse import quote
+
+    from jigs.sandbox._private_dirs import make_owned_dir
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "canary").write_text("HOME-CANARY")
+    monkeypatch.setenv("HOME", str(home))
+    other = make_owned_dir("jigs-other-step-")
+    (other / "canary").write_text("OTHER-STEP-CANARY")
+    monkeypatch.syspath_prepend(str(home))
+    monkeypatch.syspath_prepend(tempfile.gettempdir())
+    command = f"cat {other}/canary {home}/canary; echo looked"
+    try:
+        with capture_logs() as logs:
+            result = await run_agent(
+                harness=harnesses.echo(), prompt=f"sh:{quote(command)}", cwd=worktree, run=run_meta
+            )
+    finally:
+        shutil.rmtree(other)
+    assert "looked" in result.text
+    assert "CANARY" not in result.text
+    hidden = {e["path"] for e in logs if e["event"] == "sandbox.python.hidden"}
+    assert {tempfile.gettempdir(), str(home)} <= hidden
 
 
 async def test_the_kit_catches_a_step_that_shows_the_home(tmp_path, monkeypatch):

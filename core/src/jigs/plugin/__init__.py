@@ -78,6 +78,7 @@ from jigs.errors import AgentSessionError, RunnerClosedError
 from jigs.policy._files import remove_tree
 from jigs.sandbox import SandboxView
 from jigs.sandbox._private_dirs import make_owned_dir, sweep_now_and_then
+from jigs.sandbox._view import shows_hidden
 
 __all__ = [
     "CONTRACT_VERSION",
@@ -297,10 +298,17 @@ class HarnessContext:
     def expose_python(self) -> None:
         """Show the running Python to the step's processes, read-only: its installation, its
         environment (``sys.prefix``) and the directories on ``sys.path``. For a kind whose CLI
-        is ``sys.executable -m some_package``."""
+        is ``sys.executable -m some_package``. An entry that would show what the sandbox hides
+        (``/``, or a directory holding the temp dir, ``HOME`` or the jigs data dir: a worker
+        started from ``/tmp`` or its home has it on ``sys.path``) is left out, and
+        ``sandbox.python.hidden`` logged: other steps' private dirs and worktrees stay hidden."""
         for entry in {sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}:
-            if entry and os.path.isdir(entry):
-                self.expose(entry)
+            if not entry or not os.path.isdir(entry):
+                continue
+            if shows_hidden(entry):
+                self.log.warning("sandbox.python.hidden", path=os.path.abspath(entry))
+                continue
+            self.expose(entry)
 
     def sessions_complete(self) -> None:
         """Say, while the step closes, that the CLI is done: the session's artifacts

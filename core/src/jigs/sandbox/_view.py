@@ -25,16 +25,20 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+from jigs.policy._paths import data_dir
 
 __all__ = [
     "MASKED",
     "NetworkMode",
     "SandboxView",
     "bwrap_args",
+    "shows_hidden",
     "system_paths",
 ]
 
@@ -87,6 +91,16 @@ class SandboxView:
         into = self.writable if writable else self.readable
         if target not in into:
             into.append(target)
+
+
+def shows_hidden(path: str | os.PathLike[str]) -> bool:
+    """Whether showing ``path`` would show what every step's sandbox hides: it is ``/``, or it
+    is or holds the temp dir (every step's private dirs, often their worktrees), ``HOME`` (the
+    operator's keys and logins) or the jigs data dir (sessions, other runs). A worker started
+    from ``/tmp`` or from its home has that directory on ``sys.path``."""
+    real = os.path.realpath(path).rstrip("/") + "/"
+    hidden = (tempfile.gettempdir(), os.path.expanduser("~"), str(data_dir()))
+    return any((os.path.realpath(h).rstrip("/") + "/").startswith(real) for h in hidden)
 
 
 def system_paths() -> list[str]:
