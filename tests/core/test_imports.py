@@ -26,9 +26,10 @@ SHIPPED = ("core/src", "testing/src", "harnesses/*/src", "integrations/*/src")
 #: jigs_testing in the kinds' demo plans) and import cycles; 64 since a step's ``tools=`` load
 #: their server (the mcp SDK and uvicorn) only when a step has tools; 68 since the Temporal
 #: approvals and step messages import ``temporalio.workflow`` inside the workflow's own code
-#: (Temporal's sandbox re-imports a module imported at the top). Lower it when you move one;
-#: never raise it to defer an import that every step needs.
-MAX_FUNCTION_IMPORTS = 68
+#: (Temporal's sandbox re-imports a module imported at the top); 69 since the kit's
+#: ``tools_of_another_step`` watches the step tool servers (the mcp SDK and uvicorn) only when it
+#: runs. Lower it when you move one; never raise it to defer an import that every step needs.
+MAX_FUNCTION_IMPORTS = 69
 #: Top-level packages that neither ``import jigs`` nor resolving a kind may load: the optional
 #: extras, the engines, the kit and its model server.
 NOT_ON_IMPORT = (

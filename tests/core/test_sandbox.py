@@ -60,6 +60,18 @@ async def test_the_kit_catches_a_step_whose_network_is_the_hosts(tmp_path):
         )
 
 
+async def test_the_kit_catches_a_step_that_reaches_another_steps_tools(tmp_path):
+    # with the host's network, the second step's agent reaches the first step's tool server
+    # port: the token still refuses it (401), and the check fails on the request that arrived
+    with pytest.raises(AssertionError, match="that agent reached A's port"):
+        await check_harness(
+            "echo",
+            lambda server: harnesses.echo(sandbox="on", network="host"),
+            tmp_path=tmp_path,
+            only=["tools_of_another_step"],
+        )
+
+
 async def test_python_on_sys_path_shows_no_other_step_nor_the_home(
     tmp_path, monkeypatch, worktree, run_meta
 ):

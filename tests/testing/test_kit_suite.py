@@ -95,7 +95,15 @@ async def test_a_read_only_kind_passes_with_the_shell_checks_skipped_by_name(tmp
     report = await check_harness("echo", tmp_path=tmp_path)
     # the echo descriptor names no model key: the credential proxy's checks skip too
     proxy = {"model_only", "key_not_relayed"}
-    shell = {"worker_death", "process_view", "containment", "home_per_step", "interrupt", "steer"}
+    shell = {
+        "worker_death",
+        "process_view",
+        "containment",
+        "home_per_step",
+        "tools_of_another_step",
+        "interrupt",
+        "steer",
+    }
     # echo has no tool gate: tool_gate checks its refusal, approval_pending skips
     assert set(report.skipped) == {*shell, "no_model_refusal", *proxy, "approval_pending"}
     for name in shell:

@@ -73,6 +73,12 @@ run takes them (name -> an async function of one :class:`KitContext`):
   included), reach a loopback port of the worker, or unmount its ``/proc``;
 - ``home_per_step``: what one sandboxed step's agent writes in its ``HOME`` and ``/tmp`` (its
   CLI's config files included, through symlinks too) is in no later step's;
+- ``tools_of_another_step``: while a sandboxed step serves its Python tools (``tools=``), the
+  agent of another sandboxed step of the same run, through its own shell, cannot reach them: not
+  on their port, not with a token (the other step's is in nothing it can read: ``/proc``, the
+  other step's dirs, the files of its own view), not through its own relay or proxy; the tool
+  never runs, and its relay's answers (401 without its own token, 200 with it) show the attempts
+  were real;
 - ``planted_config``: hostile config files planted in the worktree and HOME change nothing;
 - ``stray_mcp_configs``: the MCP configs of every well-known agent (``.mcp.json``,
   ``.cursor/mcp.json``, ``.vscode/mcp.json``, ``.gemini/settings.json``, ``.codex/config.toml``,
@@ -103,9 +109,9 @@ run takes them (name -> an async function of one :class:`KitContext`):
 
 The last two judge every launch of the run so far (run alone, they first run a turn of their own).
 The shell checks (``worker_death``, ``process_view``, ``containment``, ``home_per_step``,
-``planted_config`` when the kind declares config files) need ``DemoPlan.run_command``; a kind
-without it fails them, unless it is read-only (``DemoPlan(writes=False)``), where they are
-skipped by design and reported by name.
+``tools_of_another_step``, ``planted_config`` when the kind declares config files) need
+``DemoPlan.run_command``; a kind without it fails them, unless it is read-only
+(``DemoPlan(writes=False)``), where they are skipped by design and reported by name.
 
 ``make_descriptor(server)`` overrides the descriptor of the kind's ``demo_plan`` (see
 :mod:`jigs_testing.plan`); the plan's host variables and ``agents_env`` still apply.
@@ -134,6 +140,7 @@ from jigs import harnesses
 from jigs.descriptors import HarnessDescriptor
 from jigs.engine._logging import logger
 from jigs.engine._steplog import read_events, step_logs
+from jigs.engine._tools import TOKEN_ENV
 from jigs.engine._types import AgentSessionRef, RunMetadata
 from jigs.env import BASE_ENV, LOCALE_ENV
 from jigs.errors import (
@@ -160,6 +167,7 @@ from jigs.processes import group_alive, live_groups, observe_launches, value_dig
 from jigs.proxy import _endpoint
 from jigs.proxy._endpoint import model_calls_of
 from jigs.registry._registry import default_registry
+from jigs.sandbox import sandbox_problem
 from jigs.sandbox._isolation import isolation
 from jigs.sandbox._proctree import (
     kill_procs,
@@ -174,6 +182,7 @@ from structlog.testing import capture_logs
 from jigs_testing import ModelServer, error
 from jigs_testing._bad_output import SECRET_ENV, bad_output
 from jigs_testing._containment import containment, home_per_step
+from jigs_testing._cross_step_tools import tools_of_another_step
 from jigs_testing._environ import patched_environ
 from jigs_testing._interrupt import interrupt, steer
 from jigs_testing._isolation_probe import (
@@ -520,6 +529,7 @@ async def _env_canaries(ctx: KitContext) -> None:
         | set(harness.sets_env)
         | set(ctx.plan.agents_env)
         | {"TRACEPARENT"}  # set by the core when the step is traced
+        | {TOKEN_ENV}  # set by the core for a step with tools= (tools_of_another_step)
         | {SECRET_ENV}  # given to bad_output's fake CLIs with agents_env
         | LOCALE_ENV
     )
@@ -1406,6 +1416,13 @@ def _files_holding(roots: Sequence[Path], needle: bytes) -> list[Path]:
     return found
 
 
+async def _tools_of_another_step(ctx: KitContext) -> None:
+    problem = sandbox_problem()
+    if problem is not None:
+        raise CheckSkipped(f"this host cannot sandbox a step: {problem}")
+    await tools_of_another_step(ctx)
+
+
 async def _approval_pending(ctx: KitContext) -> None:
     if not ctx.harness.tool_gate:
         reason = ctx.harness.tool_gate_refusal
@@ -1434,6 +1451,7 @@ CHECKS: dict[str, Check] = {
     "process_view": _process_view,
     "containment": containment,
     "home_per_step": home_per_step,
+    "tools_of_another_step": _tools_of_another_step,
     "planted_config": _planted_config,
     "stray_mcp_configs": stray_mcp_configs,
     "tool_free": tool_free,
