@@ -11,11 +11,18 @@ async def test_the_echo_kind_passes_the_conformance_kit(tmp_path):
     # every check ran but the one for kinds without a model, which is reported by name, the
     # credential proxy's (the echo descriptor names no model key: no proxy to check) and the
     # deferred approval's (echo has no tool gate: tool_gate checks that it refuses one)
-    skipped = {"no_model_refusal", "model_only", "key_not_relayed", "approval_pending"}
+    skipped = {
+        "no_model_refusal",
+        "model_only",
+        "key_not_relayed",
+        "approval_pending",
+        "step_tools",
+    }
     assert report.skipped.keys() == skipped
     assert "has a model" in report.skipped["no_model_refusal"]
     assert "no credential proxy" in report.skipped["model_only"]
     assert "has no tool gate" in report.skipped["approval_pending"]
+    assert "calls no MCP tools" in report.skipped["step_tools"]
     assert {"bad_output", "stray_mcp_configs", "tool_gate"} <= set(report.passed)
 
 

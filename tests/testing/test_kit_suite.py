@@ -105,7 +105,13 @@ async def test_a_read_only_kind_passes_with_the_shell_checks_skipped_by_name(tmp
         "steer",
     }
     # echo has no tool gate: tool_gate checks its refusal, approval_pending skips
-    assert set(report.skipped) == {*shell, "no_model_refusal", *proxy, "approval_pending"}
+    assert set(report.skipped) == {
+        *shell,
+        "no_model_refusal",
+        *proxy,
+        "approval_pending",
+        "step_tools",
+    }
     for name in shell:
         assert "has no shell tool" in report.skipped[name]
     assert "lock_and_close" in report.passed

@@ -86,6 +86,13 @@ run takes them (name -> an async function of one :class:`KitContext`):
   kind or not, planted in the worktree and HOME: no server of theirs starts and the step does
   its work (or fails closed with :class:`~jigs.errors.JitCheckError` naming the file, which is
   then removed until a step runs);
+- ``step_tools``: the step's Python tools (``tools=``) through the kind's real CLI: a tool's
+  result reaches the next model request, a tool that raises is an error the agent reads (a
+  worker secret in it masked) and the step goes on, :func:`~jigs.steps.ask_human` ends the turn
+  with :class:`~jigs.errors.ApprovalPending` holding the question, the answer reaches the
+  resumed turn, and the tool server's port is closed after the step
+  (``DemoPlan.step_tool`` names the tools as the CLI does; a plan without it: skipped by
+  design);
 - ``tool_free``: :func:`jigs.steps.ask_agent` on a kind that says it runs without tools
   (:meth:`~jigs.plugin.Harness.tool_free_problem` is None) offers the model no tool, runs no
   command (the scripted shell call to print a planted file), sends no file planted above its
@@ -194,6 +201,7 @@ from jigs_testing._isolation_probe import (
     sleepers,
     view_command,
 )
+from jigs_testing._step_tools import step_tools
 from jigs_testing._stray_mcp import STRAY_MCP_CONFIGS, stray_mcp_configs
 from jigs_testing._tool_free import tool_free
 from jigs_testing._tool_gate import approval_pending, tool_gate
@@ -1423,6 +1431,14 @@ async def _tools_of_another_step(ctx: KitContext) -> None:
     await tools_of_another_step(ctx)
 
 
+async def _step_tools(ctx: KitContext) -> None:
+    if ctx.plan.step_tool is None:
+        raise CheckSkipped(
+            f"the {ctx.kind} kind's plan names no step_tool: its CLI calls no MCP tools"
+        )
+    await step_tools(ctx)
+
+
 async def _approval_pending(ctx: KitContext) -> None:
     if not ctx.harness.tool_gate:
         reason = ctx.harness.tool_gate_refusal
@@ -1454,6 +1470,7 @@ CHECKS: dict[str, Check] = {
     "tools_of_another_step": _tools_of_another_step,
     "planted_config": _planted_config,
     "stray_mcp_configs": stray_mcp_configs,
+    "step_tools": _step_tools,
     "tool_free": tool_free,
     "tool_gate": tool_gate,
     "approval_pending": _approval_pending,

@@ -105,6 +105,12 @@ def scripted_hang(server: ModelServer) -> str:
     return "Say hello."
 
 
+def mcp_tool(name: str) -> str:
+    """``mcp__tools__<name>``: the name Claude Code, Codex and Pi give the step's Python tool
+    ``name`` (a :attr:`DemoPlan.step_tool`)."""
+    return f"mcp__tools__{name}"
+
+
 @dataclass(frozen=True, slots=True)
 class DemoPlan:
     """A kind's part in the demo: see the module docstring."""
@@ -131,6 +137,11 @@ class DemoPlan:
     #: start: opencode). The kit's ``turn_deadline`` check gives the turn that much on top of
     #: its 3 s deadline, so the deadline still falls while the agent's command runs.
     start_seconds: float = 0.0
+    #: ``step_tool(name) -> str``: the name the kind's CLI gives the step's Python tool ``name``
+    #: (served as the MCP server ``tools``: ``mcp__tools__<name>`` for Claude Code, Codex and Pi,
+    #: ``tools_<name>`` for opencode), for the kit's ``step_tools`` check to script its calls;
+    #: None when the CLI calls no MCP tools (the check is then skipped by design).
+    step_tool: Callable[[str], str] | None = None
 
 
 @runtime_checkable

@@ -195,7 +195,7 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
         """``jigs demo``: the real CLI against ``server``; the agent writes the file with its
         own Bash tool, then resumes and answers from its history."""
         # jigs-testing comes with the kit and `jigs demo`, not with the kind
-        from jigs_testing.plan import DemoPlan, scripted_command, scripted_write
+        from jigs_testing.plan import DemoPlan, mcp_tool, scripted_command, scripted_write
 
         key = "JIGS_DEMO_ANTHROPIC_KEY"
         root = os.geteuid() == 0
@@ -216,6 +216,7 @@ class ClaudeHarness(Harness[ClaudeDescriptor]):
             ),
             host_env={key: "sk-demo", **({"IS_SANDBOX": "1"} if root else {})},
             agents_env=("IS_SANDBOX",) if root else (),
+            step_tool=mcp_tool,
         )
 
 

@@ -167,7 +167,7 @@ class CodexHarness(Harness[CodexDescriptor]):
         provider the descriptor names; the agent writes the file with its own ``exec_command``
         tool, then a second step resumes the thread and answers from its history."""
         # jigs-testing comes with the kit and `jigs demo`, not with the kind
-        from jigs_testing.plan import DemoPlan, scripted_command, scripted_write
+        from jigs_testing.plan import DemoPlan, mcp_tool, scripted_command, scripted_write
 
         key = "JIGS_DEMO_CODEX_KEY"
         return DemoPlan(
@@ -190,6 +190,7 @@ class CodexHarness(Harness[CodexDescriptor]):
                 lambda path, content: {"cmd": _add_file_patch(path, content)},
             ),
             host_env={key: "sk-demo"},
+            step_tool=mcp_tool,
         )
 
     async def install(self, env: Mapping[str, str]) -> str:

@@ -251,4 +251,6 @@ class OpencodeHarness(Harness[OpencodeDescriptor]):
             # opencode spends ~3.5 s of CPU before its first tool runs (its database, its tool
             # registry): on a loaded 2-core machine, three times that
             start_seconds=12.0,
+            # opencode names an MCP server's tool <server>_<tool>
+            step_tool=lambda name: f"tools_{name}",
         )

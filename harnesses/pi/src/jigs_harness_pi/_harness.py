@@ -295,7 +295,7 @@ class PiHarness(Harness[PiDescriptor]):
         """Pi against the local server's Chat Completions API; files are written with Pi's
         own ``write`` tool."""
         # jigs-testing comes with the kit and `jigs demo`, not with the kind
-        from jigs_testing.plan import DemoPlan, scripted_command, scripted_write
+        from jigs_testing.plan import DemoPlan, mcp_tool, scripted_command, scripted_write
 
         descriptor = PiDescriptor(
             model=OpenAICompatible(
@@ -315,6 +315,7 @@ class PiHarness(Harness[PiDescriptor]):
             ),
             run_command=scripted_command("bash", lambda command: {"command": command}),
             host_env={DEMO_KEY_ENV: "sk-jigs-demo-placeholder"},
+            step_tool=mcp_tool,
         )
 
     # ---------------------------------------------------------------- the turn pieces
