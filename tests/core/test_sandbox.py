@@ -55,9 +55,14 @@ def fresh_probe(monkeypatch):
     monkeypatch.setattr(_probe, "_started", {})
 
 
-def test_the_early_sandbox_probe_is_collected_as_the_answer(fresh_probe):
+def test_the_early_sandbox_probe_is_collected_as_the_answer(fresh_probe, monkeypatch):
     _probe.probe_soon()
     (early,) = _probe._started.values()
+
+    def second_probe(*args):
+        raise AssertionError("the early probe's answer was not taken")
+
+    monkeypatch.setattr(_probe, "_spawn", second_probe)
     assert _probe.sandbox_problem() is None  # this host sandboxes (the suite needs it)
     assert early.returncode == 0  # its answer, reaped
     assert not _probe._started

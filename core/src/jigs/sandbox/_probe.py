@@ -88,7 +88,7 @@ def _outcome(process: subprocess.Popen[bytes], argv: list[str]) -> Isolation | s
     try:
         stdout, stderr = process.communicate(timeout=10)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
-        _reap(process)
+        _kill(process)
         return f"bwrap did not run: {exc}"
     if process.returncode == 0 and stdout.strip() == _PROOF.encode():
         detail = (
@@ -103,9 +103,19 @@ def _outcome(process: subprocess.Popen[bytes], argv: list[str]) -> Isolation | s
 
 
 def _reap(process: subprocess.Popen[bytes]) -> None:
+    """Let a probe whose answer is not used finish (tens of milliseconds), then reap it: a
+    bwrap killed while it sets up its namespaces can leave its inner process waiting, holding
+    the pipes. Killed only when it has not finished within 10 s."""
+    try:
+        process.communicate(timeout=10)
+    except Exception:
+        _kill(process)
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(Exception):
         process.kill()
-        process.communicate(timeout=5)
+        process.wait(timeout=5)
 
 
 def _probe(started: subprocess.Popen[bytes] | None = None) -> Isolation | str:
