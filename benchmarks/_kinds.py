@@ -10,6 +10,7 @@ person runs the CLI again and again.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -74,7 +75,10 @@ def prepare_environ() -> None:
     os.environ.setdefault("JIGS_PI_EXECUTABLE", str(resolve_pi(os.environ).path))
     os.environ.setdefault("JIGS_CLI_DIR", str(installed_dir("_").parent))
     os.environ.pop("JIGS_DATA_DIR", None)
-    os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="jigs-bench-data-")
+    data = tempfile.mkdtemp(prefix="jigs-bench-data-")
+    # removed at exit: left in the temp dir, each run's would lengthen the private dirs' sweep
+    atexit.register(shutil.rmtree, data, ignore_errors=True)
+    os.environ["XDG_DATA_HOME"] = data
     os.environ[KEY_ENV] = KEY
     if os.geteuid() == 0:
         os.environ["IS_SANDBOX"] = "1"

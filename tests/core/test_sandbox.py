@@ -10,7 +10,7 @@ import tempfile
 
 import pytest
 from jigs import harnesses
-from jigs.errors import SandboxUnavailableError
+from jigs.errors import PromptError, SandboxUnavailableError
 from jigs.sandbox import _probe
 from jigs.sandbox._view import SandboxView, bwrap_args
 from jigs.steps import run_agent
@@ -46,6 +46,44 @@ async def test_a_host_without_the_sandbox_refuses_a_step_before_the_lock(
     assert not any(e["event"] == "runner.lock.acquired" and e.get("error") for e in logs)
     # the opt-out is logged
     assert any(e["event"] == "runner.sandbox.off" for e in logs)
+
+
+@pytest.fixture
+def fresh_probe(monkeypatch):
+    # this process's answer and early probe, forgotten for the test and restored after it
+    monkeypatch.setattr(_probe, "_answer", {})
+    monkeypatch.setattr(_probe, "_started", {})
+
+
+def test_the_early_sandbox_probe_is_collected_as_the_answer(fresh_probe, monkeypatch):
+    _probe.probe_soon()
+    (early,) = _probe._started.values()
+
+    def second_probe(*args):
+        raise AssertionError("the early probe's answer was not taken")
+
+    monkeypatch.setattr(_probe, "_spawn", second_probe)
+    assert _probe.sandbox_problem() is None  # this host sandboxes (the suite needs it)
+    assert early.returncode == 0  # its answer, reaped
+    assert not _probe._started
+    _probe.probe_soon()  # answered: nothing more is started
+    assert not _probe._started
+
+
+def test_an_early_probe_of_another_bwrap_is_not_the_answer(fresh_probe, monkeypatch):
+    # the early probe succeeds, but the bwrap a step would run changed since: probed again
+    _probe.probe_soon()
+    (early,) = _probe._started.values()
+    monkeypatch.setattr(_probe, "bwrap_executable", lambda: "/nonexistent/bwrap")
+    assert "bwrap did not run" in (_probe.sandbox_problem() or "")
+    assert early.returncode is not None  # reaped, not left a zombie
+
+
+async def test_a_refused_step_leaves_no_early_probe_behind(fresh_probe, worktree, run_meta):
+    with pytest.raises(PromptError):
+        await run_agent(harness=harnesses.echo(), prompt="", cwd=worktree, run=run_meta)
+    assert not _probe._started
+    assert _probe._answer  # collected, and kept for the next step
 
 
 async def test_the_kit_catches_a_step_whose_network_is_the_hosts(tmp_path):

@@ -44,7 +44,7 @@ from jigs.engine._gate import (
 )
 from jigs.engine._logging import logger
 from jigs.engine._model import EngineModel, result_of
-from jigs.engine._pipeline import Step
+from jigs.engine._pipeline import Step, probes_soon
 from jigs.engine._prompt import prompt_parts
 from jigs.engine._structured import reask_prompt
 from jigs.engine._tools import ask_human
@@ -66,8 +66,9 @@ from jigs.harnesses import load
 from jigs.models._functions import parse_output
 from jigs.models._types import Image, Prompt, Usage
 from jigs.policy._files import remove_tree
-from jigs.sandbox._isolation import isolation, probe_soon
+from jigs.sandbox._isolation import isolation
 from jigs.sandbox._private_dirs import make_owned_dir
+from jigs.sandbox._probe import collect_started
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -303,7 +304,7 @@ class AgentRunner:
 async def _open_runner(
     harness: HarnessDescriptor | Mapping[str, Any], options: StepOptions
 ) -> AgentRunner:
-    probe_soon()  # the isolation probe runs while the step resolves and locks
+    probes_soon(harness)  # the host probes run while the step resolves and locks
 
     step = Step(options.get("registry"), options.get("session_store"))
     try:
@@ -370,11 +371,13 @@ def _check_arguments(prompt: object, output: object) -> tuple[str, tuple[Image, 
 
 
 def _collect_probe() -> None:
-    """A refused call leaves no process behind: collect the isolation probe that
-    ``probe_soon`` started (else it stays a zombie child until the interpreter exits).
-    ``isolation()`` waits for it (milliseconds), reaps it and caches the answer for the next
-    step; once a step has launched, it is a cached no-op."""
+    """A refused call leaves no process behind: collect the host probes that
+    :func:`~jigs.engine._pipeline.probes_soon` started (else they stay zombie children until the
+    interpreter exits). ``isolation()`` waits for the namespace chain's (milliseconds), reaps it
+    and caches the answer for the next step, :func:`~jigs.sandbox._probe.collect_started` does
+    the same for bwrap's; once a step has launched, both are cached no-ops."""
     isolation()
+    collect_started()
 
 
 class AgentRunnerOpening:
@@ -491,7 +494,7 @@ async def _run_agent(
     options: StepOptions,
     opened: Callable[[TurnEngine], Any] | None = None,
 ) -> AgentResult[Any]:
-    probe_soon()  # the isolation probe runs while the step resolves and locks
+    probes_soon(harness)  # the host probes run while the step resolves and locks
 
     text, images = _check_arguments(prompt, output)
     schema = output.model_json_schema() if output is not None else None
@@ -866,7 +869,7 @@ async def _ask(
     output: type[BaseModel] | None,
     options: AskOptions,
 ) -> AgentResult[Any]:
-    probe_soon()  # the isolation probe runs while the step resolves
+    probes_soon(harness)  # the host probes run while the step resolves
 
     text, images = _check_arguments(prompt, output)
     if images:

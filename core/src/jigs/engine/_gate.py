@@ -52,7 +52,8 @@ __all__ = [
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # schemas built on first use, as the records' (a step without a gate never builds them)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class GatedCall(_Frozen):

