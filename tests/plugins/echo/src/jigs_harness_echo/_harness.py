@@ -35,6 +35,11 @@ if TYPE_CHECKING:
 #: Prompts longer than this go through stdin.
 _MAX_PROMPT_ARG = 100_000
 
+#: The CLI runs as a script in isolated mode: it imports only the standard library, and run as
+#: ``-m jigs_harness_echo._cli`` it first imported this package, so jigs and pydantic (~0.3 s of
+#: CPU a turn, ten times the CLI's own work: a "trivial" step measured the import, issue 35).
+_CLI = Path(__file__).with_name("_cli.py")
+
 
 class EchoDescriptor(HarnessDescriptor):
     """Settings of the echo kind."""
@@ -109,11 +114,11 @@ class EchoHarness(Harness[EchoDescriptor]):
     install_hint: ClassVar[str] = "reinstall jigs-harness-echo"
 
     def resolve_executable(self, env: Mapping[str, str]) -> Resolved:
-        return Resolved(Path(sys.executable), "the Python running jigs (-m jigs_harness_echo._cli)")
+        return Resolved(Path(sys.executable), f"the Python running jigs (-I {_CLI})")
 
     def installation_checks(self, env: Mapping[str, str]) -> Sequence[Check]:
         async def run() -> CheckResult:
-            return CheckOk(f"{sys.executable} -m jigs_harness_echo._cli")
+            return CheckOk(f"{sys.executable} -I {_CLI}")
 
         return [Check("harness.echo-cli", "Echo CLI", run)]
 
@@ -167,8 +172,8 @@ class EchoHarness(Harness[EchoDescriptor]):
     ) -> TurnLaunch:
         argv = [
             str(self.resolve_executable(ctx.env).path),
-            "-m",
-            "jigs_harness_echo._cli",
+            "-I",
+            str(_CLI),
             "--sessions",
             str(ctx.state_dir / "sessions"),
             "--prefix",
