@@ -1,7 +1,7 @@
 """Per-kind set-up shared by the whole-process benchmarks: the jigs descriptor settings and the
 raw CLI run the way people run it, both pointed at one loopback model server.
 
-Used by ``bench_cold.py`` and ``bench_concurrency.py`` (run as scripts, so this module is
+Used by ``bench_cold.py`` and ``bench_load.py`` (run as scripts, so this module is
 importable by its name). The raw runs reuse one home across runs (``claude -p`` with a reused
 ``HOME``, ``codex exec`` with a reused ``CODEX_HOME`` holding the same curated ``config.toml``
 jigs writes, ``pi -p`` with a reused agent dir holding the same ``models.json``), the way a
