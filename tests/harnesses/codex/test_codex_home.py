@@ -399,8 +399,8 @@ def test_a_spare_home_is_a_private_copy_claimed_once(tmp_path):
     assert copied.read_bytes() == b"seed state"
     assert copied.stat().st_ino != (seed / "state_5.sqlite").stat().st_ino  # a copy, not a link
     assert not (first / ".jigs-seed-complete").exists()
-    (first / "skills" / ".system" / "imagegen" / "SKILL.md").write_text("changed by a step")
-    assert (seed / "skills" / ".system" / "imagegen" / "SKILL.md").read_text() == "seed skill"
+    copied.write_bytes(b"changed by a step")
+    assert (seed / "state_5.sqlite").read_bytes() == b"seed state"
     for _ in range(3):  # never more than SPARES ready copies
         prepare_spare(seed, log)
         _join("jigs-codex-spare-home")
@@ -411,82 +411,52 @@ def test_a_spare_home_is_a_private_copy_claimed_once(tmp_path):
 
 def test_a_seed_copy_keeps_contents_exec_bits_and_inner_links(tmp_path):
     """Contents byte for byte; an executable script stays executable; a link inside a folder
-    stays a link (as Codex wrote it); a top-level link is copied as its target's bytes."""
-    from jigs_harness_codex._seed import copy_seed
+    stays a link (as Codex wrote it); a top-level link is copied as its target's bytes; the
+    system skills are a link to the seed's (shown read-only in the sandbox), not a copy."""
+    from jigs_harness_codex._seed import copy_seed, system_skills
 
     seed = _fake_seed(tmp_path)
-    script = seed / "skills" / ".system" / "imagegen" / "run.sh"
+    tool = seed / "plugins" / "tool"
+    tool.mkdir(parents=True)
+    (tool / "README.md").write_text("a plugin")
+    script = tool / "run.sh"
     script.write_text("#!/bin/sh\necho hi\n")
     script.chmod(0o755)
-    (seed / "skills" / ".system" / "imagegen" / "link.md").symlink_to("SKILL.md")
+    (tool / "link.md").symlink_to("README.md")
+    (seed / "skills" / "kept").mkdir()
+    (seed / "skills" / "kept" / "SKILL.md").write_text("a skill beside .system")
     outside = tmp_path / "outside.json"
     outside.write_text("{}")
     (seed / "installation_id").symlink_to(outside)
     home = tmp_path / "home"
     home.mkdir()
     copy_seed(seed, home)
-    imagegen = home / "skills" / ".system" / "imagegen"
-    assert (imagegen / "SKILL.md").read_text() == "seed skill"
+    copied = home / "plugins" / "tool"
+    assert (copied / "README.md").read_text() == "a plugin"
     assert (home / "state_5.sqlite").read_bytes() == b"seed state"
-    assert os.access(imagegen / "run.sh", os.X_OK)
-    assert not os.access(imagegen / "SKILL.md", os.X_OK)
-    assert (imagegen / "link.md").is_symlink()
-    assert os.readlink(imagegen / "link.md") == "SKILL.md"
+    assert os.access(copied / "run.sh", os.X_OK)
+    assert not os.access(copied / "README.md", os.X_OK)
+    assert (copied / "link.md").is_symlink()
+    assert os.readlink(copied / "link.md") == "README.md"
     assert not (home / "installation_id").is_symlink()
     assert (home / "installation_id").read_text() == "{}"
     assert not (home / ".jigs-seed-complete").exists()
+    assert (home / "skills" / "kept" / "SKILL.md").read_text() == "a skill beside .system"
+    assert (home / "skills" / ".system").is_symlink()
+    assert (home / "skills" / ".system").resolve() == system_skills(seed).resolve()
 
 
-def test_a_closed_homes_system_skills_are_deleted_off_the_close_path(tmp_path):
-    from jigs_harness_codex._seed import copy_seed, discard_system_skills, prepare_spare
-
-    seed = _fake_seed(tmp_path)
-    home = tmp_path / "home"
-    home.mkdir()
-    copy_seed(seed, home)
-    (home / "skills" / "mine").mkdir()  # a skill the step installed stays with the home
-    discard_system_skills(seed, home, structlog.get_logger())
-    assert not (home / "skills" / ".system").exists()
-    assert (home / "skills" / "mine").is_dir()
-    (trash,) = seed.with_name("key.spares").glob("trash-*")
-    assert (trash / "system" / "imagegen" / "SKILL.md").is_file()
-    prepare_spare(seed, structlog.get_logger())  # the next step's spare thread empties it
-    _join("jigs-codex-spare-home")
-    assert not trash.exists()
-    assert (seed / "skills" / ".system" / "imagegen" / "SKILL.md").is_file()
-    # a home whose .system is a symlink (planted by the agent) is left to the home's removal
-    other = tmp_path / "other"
-    (other / "skills").mkdir(parents=True)
-    (other / "skills" / ".system").symlink_to(seed / "skills" / ".system")
-    discard_system_skills(seed, other, structlog.get_logger())
-    assert (other / "skills" / ".system").is_symlink()
-    assert (seed / "skills" / ".system" / "imagegen" / "SKILL.md").is_file()
-
-
-def test_trash_an_exited_process_left_is_deleted_by_the_next_processs_spare(tmp_path):
-    from jigs_harness_codex._seed import prepare_spare
+def test_removing_a_home_leaves_the_seeds_system_skills(tmp_path):
+    from jigs_harness_codex._home import CodexHome
+    from jigs_harness_codex._seed import copy_seed
 
     seed = _fake_seed(tmp_path)
-    home = tmp_path / "home"
-    (home / "skills" / ".system").mkdir(parents=True)
-    (home / "skills" / ".system" / "x.md").write_text("seed copy")
-    code = (
-        "import sys, structlog; from pathlib import Path; "
-        "from jigs_harness_codex._seed import discard_system_skills; "
-        "discard_system_skills(Path(sys.argv[1]), Path(sys.argv[2]), structlog.get_logger())"
-    )
-    subprocess.run([sys.executable, "-c", code, str(seed), str(home)], check=True)
-    assert not (home / "skills" / ".system").exists()
-    # the exiting interpreter did not spend its exit deleting it
-    (left,) = seed.with_name("key.spares").glob("trash-*")
-    assert (left / "system" / "x.md").read_text() == "seed copy"
-    # a close between its mkdtemp and its rename: an empty trash is not taken from it
-    pending = seed.with_name("key.spares") / "trash-pending"
-    pending.mkdir()
-    prepare_spare(seed, structlog.get_logger())  # the next step, in this process
-    _join("jigs-codex-spare-home")
-    assert not left.exists()
-    assert pending.is_dir()
+    home = CodexHome(tmp_path / "home")
+    home.path.mkdir()
+    copy_seed(seed, home.path)
+    home.remove()
+    assert not home.path.exists()
+    assert (seed / "skills" / ".system" / "imagegen" / "SKILL.md").read_text() == "seed skill"
 
 
 def test_home_cleanup_run_early_then_again_removes_what_a_dying_process_wrote(tmp_path):
@@ -502,7 +472,7 @@ def test_home_cleanup_run_early_then_again_removes_what_a_dying_process_wrote(tm
     rollout.write_text('{"type":"event_msg"}\n')
     store = tmp_path / "sessions"
     with structlog.testing.capture_logs() as logs:
-        cleanup = _HomeCleanup(home, None, store, structlog.get_logger())
+        cleanup = _HomeCleanup(home, store, structlog.get_logger())
         cleanup()
         assert not home.path.exists()
         assert (store / "2026" / "12" / "01" / "rollout-a-thread.jsonl").is_file()

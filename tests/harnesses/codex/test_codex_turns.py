@@ -92,6 +92,27 @@ async def test_exec_command_creates_a_file_and_streams_tool_parts(
     assert stream.result.tool_calls == tuple(calls)
 
 
+async def test_system_skills_are_the_seeds_read_only(
+    model_server, descriptor, worktree, run_meta, codex_cli
+):
+    """The home's skills/.system links to the seed's (not a copy): Codex lists those skills to
+    the model, and the agent can change none of them (the sandbox shows them read-only)."""
+    from jigs_harness_codex._seed import seed_path, system_skills
+
+    planted = system_skills(seed_path(codex_cli)) / "planted.txt"
+    cmd = 'echo x > "$CODEX_HOME/skills/.system/planted.txt"; echo "exit=$?"'
+    model_server.add(tool_call("exec_command", {"cmd": cmd}), text("tried"))
+    result = await run_agent(
+        harness=descriptor(), cwd=worktree, prompt="plant a skill", run=run_meta, agents_env=[]
+    )
+    assert result.text == "tried"
+    first, second = model_server.model_requests
+    assert "skill-creator" in first.text()  # a system skill of the seed, listed to the model
+    assert "Read-only file system" in second.text()
+    assert "exit=1" in second.text()
+    assert not planted.exists()
+
+
 async def test_env_canaries_never_reach_the_agents_commands(
     model_server, descriptor, worktree, run_meta, monkeypatch
 ):

@@ -25,14 +25,12 @@ never get the same copy; a copy is never shared, only pristine seed state, no co
 session). Without a ready spare (the first step of a process, a different filesystem) the home
 is copied as before.
 
-Removing a home costs more than copying it (unlinking the ~50 files of Codex's system skills
-takes 20-60 ms on a busy disk), and those files are the seed's, not the step's: at close
-:func:`discard_system_skills` moves ``skills/.system`` out of the home with one ``rename`` into
-``<seed>.spares/trash-*``, which the next spare's thread deletes, in this process or the next one
-that runs a Codex step (not the interpreter's exit: a process that runs one step would pay 6-20
-ms more to end, and the trash holds only pristine seed files, in jigs' data directory). The rest
-of the home (the step's state, config and databases) is still removed before the step's close
-returns.
+Codex's system skills (``skills/.system``, ~70 files unpacked once into the seed) are not
+copied: a home's ``skills/.system`` is a symlink to the seed's, which the step's sandbox shows
+read-only (:func:`system_skills`). Codex finds its marker there and reads them as from a copy
+(the model's request lists the same skills); the step can change none of them. Copying them and
+deleting them again cost each step ~7.5 ms of the worker's CPU and disk work, more than
+the rest of the home (issue 35: four concurrent Codex steps were 1.34x four ``codex exec``).
 """
 
 from __future__ import annotations
@@ -58,10 +56,10 @@ from jigs_harness_codex._rpc import AppServer, NotHandled
 __all__ = [
     "claim_spare",
     "copy_seed",
-    "discard_system_skills",
     "ensure_seed",
     "prepare_spare",
     "seed_path",
+    "system_skills",
 ]
 
 _MARKER = ".jigs-seed-complete"
@@ -270,19 +268,38 @@ async def ensure_seed(
     return None
 
 
+def system_skills(seed: Path) -> Path:
+    """The seed's system skills, which every home seeded from it links to (read-only)."""
+    return seed / "skills" / ".system"
+
+
 def copy_seed(seed: Path, home: Path) -> None:
     """Copy the seed's state into a fresh home (never its marker, config or login): contents,
     and the mode only of an executable file, the rest with the home's own modes and times.
-    Copying every file's metadata (``copy2``) doubled the copy's CPU (8 ms against 4 ms for
-    the ~60 files), and Codex reads neither. Symlinks inside the seed's folders stay links (as
-    Codex wrote them); a top-level entry is copied as what it points to."""
+    Copying every file's metadata (``copy2``) doubled the copy's CPU, and Codex reads neither.
+    Symlinks inside the seed's folders stay links (as Codex wrote them); a top-level entry is
+    copied as what it points to. ``skills/.system`` is linked to the seed's, not copied."""
     for entry in seed.iterdir():
         if entry.name in _SKIP:
             continue
         if entry.is_dir():
-            shutil.copytree(entry, home / entry.name, symlinks=True, copy_function=_copy_file)
+            shutil.copytree(
+                entry,
+                home / entry.name,
+                symlinks=True,
+                copy_function=_copy_file,
+                ignore=_system_skills_of(seed),
+            )
         else:
             _copy_file(entry, home / entry.name)
+    if system_skills(seed).is_dir():
+        (home / "skills").mkdir(exist_ok=True)
+        (home / "skills" / ".system").symlink_to(system_skills(seed), target_is_directory=True)
+
+
+def _system_skills_of(seed: Path) -> Callable[[str, list[str]], set[str]]:
+    skills = str(seed / "skills")
+    return lambda directory, names: {".system"} if directory == skills else set()
 
 
 def _copy_file(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
@@ -320,11 +337,9 @@ def _build_spare(seed: Path, log: Any) -> None:
         spares.mkdir(exist_ok=True)
         now = time.time()
         for entry in spares.iterdir():
-            stale = now - entry.stat().st_mtime > _STALE
-            # any process's trash once its skills are in it (an empty one may be a close's,
-            # between its mkdtemp and its rename)
-            full = entry.name.startswith("trash-") and (entry / "system").exists()
-            if full or (entry.name.startswith(("building-", "trash-")) and stale):
+            # a copy a process that died left (or a trash of an older jigs)
+            left = entry.name.startswith(("building-", "trash-"))
+            if left and now - entry.stat().st_mtime > _STALE:
                 shutil.rmtree(entry, ignore_errors=True)
         if len(list(spares.glob("ready-*"))) >= SPARES:
             return
@@ -357,25 +372,3 @@ def prepare_spare(seed: Path, log: Any) -> None:
     except RuntimeError:  # interpreter shutting down, or no thread to be had
         with _BUILDING_LOCK:
             _BUILDING.discard(seed)
-
-
-def discard_system_skills(seed: Path, home: Path, log: Any) -> None:
-    """Move ``home``'s ``skills/.system`` (the seed's copy of Codex's system skills) to the
-    seed's trash, to be deleted by the next :func:`prepare_spare` thread, of this process or
-    another (while that step's app server starts: a deleting thread during a close would compete
-    with it for the GIL). Left in place (and removed with the home) when it cannot be moved;
-    never raises."""
-    system = home / "skills" / ".system"
-    if system.is_symlink() or not system.is_dir():
-        return
-    try:
-        _spares(seed).mkdir(exist_ok=True)
-        trash = make_dir("trash-", _spares(seed))
-    except OSError:
-        return
-    try:
-        system.rename(trash / "system")
-    except OSError:
-        shutil.rmtree(trash, ignore_errors=True)
-        return
-    log.debug("codex.home.skills_discarded", trash=str(trash))

@@ -42,7 +42,7 @@ from jigs_harness_codex._home import (
     sessions_dir,
 )
 from jigs_harness_codex._rpc import AppServer, AppServerRpcError
-from jigs_harness_codex._seed import discard_system_skills, ensure_seed, prepare_spare
+from jigs_harness_codex._seed import ensure_seed, prepare_spare, system_skills
 from jigs_harness_codex._turn import CodexDecoder, strict_schema
 from jigs_harness_codex._version import __version__
 
@@ -343,6 +343,8 @@ async def open_transport(
         timeout=min(5.0, descriptor.startup_timeout / 2, descriptor.idle_timeout / 2),
     )
     _require_endpoint(descriptor, ctx)
+    if seed is not None:  # the home's skills/.system links there: shown, read-only
+        ctx.expose(system_skills(seed))
     home, cleanup = _open_home(target, ctx, seed)
     process = await _launch_app_server(target, ctx, resolved, _server_env(descriptor, ctx, home))
     if seed is not None:
@@ -398,7 +400,7 @@ def _open_home(
             base_url=endpoint.base_url if endpoint is not None else None,
             gated=target.gated,
         )
-    cleanup = _HomeCleanup(home, seed, sessions_dir(ctx.state_dir), ctx.log)
+    cleanup = _HomeCleanup(home, sessions_dir(ctx.state_dir), ctx.log)
     ctx.callback(cleanup)
     if target.resume is not None:
         link_rollout(sessions_dir(ctx.state_dir), home.path, target.resume.id)
@@ -521,8 +523,8 @@ class _HomeCleanup:
     overlaps the kernel's teardown of it) and by the close stack once every process of the step
     is gone, which then finds nothing left, or only what a process wrote while it died."""
 
-    def __init__(self, home: CodexHome, seed: Path | None, store: Path, log: Any) -> None:
-        self._home, self._seed, self._store, self._log = home, seed, store, log
+    def __init__(self, home: CodexHome, store: Path, log: Any) -> None:
+        self._home, self._store, self._log = home, store, log
 
     def __call__(self) -> None:
         if not self._home.path.exists():  # removed by the first call, nothing written since
@@ -532,8 +534,5 @@ class _HomeCleanup:
             save_rollouts(self._home.path, self._store)
         except OSError as exc:
             self._log.error("codex.rollout.save_failed", error=f"{type(exc).__name__}: {exc}")
-        if self._seed is not None:
-            # the seed's files: deleted on a thread
-            discard_system_skills(self._seed, self._home.path, self._log)
-        self._home.remove()
+        self._home.remove()  # its skills/.system is a link to the seed's: never followed
         self._log.info("codex.home.removed", seconds=round(time.perf_counter() - started, 4))
