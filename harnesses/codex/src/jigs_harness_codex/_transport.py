@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -174,7 +174,7 @@ class CodexTransport(SessionTransport):
         log: Any,
         *,
         store: Path | None = None,
-        on_killed: Callable[[], None] | None = None,
+        on_killed: Callable[[], Awaitable[None]] | None = None,
         rollout: object = None,
     ) -> None:
         self.session_id = thread_id
@@ -210,7 +210,7 @@ class CodexTransport(SessionTransport):
                     how = "killed, rollout complete"
                     process.kill()
                     if self._on_killed is not None:
-                        self._on_killed()
+                        await self._on_killed()
                     await process.stop(grace=0)
                     code = process.returncode
                 else:
@@ -356,8 +356,10 @@ async def open_transport(
     thread_id = str(thread.get("id") or "")
     ctx.log.info("codex.thread.opened", thread_id=thread_id, resumed=target.resume is not None)
 
-    def killed() -> None:  # the rollouts to the run's store, then stored while Codex dies
-        cleanup()
+    async def killed() -> None:  # the rollouts to the run's store, then stored while Codex dies
+        # on a thread: unlinking the home's ~25 files takes 5-30 ms on a busy disk, which on
+        # the event loop stalled every other step of the worker (issue 35)
+        await anyio.to_thread.run_sync(cleanup)
         ctx.sessions_complete()
 
     transport = CodexTransport(
