@@ -30,6 +30,7 @@ import argparse
 import itertools
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -392,7 +393,10 @@ def main() -> None:
         parser.error("needs cgroup v1 cpuacct groups (root): the CPU of every process is the point")
     levels = [int(n) for n in args.levels.split(",") if n.strip()]
     prepare_environ()
-    anyio.run(main_async, args, kinds, levels)
+    try:
+        anyio.run(main_async, args, kinds, levels)
+    finally:  # the scratch data dir prepare_environ made (sessions, seeds' spares, step logs)
+        shutil.rmtree(os.environ["XDG_DATA_HOME"], ignore_errors=True)
 
 
 if __name__ == "__main__":
