@@ -39,14 +39,9 @@ def _tool(kind: str) -> str:
 
 
 @pytest.fixture
-def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
-    monkeypatch.setenv("IS_SANDBOX", "1")
+def scratch(scratch_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv(KEY_ENV, "sk-model-key-for-ask-test-1234567")
-    return home
+    return scratch_home
 
 
 async def _step(kind: str, server: ModelServer, worktree: Path, **options: Any) -> Any:

@@ -120,21 +120,10 @@ def endpoints(monkeypatch: pytest.MonkeyPatch) -> list[ModelEndpoint]:
 
 
 @pytest.fixture
-def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def scratch(scratch_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private HOME and TMPDIR (the kinds' private dirs land there), the key in the host env."""
-    home = tmp_path / "home"
-    home.mkdir()
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("TMPDIR", str(tmp))
-    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
-    monkeypatch.setenv("IS_SANDBOX", "1")
     monkeypatch.setenv(KEY_ENV, KEY)
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-    return tmp
+    return scratch_tmp
 
 
 def _files_holding(roots: list[Path], needle: bytes) -> Iterator[Path]:

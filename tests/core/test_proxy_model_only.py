@@ -122,21 +122,10 @@ KINDS = {
 
 
 @pytest.fixture
-def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def scratch(scratch_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private HOME and TMPDIR, the key in the worker's environment."""
-    home = tmp_path / "home"
-    home.mkdir()
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("TMPDIR", str(tmp))
-    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
-    monkeypatch.setenv("IS_SANDBOX", "1")
     monkeypatch.setenv(KEY_ENV, KEY)
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-    return tmp
+    return scratch_tmp
 
 
 @pytest.mark.parametrize("name", sorted(KINDS))

@@ -47,14 +47,9 @@ def _png() -> bytes:
 
 
 @pytest.fixture
-def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
-    monkeypatch.setenv("IS_SANDBOX", "1")
+def scratch(scratch_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv(KEY_ENV, "sk-model-key-for-images-test-1234567")
-    return home
+    return scratch_home
 
 
 @pytest.mark.parametrize("kind", ["claude", "codex", "pi"])
