@@ -25,6 +25,29 @@ EXAMPLE = str(EXAMPLES / "dbos_workflow.py")
 COMMAND = "echo ran >> approved.marker"  # appends: a second run would show as a second line
 
 
+def _pending(db: str, workflow_id: str, worker: Worker) -> PendingApproval:
+    """What the workflow publishes while it waits for a human (read as a client would)."""
+    from dbos import DBOSClient
+    from jigs_dbos import APPROVAL_TOPIC, JigsSerializer
+
+    client = DBOSClient(system_database_url=db, serializer=JigsSerializer())
+    try:
+        pending = client.get_event(workflow_id, APPROVAL_TOPIC, timeout_seconds=180)
+    finally:
+        client.destroy()
+    assert isinstance(pending, PendingApproval), worker.log.read_text()[-3000:]
+    return pending
+
+
+def _example(env: dict[str, str], *argv: str) -> None:
+    """Run the example once as a client (``--decide``, ``--answer``) while no worker runs."""
+    done = subprocess.run(
+        [sys.executable, EXAMPLE, *argv],
+        check=False, capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 @pytest.mark.real_cli("codex")
 @pytest.mark.parametrize(
     ("database", "allow"),
@@ -64,12 +87,7 @@ def test_a_deferred_command_waits_in_dbos_across_a_killed_worker(
         )
         try:
             first.wait_line("workflow_id", 90)  # the worker made the system database
-            client = DBOSClient(system_database_url=db, serializer=JigsSerializer())
-            try:
-                pending = client.get_event(workflow_id, APPROVAL_TOPIC, timeout_seconds=180)
-            finally:
-                client.destroy()
-            assert isinstance(pending, PendingApproval), first.log.read_text()[-3000:]
+            pending = _pending(db, workflow_id, first)
             assert len(pending.calls) == 1
             assert "approved.marker" in json.dumps(pending.calls[0].arguments), pending.calls
             assert not marker.exists()  # deferred: it did not run
@@ -88,11 +106,7 @@ def test_a_deferred_command_waits_in_dbos_across_a_killed_worker(
         finally:
             client.destroy()
         verdict = ["--allow"] if allow else ["--deny", "no writes today"]
-        decided = subprocess.run(
-            [sys.executable, EXAMPLE, "--db", db, "--decide", workflow_id, *verdict],
-            check=False, capture_output=True, text=True, timeout=60, env=env,
-        )  # fmt: skip
-        assert decided.returncode == 0, decided.stderr[-3000:]
+        _example(env, "--db", db, "--decide", workflow_id, *verdict)
         assert not marker.exists()  # nothing ran while no worker was alive
         second = Worker([EXAMPLE, "--db", db, "--recover", workflow_id], env, tmp_path / "w2.log")
         try:
@@ -112,8 +126,6 @@ def test_a_question_waits_in_dbos_across_a_killed_worker_and_its_answer_resumes_
 ) -> None:
     """``ask_human``: the agent's question waits in the workflow; the worker is SIGKILLed, the
     answer is sent while none runs, and the recovering worker resumes the session with it."""
-    from dbos import DBOSClient
-    from jigs_dbos import APPROVAL_TOPIC, JigsSerializer
     from jigs_testing import ModelServer, text, tool_call
 
     require_cli("codex")
@@ -134,12 +146,7 @@ def test_a_question_waits_in_dbos_across_a_killed_worker_and_its_answer_resumes_
         )
         try:
             first.wait_line("workflow_id", 90)
-            client = DBOSClient(system_database_url=db, serializer=JigsSerializer())
-            try:
-                pending = client.get_event(workflow_id, APPROVAL_TOPIC, timeout_seconds=180)
-            finally:
-                client.destroy()
-            assert isinstance(pending, PendingApproval), first.log.read_text()[-3000:]
+            pending = _pending(db, workflow_id, first)
             assert [q.question for q in pending.questions] == [QUESTION]
             first.kill()
             wait_no_processes_in(tree, 2.0)
@@ -148,11 +155,7 @@ def test_a_question_waits_in_dbos_across_a_killed_worker_and_its_answer_resumes_
         server.script.skip_remaining()
         server.add(text("Migrating to postgres."))
         seen = len(server.model_requests)
-        answered = subprocess.run(
-            [sys.executable, EXAMPLE, "--db", db, "--answer", workflow_id, "postgres-17"],
-            check=False, capture_output=True, text=True, timeout=60, env=env,
-        )  # fmt: skip
-        assert answered.returncode == 0, answered.stderr[-3000:]
+        _example(env, "--db", db, "--answer", workflow_id, "postgres-17")
         second = Worker([EXAMPLE, "--db", db, "--recover", workflow_id], env, tmp_path / "w2.log")
         try:
             texts = second.wait_line("texts", 180)["texts"]

@@ -38,6 +38,16 @@ async def _pending(handle: Any, timeout: float) -> dict[str, Any]:
         await asyncio.sleep(0.1)
 
 
+async def _example(*argv: str) -> None:
+    """Run the example once as a client (``--decide``, ``--answer``)."""
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, EXAMPLE, *argv],
+        check=False, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 @pytest.mark.real_cli("codex")
 @pytest.mark.parametrize("allow", [True, False], ids=["approved", "denied"])
 async def test_a_deferred_command_waits_in_temporal_across_a_killed_worker(
@@ -80,13 +90,7 @@ async def test_a_deferred_command_waits_in_temporal_across_a_killed_worker(
             with pytest.raises(WorkflowUpdateFailedError):  # the validator: no such call
                 await handle.execute_update(APPROVAL_UPDATE, {"not-a-call": Allow()})
             verdict = ["--allow"] if allow else ["--deny", "no writes today"]
-            decided = await asyncio.to_thread(
-                subprocess.run,
-                [sys.executable, EXAMPLE, "--address", temporal_address,
-                 "--decide", handle.id, *verdict],
-                check=False, capture_output=True, text=True, timeout=60,
-            )  # fmt: skip
-            assert decided.returncode == 0, decided.stderr[-3000:]
+            await _example("--address", temporal_address, "--decide", handle.id, *verdict)
             texts = await asyncio.wait_for(handle.result(), 180)
             asked = "\n".join(r.text() for r in server.model_requests[seen:])
         finally:
@@ -168,13 +172,7 @@ async def test_a_question_waits_in_temporal_across_a_killed_worker_and_its_answe
             call_id = pending["calls"][0]["call_id"]
             with pytest.raises(WorkflowUpdateFailedError):  # a question is answered, not allowed
                 await handle.execute_update(APPROVAL_UPDATE, {call_id: Allow()})
-            answered = await asyncio.to_thread(
-                subprocess.run,
-                [sys.executable, EXAMPLE, "--address", temporal_address,
-                 "--answer", handle.id, "postgres-17"],
-                check=False, capture_output=True, text=True, timeout=60,
-            )  # fmt: skip
-            assert answered.returncode == 0, answered.stderr[-3000:]
+            await _example("--address", temporal_address, "--answer", handle.id, "postgres-17")
             texts = await asyncio.wait_for(handle.result(), 180)
             asked = "\n".join(r.text() for r in server.model_requests[seen:])
         finally:
