@@ -15,7 +15,8 @@ runs one script (:attr:`~jigs_testing.plan.DemoPlan.run_command`) that:
   ``Bearer`` headers in those files) and calls ``jigs_kit_secret`` without a token and with each
   one: on A's port of ``127.0.0.1`` directly, on every port listening in B's own network
   namespace (the relay to B's own tool server, its credential proxy), and through each of those
-  as an HTTP proxy to A's port;
+  as an HTTP proxy to A's port (a step on the host's network, ``network="host"``, tries A's port
+  only: its "own" ports are every service of the machine);
 - prints one ``JIGS-ATTACK`` line per attempt, which reaches B's next model request (or, for a
   kind that calls no model server, its answer).
 
@@ -108,8 +109,17 @@ def _script(token: str, port: int, theirs: list[Path]) -> str:
         f'say "dir:{n}:$(ls -A {q(str(d))} 2>&1 | tr "\\n" " " | head -c 300)"'
         for n, d in enumerate(theirs)
     )
+    try:  # the worker's network namespace: a step that shares it (network="host") is not scanned
+        host_net = os.readlink("/proc/self/ns/net")
+    except OSError:
+        host_net = ""
     return _SCRIPT_TEMPLATE.format(
-        head=q(token[:half]), tail=q(token[half:]), port=port, body=q(body), listings=listings
+        head=q(token[:half]),
+        tail=q(token[half:]),
+        port=port,
+        body=q(body),
+        listings=listings,
+        host_net=q(host_net),
     )
 
 
@@ -145,6 +155,9 @@ hex=$(awk 'NR > 1 && $4 == "0A" {{ split($2, a, ":"); print a[2] }}' /proc/net/t
   /proc/net/tcp6 2>/dev/null | sort -u)
 listening=""
 for h in $hex; do listening="$listening $(printf %d "0x$h")"; done
+# on the host's network these are every service of the machine (other workers' model servers
+# among them): only A's port is tried then
+if [ "$(readlink /proc/self/ns/net 2>/dev/null)" = {host_net} ]; then listening=""; fi
 say "listening:$listening"
 call() {{
   if [ "$2" = direct ]; then proxy=""; else proxy="http://127.0.0.1:$2"; fi
