@@ -23,6 +23,7 @@ from jigs.errors import (
 )
 from jigs.models import ToolCallPart, generate_text, stream_text
 from jigs.plugin import Harness
+from jigs.policy import _secrets
 from jigs.policy._lock import worktree_locked
 from jigs.processes import live_groups
 from jigs.registry._registry import Registry
@@ -63,6 +64,46 @@ async def test_stages_run_in_order_and_each_logs_run_id_kind_and_duration(worktr
             assert event["kind"] == "echo"
     timed = [e for e in logs if e["event"] in {"runner.env.built", "runner.lock.acquired"}]
     assert all(isinstance(e["seconds"], float) for e in timed)
+
+
+async def test_a_steps_secrets_are_redacted_everywhere_while_it_runs_and_dropped_at_close(
+    worktree, run_meta, monkeypatch
+):
+    """Each step keeps its secret values in a registry of its own: while it runs they are
+    redacted in every task (here one started before the step, outside its context), and its
+    close drops them, so a worker's registry, which every log event's redaction scans, does not
+    grow with the steps it ran (it grew by two values a step: a proxy's URL and token)."""
+    secret = f"deploy-words-{os.urandom(8).hex()}"
+    monkeypatch.setenv("JIGS_TEST_DEPLOY_WORDS", secret)
+    before = _secrets._process.values()
+    seen: list[str] = []
+    asked, answered = anyio.Event(), anyio.Event()
+
+    async def elsewhere() -> None:
+        await asked.wait()
+        seen.append(_secrets.redact_known(f"said {secret}"))
+        answered.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(elsewhere)
+        async with create_agent_runner(
+            harnesses.echo(), cwd=worktree, run=run_meta, agents_env=["JIGS_TEST_DEPLOY_WORDS"]
+        ) as runner:
+            asked.set()
+            await answered.wait()
+            await generate_text(runner.model, prompt="hi")
+    result = await run_agent(
+        harness=harnesses.echo(),
+        cwd=worktree,
+        prompt="hi",
+        run=run_meta,
+        agents_env=["JIGS_TEST_DEPLOY_WORDS"],
+    )
+    assert result.text.startswith("echo: hi")
+    assert seen == ["said [redacted]"]
+    assert _secrets._process.values() == before
+    assert _secrets.redact_known(secret) == secret  # no longer any open step's
+    assert _secrets._open_scopes == []
 
 
 async def test_generate_text_returns_text_warnings_and_session(worktree, run_meta):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import sys
 from collections.abc import Callable, Iterator
@@ -223,6 +224,16 @@ def test_log_events_never_carry_a_known_secret(caplog: pytest.LogCaptureFixture)
         )
     assert "s3cret-value-in-memory" not in caplog.text
     assert "[redacted]" in caplog.text
+
+
+def test_a_value_remembered_in_a_task_that_outlived_its_step_is_still_redacted() -> None:
+    """A task started inside a step keeps the step's registry in its context after the step
+    closed; what it remembers then goes to the process-wide registry, which is consulted, not
+    to the closed one, which is not."""
+    with secret_scope():
+        outliving = contextvars.copy_context()
+    outliving.run(remember, ["late-secret-value-remembered"])
+    assert redact_known("said late-secret-value-remembered") == "said [redacted]"
 
 
 def test_known_secrets_hold_values_without_showing_them() -> None:

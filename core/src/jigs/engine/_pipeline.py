@@ -28,7 +28,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -71,7 +71,7 @@ from jigs.mcp import McpHttpServer, McpProbe, McpStdioServer, looks_like_secret
 from jigs.plugin import Harness, HarnessContext, HarnessTarget
 from jigs.policy._lock import WorktreeLock
 from jigs.policy._paths import data_dir, run_state_dir
-from jigs.policy._secrets import remember
+from jigs.policy._secrets import remember, secret_scope
 from jigs.proxy import _endpoint
 from jigs.registry._contract import check_route
 from jigs.registry._registry import KIND_NAME, Registry, default_registry
@@ -354,6 +354,10 @@ class Step:
         #: The first session that could not be stored at close: :meth:`aclose` raises it once.
         self.save_error: SessionSaveError | None = None
         self.stack = AsyncExitStack()
+        #: The step's registry of secret values (:func:`~jigs.policy._secrets.secret_scope`),
+        #: closed last: a worker's registry then holds the open steps' values, not every value
+        #: of every step it ever ran (which each log event's redaction scanned).
+        self._secrets = ExitStack()
         self.lock: Any = None
         self.ctx: HarnessContext | None = None
         self.log: Any = logger
@@ -400,11 +404,11 @@ class Step:
     ) -> TurnEngine:
         """Run every stage; raises the first failure (kept in :attr:`error`; the caller then
         calls :meth:`aclose`). ``gated``: the step passes a tool gate, which a kind without
-        ``tool_gate`` refuses here, before anything is acquired. ``tool_free``
-        (:func:`jigs.steps.ask_agent`): ``cwd`` is the ask's private scratch directory; the kind
-        must say it runs without tools, the descriptor must declare no MCP server, and nothing is
-        locked or stored."""
+        ``tool_gate`` refuses here, before anything is acquired. ``tool_free`` (an ask): ``cwd``
+        is its scratch directory; the kind must say it runs without tools, the descriptor must
+        declare no MCP server, and nothing is locked or stored."""
         try:
+            self._secrets.enter_context(secret_scope())
             probes_soon(descriptor_or_data)
             run_meta = _validate_run(run)
             harness, descriptor = self._resolve(descriptor_or_data, run_meta)
@@ -689,45 +693,52 @@ class Step:
                 if self.closed:
                     return
                 self.closed = True
-                if self.ctx is not None:
-                    self.ctx.closed = True
-                started = time.perf_counter()
-                failure: BaseException | None = None
-                with anyio.move_on_after(CLOSE_TIMEOUT) as scope:
-                    async with anyio.create_task_group() as group:
-                        # a kind that says its CLI is done (ctx.sessions_complete) has the
-                        # session stored, and the proxy stopped, while its processes die and
-                        # the rest of the close runs
-                        ctx = self.ctx if isinstance(self.ctx, _StepContext) else None
+                try:
+                    await self._close()
+                finally:
+                    # last: the step's secret values stay redacted until all it ran is gone
+                    self._secrets.close()
 
-                        def store_now() -> None:
-                            group.start_soon(self._save_sessions)
-                            if self._stop_proxy is not None:
-                                group.start_soon(self._stop_proxy)
+    async def _close(self) -> None:
+        if self.ctx is not None:
+            self.ctx.closed = True
+        started = time.perf_counter()
+        failure: BaseException | None = None
+        with anyio.move_on_after(CLOSE_TIMEOUT) as scope:
+            async with anyio.create_task_group() as group:
+                # a kind that says its CLI is done (ctx.sessions_complete) has the
+                # session stored, and the proxy stopped, while its processes die and
+                # the rest of the close runs
+                ctx = self.ctx if isinstance(self.ctx, _StepContext) else None
 
-                        if ctx is not None:
-                            ctx.on_sessions_complete = store_now
-                        try:
-                            await self.stack.aclose()
-                        except BaseException as exc:  # raised as itself, not in a group
-                            failure = exc
-                        finally:
-                            if ctx is not None:
-                                ctx.on_sessions_complete = None
-                    if failure is not None:
-                        raise failure
-                if scope.cancelled_caught:
-                    self.log.warning("runner.close.timeout", seconds=CLOSE_TIMEOUT)
-                    if self.lock is not None:
-                        self.lock.release()
-                await self._save_sessions()  # at once when it ran already
-                if self.ctx is not None:
-                    self.log.info("runner.closed", seconds=round(time.perf_counter() - started, 4))
+                def store_now() -> None:
+                    group.start_soon(self._save_sessions)
+                    if self._stop_proxy is not None:
+                        group.start_soon(self._stop_proxy)
 
-                _otel.end(self.span, self.error)
-                if self.save_error is not None:  # the step fails: see SessionSaveError
-                    error, self.save_error = self.save_error, None
-                    raise error
+                if ctx is not None:
+                    ctx.on_sessions_complete = store_now
+                try:
+                    await self.stack.aclose()
+                except BaseException as exc:  # raised as itself, not in a group
+                    failure = exc
+                finally:
+                    if ctx is not None:
+                        ctx.on_sessions_complete = None
+            if failure is not None:
+                raise failure
+        if scope.cancelled_caught:
+            self.log.warning("runner.close.timeout", seconds=CLOSE_TIMEOUT)
+            if self.lock is not None:
+                self.lock.release()
+        await self._save_sessions()  # at once when it ran already
+        if self.ctx is not None:
+            self.log.info("runner.closed", seconds=round(time.perf_counter() - started, 4))
+
+        _otel.end(self.span, self.error)
+        if self.save_error is not None:  # the step fails: see SessionSaveError
+            error, self.save_error = self.save_error, None
+            raise error
 
     def snapshot_ref(self, session_id: str) -> tuple[str, str] | None:
         """``(store key, digest)`` the session will have in the store once the step closes

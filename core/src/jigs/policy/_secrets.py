@@ -253,6 +253,8 @@ class KnownSecrets:
     def __init__(self) -> None:
         self._values: set[str] = set()
         self._lock = threading.Lock()
+        #: Set when its :func:`secret_scope` ends: values then go to the process-wide registry.
+        self.closed = False
 
     def add(self, value: str) -> None:
         """Remember ``value`` (ignored when shorter than :data:`MIN_SECRET_LENGTH`)."""
@@ -287,7 +289,9 @@ _current: ContextVar[KnownSecrets | None] = ContextVar("jigs_known_secrets", def
 def current_secrets() -> KnownSecrets:
     """The registry of the current step (:func:`secret_scope`), or the process-wide one."""
     scope = _current.get()
-    return scope if scope is not None else _process
+    # a closed scope is consulted by nobody: a task that still points at one (its step closed
+    # from another task) remembers into the process-wide registry instead
+    return scope if scope is not None and not scope.closed else _process
 
 
 @contextmanager
@@ -302,6 +306,7 @@ def secret_scope() -> Iterator[KnownSecrets]:
     try:
         yield scope
     finally:
+        scope.closed = True
         try:
             _current.reset(token)
         except ValueError:  # closed from another task (a runner closed elsewhere)
