@@ -287,7 +287,16 @@ def main() -> int:
     verdict = parser.add_mutually_exclusive_group()
     verdict.add_argument("--allow", action="store_true", help="with --decide: approve")
     verdict.add_argument("--deny", metavar="REASON", help="with --decide: refuse, saying why")
-    return asyncio.run(amain(parser.parse_args()))
+    args = parser.parse_args()
+    code = asyncio.run(amain(args))
+    if not args.worker:
+        # a short-lived client process can abort in CPython's teardown while the Temporal
+        # client's Rust threads let go of the GIL (temporalio/sdk-python#300, seen here on
+        # --decide): its work is done and printed, so it ends without the teardown
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":
