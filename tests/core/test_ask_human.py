@@ -118,3 +118,41 @@ def test_decisions_are_models_or_their_json_and_a_bad_one_is_not_echoed() -> Non
 def test_ask_human_is_not_for_calling() -> None:
     with pytest.raises(InvalidInputError, match="tools="):
         ask_human("why?")
+
+
+def test_the_tool_server_records_a_question_and_refuses_the_rest_meanwhile() -> None:
+    from jigs.engine._tool_server import ToolServer
+    from jigs.engine._tools import ASKED, step_tools
+
+    def lookup(ticket: str) -> str:
+        """Look a ticket up."""
+        return ticket
+
+    asker, other = step_tools([ask_human, lookup])
+    server = ToolServer([asker, other], log=_Log(), caller=None, kind="k")
+    try:
+        # bad questions are errors the agent reads; nothing waits
+        assert server._ask(asker, {}) == (
+            "invalid arguments for ask_human: question (a string) is required",
+            True,
+        )
+        assert server._ask(asker, {"question": "  "})[1] is True
+        assert server.questions == []
+        assert server._ask(asker, {"question": QUESTION}) == (ASKED, False)
+        (asked,) = server.questions
+        assert (asked.category, asked.arguments) == ("question", {"question": QUESTION})
+        # while it waits, neither another tool nor a second question runs
+        for tool, arguments in ((other, {"ticket": "T-1"}), (asker, {"question": "again?"})):
+            text, is_error = server._ask(tool, arguments)
+            assert is_error
+            assert "End your turn" in text
+        assert len(server.questions) == 1
+    finally:
+        server.stop()
+
+
+class _Log:
+    def info(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    warning = info

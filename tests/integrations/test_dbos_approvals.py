@@ -48,6 +48,15 @@ def _example(env: dict[str, str], *argv: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+def _recover(db: str, workflow_id: str, env: dict[str, str], tmp_path: Path) -> Any:
+    """A second worker recovers the workflow; its texts once it finished."""
+    second = Worker([EXAMPLE, "--db", db, "--recover", workflow_id], env, tmp_path / "w2.log")
+    try:
+        return second.wait_line("texts", 180)["texts"]
+    finally:
+        second.stop()
+
+
 @pytest.mark.real_cli("codex")
 @pytest.mark.parametrize(
     ("database", "allow"),
@@ -108,11 +117,7 @@ def test_a_deferred_command_waits_in_dbos_across_a_killed_worker(
         verdict = ["--allow"] if allow else ["--deny", "no writes today"]
         _example(env, "--db", db, "--decide", workflow_id, *verdict)
         assert not marker.exists()  # nothing ran while no worker was alive
-        second = Worker([EXAMPLE, "--db", db, "--recover", workflow_id], env, tmp_path / "w2.log")
-        try:
-            texts = second.wait_line("texts", 180)["texts"]
-        finally:
-            second.stop()
+        texts = _recover(db, workflow_id, env, tmp_path)
         asked = "\n".join(r.text() for r in server.model_requests[seen:])
     assert_decided(texts, tree, marker, asked, allow=allow)
 
@@ -156,11 +161,7 @@ def test_a_question_waits_in_dbos_across_a_killed_worker_and_its_answer_resumes_
         server.add(text("Migrating to postgres."))
         seen = len(server.model_requests)
         _example(env, "--db", db, "--answer", workflow_id, "postgres-17")
-        second = Worker([EXAMPLE, "--db", db, "--recover", workflow_id], env, tmp_path / "w2.log")
-        try:
-            texts = second.wait_line("texts", 180)["texts"]
-        finally:
-            second.stop()
+        texts = _recover(db, workflow_id, env, tmp_path)
         asked = "\n".join(r.text() for r in server.model_requests[seen:])
     assert texts == ["Migrating to postgres."]
     assert "postgres-17" in asked

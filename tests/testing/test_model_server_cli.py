@@ -113,6 +113,8 @@ def test_cli_rejects_a_bad_script(tmp_path, capsys):
 
 def test_cli_usage_errors_return_2(capsys):
     assert main(["--port", "not-a-number"]) == 2
+    assert main(["--keep", "0"]) == 2
+    assert "--keep must be at least 1" in capsys.readouterr().err
     assert main(["--help"]) == 0
     assert "--script" in capsys.readouterr().out
 
