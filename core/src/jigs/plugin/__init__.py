@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
@@ -669,6 +670,16 @@ def private_file(path: Path, data: bytes) -> Path:
     return path
 
 
+def _name_matcher(pattern: str) -> Callable[[str], object]:
+    """Whether a file name matches the glob ``pattern`` (case-sensitive, as on POSIX).
+
+    Not ``fnmatch.fnmatchcase`` nor ``Path.rglob(pattern)``: both keep each pattern they compile
+    in a cache of their own (fnmatch's holds 32,768), and a session's pattern names its id, so a
+    long-lived worker would keep one compiled pattern per session it ever looked up. ``re``'s
+    own cache is bounded (512) and evicts the oldest."""
+    return re.compile(fnmatch.translate(pattern)).fullmatch
+
+
 def artifacts_under(
     root: Path, pattern: str, names: Collection[str] | None = None
 ) -> dict[str, Path]:
@@ -679,13 +690,14 @@ def artifacts_under(
     for each, after refusing (``ValueError``) a name that is absolute, holds ``..``, a
     backslash or a control character, or does not match ``pattern``: a name read from a store
     can never place a file outside ``root``."""
+    matches = _name_matcher(pattern)
     if names is None:
         if not root.is_dir():
             return {}
         return {
             p.relative_to(root).as_posix(): p
-            for p in sorted(root.rglob(pattern))
-            if p.is_file() and not p.is_symlink()
+            for p in sorted(root.rglob("*"))
+            if matches(p.name) and p.is_file() and not p.is_symlink()
         }
     placed: dict[str, Path] = {}
     for name in names:
@@ -696,7 +708,7 @@ def artifacts_under(
             or "\\" in name
             or not name.isprintable()
             or any(part in {"", ".", ".."} for part in name.split("/"))
-            or not fnmatch.fnmatchcase(pure.name, pattern)
+            or not matches(pure.name)
         ):
             raise ValueError(f"{name[:80]!r} is not a session artifact name under {root}")
         placed[name] = root.joinpath(*pure.parts)
