@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from h11_upstream import running_upstream
+from h11_upstream import Exchange, echo, running_upstream
 from jigs.errors import CredentialProxyError
 from jigs.plugin import ModelRoute
 from jigs.proxy import _endpoint
@@ -358,3 +358,91 @@ async def test_a_proxy_whose_failure_report_fails_does_not_take_down_the_loop(mo
         await _answered(good, upstream)
         assert _refused(bad)
     assert _refused(good)
+
+
+# -- the upstream pool kept between steps ----------------------------------------------------
+
+OTHER_KEY = "sk-proxy-start-fedcba9876543210"
+
+
+async def _get(endpoint: Any) -> httpx.Response:
+    async with httpx.AsyncClient() as client:
+        return await client.get(f"{endpoint.base_url}/v1/models", timeout=5)
+
+
+async def test_steps_in_sequence_share_one_upstream_connection_each_with_its_own_key(
+    monkeypatch,
+):
+    """The loop keeps the upstream pool between steps (an https upstream pays no handshake per
+    step); a connection carries nothing of a step: each request goes up with its own key."""
+    async with running_upstream() as upstream:
+        for key in (KEY, OTHER_KEY, KEY):
+            monkeypatch.setenv(KEY_ENV, key)
+            async with AsyncExitStack() as stack:
+                endpoint = _open(upstream.url, stack, _Log())
+                assert (await _get(endpoint)).status_code == 200
+            assert _refused(endpoint), "a closed step's proxy still stops"
+        keys = [seen.values("authorization") for seen in upstream.seen]
+        assert keys == [[f"Bearer {KEY}"], [f"Bearer {OTHER_KEY}"], [f"Bearer {KEY}"]]
+        assert upstream.connections == 1
+
+
+async def test_a_step_closed_mid_response_cuts_it_and_the_next_step_gets_a_clean_connection(
+    monkeypatch,
+):
+    """The cut exchange's connection is closed, not handed to the next step half-read."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    first = [True]
+
+    async def hang_once(ex: Exchange) -> None:
+        if not first:
+            await echo(ex)
+            return
+        first.pop()
+        await ex.read_body()
+        await ex.head(200, [("content-type", "text/event-stream")])
+        await ex.send(b"data: first step's secret half\n\n")
+        await ex.event()  # until the proxy drops the connection
+
+    async with running_upstream(hang_once) as upstream:
+        stack = AsyncExitStack()
+        endpoint = _open(upstream.url, stack, _Log())
+        url = f"{endpoint.base_url}/v1/models"
+        async with httpx.AsyncClient() as client, client.stream("GET", url, timeout=5) as reply:
+            chunks = reply.aiter_raw()
+            assert b"first step" in await chunks.__anext__()
+            with anyio.fail_after(5):
+                await stack.aclose()
+            with pytest.raises(httpx.HTTPError):  # cut, not left hanging
+                async for _ in chunks:
+                    pass
+        assert _refused(endpoint)
+        monkeypatch.setenv(KEY_ENV, OTHER_KEY)
+        async with AsyncExitStack() as stack:
+            reply = await _get(_open(upstream.url, stack, _Log()))
+        assert (reply.status_code, reply.content) == (200, b"")
+        assert upstream.seen[-1].values("authorization") == [f"Bearer {OTHER_KEY}"]
+        assert upstream.connections == 2
+
+
+async def test_a_pool_no_step_used_for_its_idle_time_is_closed():
+    from jigs.proxy._upstream import UpstreamPools
+
+    async with running_upstream() as upstream, anyio.create_task_group() as group:
+        pools = UpstreamPools(group, idle=0.0)
+        pool, lease = pools.acquire(upstream.url, trust_env=False)
+        again, second = pools.acquire(upstream.url, trust_env=False)
+        assert again is pool
+        await pool.request("GET", f"{upstream.url}/v1/models")
+        assert len(pool.connections) == 1
+        pools.release(lease)
+        await anyio.wait_all_tasks_blocked()
+        assert len(pool.connections) == 1, "closed while a proxy still used it"
+        pools.release(second)
+        await anyio.wait_all_tasks_blocked()  # the sweep ran
+        assert pool.connections == []
+        fresh, third = pools.acquire(upstream.url, trust_env=False)
+        assert fresh is not pool
+        pools.release(third)
+        await pools.aclose()
+        group.cancel_scope.cancel()

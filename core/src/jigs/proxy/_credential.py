@@ -63,6 +63,7 @@ from jigs.proxy._accounting import Accounts, Outcome, ProxiedRequest
 from jigs.proxy._routes import AuthScheme, Routes, parse_model_calls
 from jigs.proxy._serving import Serving
 from jigs.proxy._sockets import Sockets, loopback_socket
+from jigs.proxy._upstream import UpstreamPools
 
 __all__ = [
     "AuthScheme",
@@ -221,10 +222,14 @@ class CredentialProxy:
         self._sockets.close(own=True)
 
     async def serve(
-        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+        self,
+        *,
+        pools: UpstreamPools | None = None,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Bind, report started (for ``task_group.start``), and serve until :meth:`aclose`
-        or cancellation. Raises :class:`CredentialProxyError` if called twice."""
+        or cancellation. Raises :class:`CredentialProxyError` if called twice. ``pools``: the
+        upstream pools kept on this event loop between proxies (default: one of its own)."""
         if self._started:
             raise CredentialProxyError(
                 f"the credential proxy for {self._upstream} was already started: a proxy "
@@ -254,6 +259,7 @@ class CredentialProxy:
             closed=lambda: self._closed,
             timeouts=self._timeouts,
             trust_env=self._trust_env,
+            pools=pools,
         )
         try:
             self._port = self._accounts.port = int(

@@ -35,6 +35,7 @@ reason ``not_admitted``) and the turn fails with :class:`~jigs.errors.AgentLimit
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import threading
@@ -50,6 +51,7 @@ from jigs.plugin import ModelEndpoint, ModelRoute
 from jigs.policy._secrets import remember
 from jigs.proxy._accounting import ModelLedger, ProxiedRequest
 from jigs.proxy._credential import CredentialProxy, loopback_socket
+from jigs.proxy._upstream import UpstreamPools
 
 __all__ = [
     "DEFAULT_MODEL_CALLS",
@@ -87,29 +89,33 @@ def ledger_for(endpoint: ModelEndpoint | None) -> ModelLedger | None:
 class _Loop:
     """The event loop that serves every step's proxy in this process, on a daemon thread of its
     own (``jigs-proxy``), started by the first proxy that begins and kept for the next ones: a
-    step pays no thread or loop start and no loop teardown. A proxy that begins while the loop is
+    step pays no thread or loop start and no loop teardown, and its proxy relays through the
+    upstream pools the loop keeps (:class:`~jigs.proxy._upstream.UpstreamPools`): no new
+    connection, nor TLS handshake, per step. A proxy that begins while the loop is
     still starting is queued and started by the loop itself, so :meth:`start` never waits. A
     loop that cannot start (or that died: a fork, say) is started again for the next proxy."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._portal: BlockingPortal | None = None
+        self._pools: UpstreamPools | None = None
         self._thread: threading.Thread | None = None
         self._queued: list[_StepProxy] = []
 
     def forget(self) -> None:
         """In a forked child: no loop thread here (and the lock may be held by a thread that
-        did not come along)."""
+        did not come along), and no upstream connection of its own (the parent's are not
+        used here: a fresh loop has fresh pools)."""
         self._lock = threading.Lock()
-        self._portal, self._thread, self._queued = None, None, []
+        self._portal, self._pools, self._thread, self._queued = None, None, None, []
 
     def start(self, proxy: _StepProxy) -> None:
         """Run ``proxy._run`` on the loop (soon); raises ``RuntimeError`` when no thread can be
         had."""
         with self._lock:
             alive = self._thread is not None and self._thread.is_alive()
-            if alive and self._portal is not None:
-                portal = self._portal
+            if alive and self._portal is not None and self._pools is not None:
+                portal, pools = self._portal, self._pools
             else:
                 if not alive:
                     self._portal = None
@@ -119,7 +125,7 @@ class _Loop:
                 self._queued.append(proxy)
                 return
         try:
-            portal.start_task_soon(_guarded, proxy)
+            portal.start_task_soon(_guarded, proxy, pools)
         except RuntimeError:  # the loop is ending: a fresh one for this proxy
             with self._lock:
                 if self._portal is portal:
@@ -134,19 +140,24 @@ class _Loop:
             with self._lock:
                 queued, self._queued = self._queued, []
                 if self._thread is threading.current_thread():
-                    self._portal, self._thread = None, None
+                    self._portal, self._pools, self._thread = None, None, None
             for proxy in queued:  # never started: their CLIs are refused at once
                 with contextlib.suppress(Exception):
                     proxy.failed(RuntimeError("the proxy loop ended"))
 
     async def _serve(self) -> None:
         async with BlockingPortal() as portal, anyio.create_task_group() as group:
-            with self._lock:
-                queued, self._queued = self._queued, []
-                self._portal = portal
-            for proxy in queued:  # begun while the loop started
-                group.start_soon(_guarded, proxy)
-            await portal.sleep_until_stopped()
+            pools = UpstreamPools(group)  # kept between steps, closed with the loop
+            try:
+                with self._lock:
+                    queued, self._queued = self._queued, []
+                    self._portal, self._pools = portal, pools
+                for proxy in queued:  # begun while the loop started
+                    group.start_soon(_guarded, proxy, pools)
+                await portal.sleep_until_stopped()
+            finally:
+                await pools.aclose()
+                group.cancel_scope.cancel()  # the idle sweep
 
     def call(self, fn: Callable[[], Awaitable[None]]) -> None:
         """Await ``fn()`` on the loop (from another thread); RuntimeError when it is not
@@ -158,9 +169,10 @@ class _Loop:
         portal.call(fn)
 
 
-async def _guarded(proxy: _StepProxy) -> None:
+async def _guarded(proxy: _StepProxy, pools: UpstreamPools) -> None:
     """A proxy's task on the shared loop: whatever it raises stays with that proxy (it is
     reported and its socket closed) and never reaches the loop that serves the others."""
+    proxy.pools = pools
     with contextlib.suppress(Exception):
         await proxy._run()
 
@@ -182,6 +194,7 @@ class _StepProxy:
 
     def __init__(self, proxy: CredentialProxy, log: Any) -> None:
         self.proxy = proxy
+        self.pools: UpstreamPools | None = None  # the loop's, set when it runs there
         self._log = log
         self._ready = threading.Event()  # set once serving, or once that failed
         self._done = threading.Event()  # set once it no longer serves
@@ -224,7 +237,7 @@ class _StepProxy:
 
     async def _serve(self) -> None:
         async with anyio.create_task_group() as group:
-            await group.start(self.proxy.serve)
+            await group.start(functools.partial(self.proxy.serve, pools=self.pools))
             self._serving = True
             self._ready.set()
 

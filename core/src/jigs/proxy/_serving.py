@@ -10,7 +10,7 @@ serving, after the launch (tests/core/test_imports.py).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 import anyio
 import anyio.abc
@@ -23,7 +23,7 @@ from jigs.proxy._http1 import ClientGone, Http1Server, serve_requests
 from jigs.proxy._relay import Relay
 from jigs.proxy._routes import Refusal, Routes, error_body
 from jigs.proxy._sockets import Sockets
-from jigs.proxy._upstream import open_pool
+from jigs.proxy._upstream import UpstreamPools, open_pool
 
 __all__ = ["Serving"]
 
@@ -35,7 +35,9 @@ _JSON = [("content-type", "application/json")]
 
 class Serving:
     """One proxy's serving side. ``closed`` says whether the proxy closed (every request is
-    refused from then on); ``timeouts`` are (connect, read) for the upstream."""
+    refused from then on); ``timeouts`` are (connect, read) for the upstream. With ``pools``
+    (the loop's, kept between proxies) the upstream pool is taken from there and handed back
+    when the proxy stops; without, the proxy opens its own and closes it."""
 
     def __init__(
         self,
@@ -45,8 +47,11 @@ class Serving:
         closed: Callable[[], bool],
         timeouts: tuple[float, float],
         trust_env: bool,
+        pools: UpstreamPools | None = None,
     ) -> None:
         self._routes = routes
+        self._pools = pools
+        self._lease: Hashable | None = None
         self._accounts = accounts
         self._closed = closed
         self._timeouts = timeouts
@@ -74,11 +79,16 @@ class Serving:
             group.cancel_scope.cancel()
 
     async def aclose(self) -> None:
-        """Close the upstream pool; a request still waiting for it gets 502 (the proxy
-        closed)."""
+        """Close the upstream pool, or hand the shared one back (called once no request of this
+        proxy is in flight); a request still waiting for it gets 502 (the proxy closed)."""
         if self._relay is None:
             self._relay = self._new_relay(None, None)
         self._relay_ready.set()
+        if self._pools is not None:
+            lease, self._lease = self._lease, None
+            if lease is not None:
+                self._pools.release(lease)
+            return
         with anyio.CancelScope(shield=True):
             await self._relay.aclose()
 
@@ -95,8 +105,12 @@ class Serving:
         it. Never raises."""
         pool: httpcore.AsyncConnectionPool | None = None
         error: Exception | None = None
+        upstream = self._routes.upstream
         try:
-            pool = open_pool(self._routes.upstream, trust_env=self._trust_env)
+            if self._pools is None:
+                pool = open_pool(upstream, trust_env=self._trust_env)
+            else:
+                pool, self._lease = self._pools.acquire(upstream, trust_env=self._trust_env)
         except Exception as exc:
             error = exc
             logger.error(

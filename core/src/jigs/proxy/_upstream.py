@@ -17,13 +17,25 @@ What httpx's ``trust_env=True`` did is done here, with the same rules:
 
 :func:`open_pool` raises ``OSError`` / ``ssl.SSLError`` (an unreadable CA file) or
 ``ValueError`` (an unusable proxy URL); the proxy answers 502 naming it.
+
+**Pools kept between steps.** A worker's step proxies all run on one event loop
+(:mod:`jigs.proxy._endpoint`), and :class:`UpstreamPools` keeps their pools there between steps,
+one per upstream and per what the pool is built from (the proxy and CA settings read when the
+step began), so a step reuses the connections (and, for ``https``, the TLS sessions) of the steps
+before it rather than opening its own. Nothing of a step is in its pool: the key is a header of
+each request (:mod:`jigs.proxy._routes`), a connection returns to the pool only after a whole
+exchange, and one cut mid-exchange (a step that closed, a client gone) is closed, not kept. A
+pool no step has used for ``keepalive_expiry`` is closed (its connections could not be reused
+anyway), and every pool is closed with the loop.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import ssl
+from collections.abc import Hashable
 from typing import Any
 from urllib.parse import unquote, urlsplit
 from urllib.request import (  # type: ignore[attr-defined]  # in CPython, not in typeshed
@@ -31,13 +43,23 @@ from urllib.request import (  # type: ignore[attr-defined]  # in CPython, not in
     proxy_bypass_environment,
 )
 
+import anyio
+import anyio.abc
 import certifi
 import httpcore
 
-__all__ = ["environment_proxy", "open_pool", "ssl_context", "timeout_errors", "timeouts"]
+__all__ = [
+    "UpstreamPools",
+    "environment_proxy",
+    "open_pool",
+    "ssl_context",
+    "timeout_errors",
+    "timeouts",
+]
 
 _SSL_CONTEXTS: dict[tuple[str | None, str | None], ssl.SSLContext] = {}
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
+_KEEPALIVE_EXPIRY = 5.0
 
 
 def ssl_context(trust_env: bool) -> ssl.SSLContext:
@@ -95,18 +117,93 @@ def _proxy(url: str, trust_env: bool) -> httpcore.Proxy:
     )
 
 
-def open_pool(upstream: str, *, trust_env: bool) -> httpcore.AsyncConnectionPool:
-    """A pool for ``upstream`` (no connection is made yet). See the module for the errors."""
+def _pool_settings(
+    upstream: str, trust_env: bool
+) -> tuple[ssl.SSLContext | None, httpcore.Proxy | None, Hashable]:
+    """What a pool for ``upstream`` is built from, and the key that names it (the TLS context
+    is cached per setting, so the same object for the same CAs)."""
     proxy_url = environment_proxy(upstream) if trust_env else None
+    context = ssl_context(trust_env) if upstream.startswith("https:") else None
+    proxy = _proxy(proxy_url, trust_env) if proxy_url else None
+    return context, proxy, (upstream, trust_env, proxy_url, context)
+
+
+def _new_pool(
+    context: ssl.SSLContext | None, proxy: httpcore.Proxy | None
+) -> httpcore.AsyncConnectionPool:
     return httpcore.AsyncConnectionPool(
-        ssl_context=ssl_context(trust_env) if upstream.startswith("https:") else None,
-        proxy=_proxy(proxy_url, trust_env) if proxy_url else None,
+        ssl_context=context,
+        proxy=proxy,
         max_connections=None,
         max_keepalive_connections=32,
         # as httpx: an idle connection is not reused after 5 s (a NAT or load balancer may have
         # dropped it silently; reusing it would hang until the read timeout)
-        keepalive_expiry=5.0,
+        keepalive_expiry=_KEEPALIVE_EXPIRY,
     )
+
+
+def open_pool(upstream: str, *, trust_env: bool) -> httpcore.AsyncConnectionPool:
+    """A pool for ``upstream`` (no connection is made yet). See the module for the errors."""
+    context, proxy, _ = _pool_settings(upstream, trust_env)
+    return _new_pool(context, proxy)
+
+
+class UpstreamPools:
+    """The pools of every proxy served on one event loop, kept between them (see the module).
+    Use it on that loop only; ``group`` is the loop's task group (it runs the idle sweep)."""
+
+    def __init__(self, group: anyio.abc.TaskGroup, *, idle: float = _KEEPALIVE_EXPIRY) -> None:
+        self._group = group
+        self._idle = idle
+        self._pools: dict[Hashable, httpcore.AsyncConnectionPool] = {}
+        self._users: dict[Hashable, int] = {}
+        self._idle_since: dict[Hashable, float] = {}
+        self._sweeping = False
+
+    def acquire(
+        self, upstream: str, *, trust_env: bool
+    ) -> tuple[httpcore.AsyncConnectionPool, Hashable]:
+        """The pool for ``upstream`` with the host's settings as they are now, and the lease to
+        hand back to :meth:`release`. Raises as :func:`open_pool` does."""
+        context, proxy, key = _pool_settings(upstream, trust_env)
+        pool = self._pools.get(key)
+        if pool is None:
+            pool = self._pools[key] = _new_pool(context, proxy)
+        self._users[key] = self._users.get(key, 0) + 1
+        self._idle_since.pop(key, None)
+        return pool, key
+
+    def release(self, key: Hashable) -> None:
+        """A proxy is done with the pool (none of its requests is in flight any more)."""
+        users = self._users[key] = self._users[key] - 1
+        if users == 0:
+            self._idle_since[key] = anyio.current_time()
+            if not self._sweeping:
+                self._sweeping = True
+                self._group.start_soon(self._sweep)
+
+    async def _sweep(self) -> None:
+        """Close each pool that stayed unused for ``idle`` seconds."""
+        try:
+            while self._idle_since:
+                await anyio.sleep(self._idle)
+                now = anyio.current_time()
+                for key, since in list(self._idle_since.items()):
+                    if now - since >= self._idle:
+                        del self._idle_since[key], self._users[key]
+                        with contextlib.suppress(Exception):  # its connections go either way
+                            await self._pools.pop(key).aclose()
+        finally:
+            self._sweeping = False
+
+    async def aclose(self) -> None:
+        """Close every pool (the loop ends)."""
+        pools, self._pools = list(self._pools.values()), {}
+        self._users.clear()
+        self._idle_since.clear()
+        with anyio.CancelScope(shield=True):
+            for pool in pools:
+                await pool.aclose()
 
 
 def timeouts(connect: float, read: float) -> dict[str, Any]:
