@@ -236,6 +236,27 @@ def test_a_value_remembered_in_a_task_that_outlived_its_step_is_still_redacted()
     assert redact_known("said late-secret-value-remembered") == "said [redacted]"
 
 
+def test_redaction_follows_every_change_of_the_known_values() -> None:
+    """What redaction knows is rebuilt only when it changed: a value remembered after a
+    redaction (in another thread too), or in a scope opened after it, is masked by the next
+    one; a scope's values stop being masked when it closes; the longest value wins."""
+    import threading
+
+    assert redact_known("first value-one-abcdefgh") == "first value-one-abcdefgh"
+    with secret_scope():
+        remember(["value-one-abcdefgh"])
+        assert redact_known("first value-one-abcdefgh") == "first [redacted]"
+        worker = threading.Thread(target=remember, args=(["value-two-from-a-thread"],))
+        worker.start()
+        worker.join()  # outside the scope's context: the process-wide registry
+        assert redact_known("value-two-from-a-thread") == "[redacted]"
+        with secret_scope():
+            remember(["value-one-abcdefgh-and-more"])
+            assert redact_known("value-one-abcdefgh-and-more!") == "[redacted]!"
+        assert redact_known("value-one-abcdefgh-and-more!") == "[redacted]-and-more!"
+    assert redact_known("value-one-abcdefgh") == "value-one-abcdefgh"
+
+
 def test_known_secrets_hold_values_without_showing_them() -> None:
     known = KnownSecrets()
     known.add("short")  # too short to redact ordinary words

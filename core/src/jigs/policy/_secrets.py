@@ -241,8 +241,16 @@ def proxy_passwords(value: str) -> list[str]:
 
 def redact(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every value of ``secrets`` replaced by :data:`REDACTED`, longest first."""
-    for value in sorted(set(secrets), key=len, reverse=True):
-        if len(value) >= 4 and value in text:
+    return _replace(text, _longest_first(secrets))
+
+
+def _longest_first(secrets: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted((v for v in set(secrets) if len(v) >= 4), key=len, reverse=True))
+
+
+def _replace(text: str, ordered: tuple[str, ...]) -> str:
+    for value in ordered:
+        if value in text:
             text = text.replace(value, REDACTED)
     return text
 
@@ -260,9 +268,13 @@ class KnownSecrets:
         """Remember ``value`` (ignored when shorter than :data:`MIN_SECRET_LENGTH`)."""
         if isinstance(value, str) and len(value.strip()) >= MIN_SECRET_LENGTH:
             with self._lock:
+                before = len(self._values)
                 self._values.add(value)
                 if value.strip() != value:
                     self._values.add(value.strip())
+                grew = len(self._values) != before
+            if grew:
+                _changed()  # after the change: see _known_longest_first
 
     def values(self) -> frozenset[str]:
         with self._lock:
@@ -283,6 +295,26 @@ class KnownSecrets:
 _process = KnownSecrets()
 _open_scopes: list[KnownSecrets] = []
 _scopes_lock = threading.Lock()
+
+
+class _Known:
+    """``version`` of the registries, bumped after every change of what :func:`_all_known`
+    returns (a value added, a scope opened or closed), and ``built``: the version a list was
+    built at and that list, what redaction knows longest first (one tuple, so both are
+    replaced at once whatever the threads do)."""
+
+    version = 0
+    built: tuple[int, tuple[str, ...]] = (-1, ())
+
+
+_KNOWN = _Known()
+
+
+def _changed() -> None:
+    with _scopes_lock:
+        _KNOWN.version += 1
+
+
 _current: ContextVar[KnownSecrets | None] = ContextVar("jigs_known_secrets", default=None)
 
 
@@ -303,6 +335,7 @@ def secret_scope() -> Iterator[KnownSecrets]:
     token = _current.set(scope)
     with _scopes_lock:
         _open_scopes.append(scope)
+    _changed()
     try:
         yield scope
     finally:
@@ -313,6 +346,7 @@ def secret_scope() -> Iterator[KnownSecrets]:
             _current.set(None)
         with _scopes_lock:
             _open_scopes.remove(scope)
+        _changed()
 
 
 def remember(values: Iterable[str]) -> None:
@@ -353,7 +387,25 @@ def _all_known() -> set[str]:
     return values
 
 
+def _known_longest_first() -> tuple[str, ...]:
+    """Every known value, longest first, as :func:`redact` orders them: rebuilt only when the
+    registries changed since the last call. Every change bumps the version after it is made,
+    and the version is read before the values are, so a list is never kept under a version
+    newer than what it holds (a change made meanwhile only costs one more rebuild)."""
+    version = _KNOWN.version
+    built_at, ordered = _KNOWN.built
+    if built_at != version:
+        ordered = _longest_first(_all_known())
+        _KNOWN.built = (version, ordered)
+    return ordered
+
+
 def redact_known(text: str, extra: Iterable[str] = ()) -> str:
     """``text`` with every known secret value (every open scope, the process-wide registry and
     ``extra``) replaced by :data:`REDACTED`."""
-    return redact(text, _all_known() | set(extra))
+    more = set(extra)
+    if more:
+        return redact(text, _all_known() | more)
+    # a step logs ~20 events, each a few strings, while every open step's registry is known:
+    # the union, deduplicated and sorted, is built once per change, not once per string
+    return _replace(text, _known_longest_first())
