@@ -42,7 +42,9 @@ port bound, before a step launches its CLI, and loads the serving side only when
 The upstream side is an httpcore connection pool (:mod:`jigs.proxy._upstream`), with the host's
 ``HTTPS_PROXY`` / ``NO_PROXY`` and ``SSL_CERT_FILE`` applied as httpx's ``trust_env`` does. The
 port is bound when the proxy reports started; the upstream pool (and the TLS context for an
-``https`` upstream) is built right after, on the proxy's own loop. A request that arrives first
+``https`` upstream) is built right after, on the proxy's own loop, or taken from the pools that
+loop keeps between proxies (a step's proxies: :class:`~jigs.proxy._upstream.UpstreamPools`), so
+a step reuses the connections of the steps before it. A request that arrives first
 waits for it; if it cannot be built (an unreadable ``SSL_CERT_FILE``, an unusable proxy URL),
 every request gets 502 naming the error and ``jigs.proxy.client_failed`` is logged.
 """
