@@ -4,17 +4,18 @@ raw CLI run the way people run it, both pointed at one loopback model server.
 Used by ``bench_cold.py`` and ``bench_load.py`` (run as scripts, so this module is
 importable by its name). The raw runs reuse one home across runs (``claude -p`` with a reused
 ``HOME``, ``codex exec`` with a reused ``CODEX_HOME`` holding the same curated ``config.toml``
-jigs writes, ``pi -p`` with a reused agent dir holding the same ``models.json``), the way a
-person runs the CLI again and again.
+jigs writes, ``pi -p`` with a reused agent dir holding the same ``models.json``, ``opencode run``
+with a reused ``HOME`` whose ``~/.config/opencode/opencode.json`` is the config jigs writes), the
+way a person runs the CLI again and again.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ KEY_ENV = "JIGS_BENCH_KEY"
 KEY = "sk-bench"
 ANSWER = "benchmark answer"
 PROMPT = "say something"
-KINDS = ("claude", "codex", "pi")
+KINDS = ("claude", "codex", "pi", "opencode")
 
 
 @dataclass
@@ -45,9 +46,13 @@ class Kind:
     sdk_env: dict[str, str]
     #: The executable jigs resolves (the SDKs are pointed at the same one).
     exe: str
-    #: Whether the raw CLI's stdout shows the scripted answer.
-    raw_ok: Callable[[bytes], bool]
+    #: What the raw CLI's stdout holds when its turn answered (the scripted answer at least).
+    raw_expect: list[str] = field(default_factory=lambda: [ANSWER])
     cleanup: list[Path] = field(default_factory=list)
+
+    def raw_ok(self, out: bytes) -> bool:
+        """Whether the raw CLI's stdout shows a finished turn with the scripted answer."""
+        return all(marker.encode() in out for marker in self.raw_expect)
 
     def remove(self) -> None:
         for path in self.cleanup:
@@ -96,6 +101,8 @@ def setup(kind: str, server: Any, root: Path) -> Kind:
         return _codex(server, env, root)
     if kind == "pi":
         return _pi(server, env)
+    if kind == "opencode":
+        return _opencode(server, env)
     raise SystemExit(f"unknown kind {kind!r}: choose from {', '.join(KINDS)}")
 
 
@@ -117,7 +124,6 @@ def _claude(server: Any, env: dict[str, str]) -> Kind:
         jigs_env=env,
         sdk_env=raw_env,
         exe=exe,
-        raw_ok=lambda out: ANSWER.encode() in out,
     )
 
 
@@ -149,7 +155,7 @@ def _codex(server: Any, env: dict[str, str], root: Path) -> Kind:
         jigs_env=env,
         sdk_env=env | {"CODEX_HOME": str(homes["sdk"])},
         exe=exe,
-        raw_ok=lambda out: b'"turn.completed"' in out and ANSWER.encode() in out,
+        raw_expect=[ANSWER, '"turn.completed"'],
         cleanup=list(homes.values()),
     )
 
@@ -186,6 +192,43 @@ def _pi(server: Any, env: dict[str, str]) -> Kind:
         jigs_env=env,
         sdk_env={},
         exe=str(pi.path),
-        raw_ok=lambda out: ANSWER.encode() in out,
         cleanup=[agent_dir.path],
+    )
+
+
+def _opencode(server: Any, env: dict[str, str]) -> Kind:
+    """``opencode run`` with a reused ``HOME`` (its config, data, cache and state dirs where
+    opencode puts them by default), the config in ``~/.config/opencode/opencode.json`` being the
+    one jigs writes for a step (the provider at the model server, the key as an ``{env:...}``
+    reference) and the same ``OPENCODE_*`` variables: without them opencode also fetches the
+    models.dev catalogue, watches files and so on, which is not jigs' cost to measure. The
+    argv is jigs' (``--format json --auto --title --thinking``), the prompt an argument."""
+    from jigs import harnesses
+    from jigs_harness_opencode._config import _FLAGS, config
+    from jigs_harness_opencode._executable import resolve_opencode
+
+    exe = str(resolve_opencode(os.environ).path)
+    settings = {"model": "bench-model", "base_url": server.openai_base_url, "api_key_env": KEY_ENV}
+    data = config(
+        harnesses.opencode(**settings),  # type: ignore[arg-type]
+        server.openai_base_url,
+        f"{{env:{KEY_ENV}}}",
+        [],
+    )
+    home = Path(env["HOME"])
+    (home / ".config" / "opencode").mkdir(parents=True, exist_ok=True)
+    (home / ".config" / "opencode" / "opencode.json").write_text(json.dumps(data, indent=1))
+    # opencode's dirs under the reused HOME (prepare_environ pointed XDG_DATA_HOME at jigs')
+    raw_env = {k: v for k, v in env.items() if not k.startswith("XDG_")} | _FLAGS
+    argv = [exe, "run", "--format", "json", "--auto", "--title", "bench", "--thinking", PROMPT]
+    return Kind(
+        kind="opencode",
+        settings=settings,
+        agents_env=[],
+        raw_argv=argv,
+        raw_env=raw_env,
+        jigs_env=env,
+        sdk_env={},
+        exe=exe,
+        raw_expect=[ANSWER, '"step_finish"'],
     )

@@ -29,6 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ENVS = ("release", "workspace")
 #: The distributions the release venv gets (their dependencies come along).
 RELEASE_WHEELS = ("jigs-core", "jigs-harness-claude", "jigs-harness-codex", "jigs-harness-pi")
+#: The kinds those wheels bring.
+RELEASE_KINDS = ("claude", "codex", "pi")
 #: What the sources hash covers: everything the four wheels are built from.
 SOURCES = ("core", "harnesses", ".ci/build-release", "pyproject.toml", "LICENSE")
 

@@ -3,11 +3,14 @@
     uv run python benchmarks/bench_cold.py [--runs N] [--kinds claude,codex,pi]
         [--env release|workspace]
 
+(``--kinds opencode`` with ``--env workspace``: the release venv holds the other three kinds.)
+
 Every sample is one whole process, started and read to its exit, against one loopback
 :class:`jigs_testing.ModelServer` scripted with one answer per step:
 
 - raw: the CLI the way people run it, with a reused home (``claude -p PROMPT``; ``codex exec``
-  with a reused ``CODEX_HOME``; ``pi -p`` with a reused agent dir), see ``_kinds.py``;
+  with a reused ``CODEX_HOME``; ``pi -p`` with a reused agent dir; ``opencode run`` with a reused
+  ``HOME``), see ``_kinds.py``;
 - jigs: a fresh ``python -c`` that runs one ``run_agent`` step, and (claude, codex) one
   ``create_agent_runner`` + ``generate_text`` step; with ``--env release`` (the default) in a
   venv holding only the release wheels of jigs-core and the three kinds, as ``pip install
@@ -55,7 +58,15 @@ import _cgroup
 import anyio
 from _kinds import ANSWER, KINDS, PROMPT, Kind, prepare_environ, setup
 from _pycache import cache_dir, describe, with_bytecode_cache
-from _release_env import ENVS, PythonEnv, compare_clis, describe_env, jigs_env, uv_command
+from _release_env import (
+    ENVS,
+    RELEASE_KINDS,
+    PythonEnv,
+    compare_clis,
+    describe_env,
+    jigs_env,
+    uv_command,
+)
 
 #: The jigs children write this marker and three wall-clock stamps to stderr: started, top-level
 #: imports done, step done (the parent adds spawn and exit).
@@ -448,7 +459,12 @@ async def main_async(
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated kinds")
+    parser.add_argument(
+        "--kinds",
+        default="",
+        help=f"comma-separated kinds (default: {','.join(RELEASE_KINDS)}; with --env workspace, "
+        f"{','.join(KINDS)})",
+    )
     parser.add_argument(
         "--codex-sdk-version",
         default=importlib.metadata.version("openai-codex-cli-bin"),
@@ -462,10 +478,11 @@ def main() -> None:
         help="where jigs' side runs: a venv of the release wheels only (default) or the workspace",
     )
     args = parser.parse_args()
-    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    known = KINDS if args.env == "workspace" else RELEASE_KINDS
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] or list(known)
     for kind in kinds:
-        if kind not in KINDS:
-            parser.error(f"unknown kind {kind!r}: choose from {', '.join(KINDS)}")
+        if kind not in known:
+            parser.error(f"kind {kind!r} with --env {args.env}: choose from {', '.join(known)}")
     prepare_environ()
     sys.exit(anyio.run(main_async, kinds, args.runs, args.codex_sdk_version, args.top, args.env))
 

@@ -1,6 +1,6 @@
 """A worker under load: N concurrent jigs steps against N raw CLIs, CPU and memory of each side.
 
-    uv run python benchmarks/bench_load.py [--kinds claude,codex,pi] [--levels 1,4,16]
+    uv run python benchmarks/bench_load.py [--kinds claude,codex,pi,opencode] [--levels 1,4,16]
         [--rounds R] [--echo-steps S] [--echo-rounds E] [--stages]
 
 Per kind, against one loopback :class:`jigs_testing.ModelServer`, two long-lived worker
@@ -13,9 +13,12 @@ spread (min-max), steps/min (N / wall), the CPU of every process of the side (th
 counter: the worker, the CLIs, the Codex app server and whatever the sandbox holds, those that
 die unreaped in a namespace too) and the peak RSS summed over the worker's process tree (sampled
 every 50 ms); then the ratios jigs / raw (median of the per-round ratios, with their spread).
-When the wall-time ratio is over 1.05 (or with ``--stages``), one more jigs round runs with
-jigs' structlog events captured, outside the timed rounds, and the slowest stages of a step are
-printed (the median gap before each event, over the round's steps).
+The server is scripted with one answer a step and each round's model requests are counted: the
+benchmark prints them per step and exits when a side did not make exactly one a step (the sides
+would not be doing the same work). When the wall-time ratio is over 1.05 (or with
+``--stages``), one more jigs round runs with jigs' structlog events captured, outside the timed
+rounds, and the slowest stages of a step are printed (the median gap before each event, over the
+round's steps).
 
 Then trivial steps: the echo kind (``tests/plugins/echo``) one at a time, S steps a round, E
 rounds alternated with its raw stand-in (``python -m jigs_harness_echo._cli``, the CLI the echo
@@ -117,6 +120,8 @@ class Round:
     own_cpu: float
     rss: int
     steps: dict[str, list[tuple[float, str, float | None]]]
+    #: The model requests the server received during the round (None: no model server).
+    requests: int | None = None
 
 
 class SideWorker:
@@ -212,7 +217,22 @@ class Level:
             f"  jigs/raw: wall {spread(wall)}, CPU {spread(self.ratios('cpu'))}, "
             f"peak RSS {spread(self.ratios('rss'))}"
         )
+        self.same_requests(steps)
         return statistics.median(wall)
+
+    def same_requests(self, steps: int) -> None:
+        """Print the model requests a step of each side; exit when the sides differ (they
+        would not be doing the same work)."""
+        raw = [r.requests for r in self.raw]
+        jigs = [r.requests for r in self.jigs]
+        if None in raw or None in jigs:
+            return
+        print(
+            f"  model requests a step: raw {', '.join(f'{n / steps:g}' for n in raw)}; "
+            f"jigs {', '.join(f'{n / steps:g}' for n in jigs)}"
+        )
+        if set(raw) != {steps} or set(jigs) != {steps}:
+            raise SystemExit(f"{self.label}: the sides did not make one model request a step")
 
 
 def stages(steps: dict[str, list[tuple[float, str, float | None]]], top: int = 6) -> None:
@@ -243,23 +263,50 @@ def stages(steps: dict[str, list[tuple[float, str, float | None]]], top: int = 6
         print(f"    {title} (ms): {cells}")
 
 
+class Script:
+    """The model server's answers for a round (one scripted answer a step) and the model
+    requests the round made; ``server`` None: a kind without a model server (echo)."""
+
+    def __init__(self, server: Any | None) -> None:
+        self.server = server
+
+    def prepare(self, count: int) -> None:
+        if self.server is None:
+            return
+        from jigs_testing import text
+
+        self.server.script.skip_remaining()  # a side that asked for less leaves none behind
+        self.server.clear_log()
+        self.server.add(*(text(ANSWER) for _ in range(count)))
+
+    def requests(self, side: str) -> int | None:
+        if self.server is None:
+            return None
+        if self.server.failures:
+            raise SystemExit(f"{side} round: the model server failed: {self.server.failures}")
+        return len(self.server.model_requests)
+
+
 async def run_level(
-    level: Level, workers: dict[str, SideWorker], rounds: int, script: Any, force: bool
+    level: Level, workers: dict[str, SideWorker], rounds: int, script: Script, force: bool
 ) -> None:
+    count = level.n * level.waves
+
+    async def one(side: str, tag: str, capture: bool = False) -> Round:
+        script.prepare(count)
+        result = await workers[side].round(level.n, level.waves, tag, capture=capture)
+        result.requests = script.requests(side)
+        return result
+
     for side in ("raw", "jigs"):  # warm-up: page cache, homes, seeds, the worker's imports
-        script(level.n * level.waves)
-        await workers[side].round(level.n, level.waves, f"warm{level.n}")
+        await one(side, f"warm{level.n}")
     for r in range(rounds):
         order = ("raw", "jigs") if r % 2 == 0 else ("jigs", "raw")
         for side in order:
-            script(level.n * level.waves)
-            result = await workers[side].round(level.n, level.waves, f"n{level.n}r{r}")
-            getattr(level, side).append(result)
+            getattr(level, side).append(await one(side, f"n{level.n}r{r}"))
     ratio = level.report()
     if ratio > TARGET or force:
-        script(level.n * level.waves)
-        captured = await workers["jigs"].round(level.n, level.waves, f"s{level.n}", capture=True)
-        stages(captured.steps)
+        stages((await one("jigs", f"s{level.n}", capture=True)).steps)
 
 
 async def with_workers(
@@ -291,11 +338,10 @@ async def trees(root: Path, count: int) -> list[str]:
 
 
 async def bench_kind(name: str, levels: list[int], rounds: int, root: Path, force: bool) -> None:
-    from jigs_testing import ModelServer, text
+    from jigs_testing import ModelServer
 
     async with ModelServer() as server:
         kind = setup(name, server, root)
-        raw_expect = [ANSWER, '"turn.completed"'] if name == "codex" else [ANSWER]
         spec = {
             "kind": name,
             "settings": kind.settings,
@@ -304,19 +350,14 @@ async def bench_kind(name: str, levels: list[int], rounds: int, root: Path, forc
             "jigs_expect": ANSWER,
             "raw_argv": kind.raw_argv,
             "raw_env": kind.raw_env,
-            "raw_expect": raw_expect,
+            "raw_expect": kind.raw_expect,
             "trees": await trees(root, max(levels)),
         }
-
-        def script(count: int) -> None:
-            server.clear_log()
-            for _ in range(count):
-                server.add(text(ANSWER))
 
         async def body(workers: dict[str, SideWorker]) -> None:
             for n in levels:
                 level = Level(f"{name} x{n}", n, 1)
-                await run_level(level, workers, rounds, script, force)
+                await run_level(level, workers, rounds, Script(server), force)
 
         try:
             await with_workers(spec, kind.jigs_env, root, body)
@@ -353,7 +394,7 @@ async def bench_echo(steps: int, rounds: int, root: Path, force: bool) -> None:
 
     async def body(workers: dict[str, SideWorker]) -> None:
         level = Level("echo (trivial steps)", 1, steps)
-        await run_level(level, workers, rounds, lambda count: None, force)
+        await run_level(level, workers, rounds, Script(None), force)
 
     await with_workers(spec, env, root, body)
 

@@ -1,7 +1,7 @@
 """A worker full of agents, for a long while: many steps in one process, with faults mixed in,
 and what the process holds before and after.
 
-    uv run python benchmarks/soak.py [--echo N] [--real M] [--kinds claude,codex,pi]
+    uv run python benchmarks/soak.py [--echo N] [--real M] [--kinds claude,codex,pi[,opencode]]
         [--concurrency C] [--check]
 
 One process is the worker. It runs ``N`` steps of the echo kind (``C`` at a time, each worker
@@ -43,6 +43,9 @@ RUNS = 8
 RSS_SLACK_KIB = 16 * 1024
 ECHO_FAULTS = ("ok", "ok", "crash", "timeout", "cancel", "child", "ok")
 REAL_FAULTS = ("ok", "api-error", "ok", "timeout", "cancel")
+#: The real CLIs by default; opencode (~4 s of CPU a step) only when asked, so the short
+#: version (tests/core/test_soak.py) keeps its length.
+DEFAULT_KINDS = ("claude", "codex", "pi")
 
 
 def _descendants() -> list[int]:
@@ -303,11 +306,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--echo", type=int, default=2000)
     parser.add_argument("--real", type=int, default=100)
-    parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--kinds", default=",".join(DEFAULT_KINDS), help=f"of {','.join(KINDS)}")
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
     args.kinds = [kind for kind in args.kinds.split(",") if kind]
+    for kind in args.kinds:
+        if kind not in KINDS:
+            parser.error(f"unknown kind {kind!r}: choose from {', '.join(KINDS)}")
     prepare_environ()
     # a temp dir of its own, so what other processes leave in /tmp does not count
     os.environ["TMPDIR"] = tempfile.mkdtemp(prefix="jigs-soak-tmp-")
