@@ -355,9 +355,13 @@ async def bench_kind(name: str, levels: list[int], rounds: int, root: Path, forc
         }
 
         async def body(workers: dict[str, SideWorker]) -> None:
+            script = Script(server)
+            for side in ("raw", "jigs"):  # the homes' first use, one step alone: 16 first
+                script.prepare(1)  # opencode runs at once race on creating its database
+                await workers[side].round(1, 1, "first")
             for n in levels:
                 level = Level(f"{name} x{n}", n, 1)
-                await run_level(level, workers, rounds, Script(server), force)
+                await run_level(level, workers, rounds, script, force)
 
         try:
             await with_workers(spec, kind.jigs_env, root, body)
