@@ -739,7 +739,7 @@ def test_a_forked_child_probes_for_itself(tmp_path: Path, monkeypatch: pytest.Mo
         if pid == 0:  # the child: report its mode, leave without the parent's atexit
             try:
                 os.close(read)
-                held = len(_isolation._started)  # none of the parent's probe processes
+                held = len(_isolation._EARLY.started)  # none of the parent's probe processes
                 os.write(write, f"{held}:{_isolation.isolation().mode}".encode())
             finally:
                 os._exit(0)

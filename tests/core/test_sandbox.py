@@ -51,13 +51,13 @@ async def test_a_host_without_the_sandbox_refuses_a_step_before_the_lock(
 @pytest.fixture
 def fresh_probe(monkeypatch):
     # this process's answer and early probe, forgotten for the test and restored after it
-    monkeypatch.setattr(_probe, "_answer", {})
-    monkeypatch.setattr(_probe, "_started", {})
+    monkeypatch.setattr(_probe._EARLY, "answers", {})
+    monkeypatch.setattr(_probe._EARLY, "started", {})
 
 
 def test_the_early_sandbox_probe_is_collected_as_the_answer(fresh_probe, monkeypatch):
     _probe.probe_soon()
-    (early,) = _probe._started.values()
+    (early,) = _probe._EARLY.started.values()
 
     def second_probe(*args):
         raise AssertionError("the early probe's answer was not taken")
@@ -65,15 +65,15 @@ def test_the_early_sandbox_probe_is_collected_as_the_answer(fresh_probe, monkeyp
     monkeypatch.setattr(_probe, "_spawn", second_probe)
     assert _probe.sandbox_problem() is None  # this host sandboxes (the suite needs it)
     assert early.returncode == 0  # its answer, reaped
-    assert not _probe._started
+    assert not _probe._EARLY.started
     _probe.probe_soon()  # answered: nothing more is started
-    assert not _probe._started
+    assert not _probe._EARLY.started
 
 
 def test_an_early_probe_of_another_bwrap_is_not_the_answer(fresh_probe, monkeypatch):
     # the early probe succeeds, but the bwrap a step would run changed since: probed again
     _probe.probe_soon()
-    (early,) = _probe._started.values()
+    (early,) = _probe._EARLY.started.values()
     monkeypatch.setattr(_probe, "bwrap_executable", lambda: "/nonexistent/bwrap")
     assert "bwrap did not run" in (_probe.sandbox_problem() or "")
     assert early.returncode is not None  # reaped, not left a zombie
@@ -82,31 +82,28 @@ def test_an_early_probe_of_another_bwrap_is_not_the_answer(fresh_probe, monkeypa
 async def test_a_refused_step_leaves_no_early_probe_behind(fresh_probe, worktree, run_meta):
     with pytest.raises(PromptError):
         await run_agent(harness=harnesses.echo(), prompt="", cwd=worktree, run=run_meta)
-    assert not _probe._started
-    assert _probe._answer  # collected, and kept for the next step
+    assert not _probe._EARLY.started
+    assert _probe._EARLY.answers  # collected, and kept for the next step
 
 
-async def test_the_kit_catches_a_step_whose_network_is_the_hosts(tmp_path):
-    # network="host" is the documented opt-out: the agent then reaches the worker's loopback,
-    # which the containment check must see
-    with pytest.raises(AssertionError, match="loopback port of the worker"):
+@pytest.mark.parametrize(
+    ("check", "finding"),
+    [
+        # the agent then reaches the worker's loopback, which the containment check must see
+        ("containment", "loopback port of the worker"),
+        # the second step's agent reaches the first step's tool server port: the token still
+        # refuses it (401), and the check fails on the request that arrived
+        ("tools_of_another_step", "that agent reached A's port"),
+    ],
+)
+async def test_the_kit_catches_a_step_on_the_hosts_network(tmp_path, check, finding):
+    # network="host" is the documented opt-out: what it lets an agent reach, the kit must see
+    with pytest.raises(AssertionError, match=finding):
         await check_harness(
             "echo",
             lambda server: harnesses.echo(sandbox="on", network="host"),
             tmp_path=tmp_path,
-            only=["containment"],
-        )
-
-
-async def test_the_kit_catches_a_step_that_reaches_another_steps_tools(tmp_path):
-    # with the host's network, the second step's agent reaches the first step's tool server
-    # port: the token still refuses it (401), and the check fails on the request that arrived
-    with pytest.raises(AssertionError, match="that agent reached A's port"):
-        await check_harness(
-            "echo",
-            lambda server: harnesses.echo(sandbox="on", network="host"),
-            tmp_path=tmp_path,
-            only=["tools_of_another_step"],
+            only=[check],
         )
 
 

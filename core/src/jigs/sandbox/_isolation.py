@@ -37,14 +37,14 @@ SIGKILLed worker leaves the CLI's descendants running, and the agent can read ot
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import subprocess
-import threading
 from dataclasses import dataclass
 from shutil import which
 from typing import Literal
+
+from jigs.sandbox._early import EarlyProbe
 
 __all__ = [
     "ENV_VAR",
@@ -90,35 +90,10 @@ class Isolation:
 #: No isolation at all: the launch as it was before namespaces (for benchmarks and controls).
 PLAIN = Isolation("none", (), "a plain process group (no isolation)", "")
 
-_cache: dict[tuple[int, str], Isolation] = {}
-#: The lock of ``_cache`` and ``_started`` (in a list: a forked child replaces it).
-_cache_lock = [threading.Lock()]
-#: The probe :func:`probe_soon` started, per key: the first candidate's prefix and its process
-#: (collected by the first :func:`isolation` call).
-_started: dict[tuple[int, str], tuple[tuple[str, ...], subprocess.Popen[bytes]]] = {}
-
-
-def _forget_in_child() -> None:
-    """In a forked child: the parent's probe process is not this process's child (waiting on it
-    would read as success), and the lock may be held by a thread that did not come along."""
-    _cache_lock[0] = threading.Lock()
-    for _, process in _started.values():
-        process.returncode = 0  # so that dropping it never waits on (or warns about) that pid
-        for pipe in (process.stdout, process.stderr):
-            if pipe is not None:
-                with contextlib.suppress(OSError):
-                    pipe.close()
-    _started.clear()
-
-
-os.register_at_fork(after_in_child=_forget_in_child)
-
 
 def reset_isolation_cache() -> None:
     """Forget the probe's answer (tests that change ``JIGS_ISOLATION`` call it)."""
-    with _cache_lock[0]:
-        _cache.clear()
-        _reap_started()
+    _EARLY.reap_started(forget_answers=True)
 
 
 def _key() -> tuple[int, str]:
@@ -132,48 +107,26 @@ def isolation() -> Isolation:
     When :func:`probe_soon` started the probe, this collects its answer (waiting for it only if
     it is still running).
     """
-    key = _key()
-    with _cache_lock[0]:
-        found = _cache.get(key)
-        if found is None:
-            found = _cache[key] = _probe(key[1], _started.pop(key, None))
-        _reap_started()  # any left was started under another JIGS_ISOLATION or euid
+    found = _EARLY.answer(_key())
+    _EARLY.reap_started()  # any left was started under another JIGS_ISOLATION or euid
     return found
 
 
 def probe_soon() -> None:
     """Start the probe's first process unless the answer is known or the probe started, so a
     fresh process's first step does its own work while the namespace chain starts and exits
-    (a few milliseconds) instead of waiting for it when it first needs :func:`isolation`. No
-    thread: the process runs beside the interpreter and is collected by :func:`isolation` (a
-    thread would need the GIL a dozen times while the step's imports hold it, and took 50 ms to
-    finish the probe in a fresh process). Never raises (on any failure the probe is left to
-    :func:`isolation`)."""
+    (a few milliseconds) instead of waiting for it when it first needs :func:`isolation`, which
+    collects it (a thread instead would need the GIL a dozen times while the step's imports
+    hold it, and took 50 ms to finish the probe in a fresh process). Never raises (on any
+    failure the probe is left to :func:`isolation`)."""
     key = _key()
-    if not _cache_lock[0].acquire(blocking=False):
-        return  # a probe is running (in isolation())
-    try:
-        if key in _cache or key in _started:
-            return
-        with contextlib.suppress(Exception):
-            plan = _plan(key[1])
-            if isinstance(plan, Isolation):
-                _cache[key] = plan
-                return
-            _started[key] = (plan[0], _spawn(plan[0]))
-    finally:
-        _cache_lock[0].release()
+    _EARLY.start_soon(key, lambda: _begin(key[1]))
 
 
-def _reap_started() -> None:
-    """End and reap every early probe not collected (also at exit: a step that failed before
-    it asked leaves one)."""
-    for _, process in _started.values():
-        _reap(process)
-    _started.clear()
-
-
-atexit.register(_reap_started)
+def _begin(wanted: str) -> Isolation | subprocess.Popen[bytes]:
+    """The answer when no probe is needed, else the first candidate's process."""
+    plan = _plan(wanted)
+    return plan if isinstance(plan, Isolation) else _spawn(plan[0])
 
 
 def _tree(setpriv: str | None, why: str) -> Isolation:
@@ -205,10 +158,14 @@ def _plan(wanted: str) -> Isolation | list[tuple[str, ...]]:
     ]
 
 
+def _argv(prefix: tuple[str, ...]) -> list[str]:
+    return [*prefix, which("echo") or "/bin/echo", _PROOF.decode()]
+
+
 def _spawn(prefix: tuple[str, ...]) -> subprocess.Popen[bytes]:
     """The chain running ``echo`` of :data:`_PROOF` (stdout and stderr piped)."""
     return subprocess.Popen(
-        [*prefix, which("echo") or "/bin/echo", _PROOF.decode()],
+        _argv(prefix),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -243,9 +200,7 @@ def _outcome(process: subprocess.Popen[bytes]) -> str | None:
     return lines[-1] if lines else f"exit {process.returncode}"
 
 
-def _probe(
-    wanted: str, started: tuple[tuple[str, ...], subprocess.Popen[bytes]] | None = None
-) -> Isolation:
+def _probe(wanted: str, started: subprocess.Popen[bytes] | None = None) -> Isolation:
     """Run the plan's candidates until one works. ``started``: the first one's process, started
     early by :func:`probe_soon`; only its success is taken. A failure is tried again here: the
     early process gets its parent-death signal when the *thread* that started it ends, which
@@ -256,8 +211,8 @@ def _probe(
             return plan
         errors = []
         for prefix in plan:
-            if started is not None and started[0] == prefix:
-                early, started = started[1], None
+            if started is not None and started.args == _argv(prefix):
+                early, started = started, None
                 if _outcome(early) is None:
                     return _namespace(prefix)
             try:
@@ -270,7 +225,13 @@ def _probe(
         return _tree(which("setpriv"), f"unshare failed: {'; '.join(errors)}")
     finally:
         if started is not None:  # PATH changed since the early start: that answer is not used
-            _reap(started[1])
+            _reap(started)
+
+
+#: The answer per (euid, ``$JIGS_ISOLATION``), and the probe :func:`probe_soon` started.
+_EARLY: EarlyProbe[tuple[int, str], Isolation] = EarlyProbe(
+    lambda key, started: _probe(key[1], started), _reap
+)
 
 
 def _namespace(prefix: tuple[str, ...]) -> Isolation:

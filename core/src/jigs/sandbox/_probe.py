@@ -8,14 +8,13 @@ programs, fails it, and :func:`sandbox_problem` says why and how to fix it.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import subprocess
-import threading
 from pathlib import Path
 from shutil import which
 
+from jigs.sandbox._early import EarlyProbe
 from jigs.sandbox._isolation import Isolation
 from jigs.sandbox._view import SandboxView, bwrap_args
 
@@ -42,11 +41,6 @@ FIX = (
     "timeout on PATH"
 )
 _PROOF = "jigs-sandbox-probe-ok"
-#: The lock of ``_answer`` and ``_started`` (in a list: a forked child replaces it).
-_lock = [threading.Lock()]
-_answer: dict[str, Isolation | str] = {}
-#: The probe :func:`probe_soon` started, per ``$JIGS_BWRAP`` (collected by :func:`_cached`).
-_started: dict[str, subprocess.Popen[bytes]] = {}
 
 
 def bwrap_executable() -> str | None:
@@ -140,63 +134,31 @@ def _key() -> str:
     return os.environ.get(BWRAP_VAR, "")
 
 
+#: The answer per ``$JIGS_BWRAP``, and the probe :func:`probe_soon` started.
+_EARLY: EarlyProbe[str, Isolation | str] = EarlyProbe(lambda _, started: _probe(started), _reap)
+
+
 def _cached() -> Isolation | str:
-    key = _key()
-    with _lock[0]:
-        if key not in _answer:
-            _answer[key] = _probe(_started.pop(key, None))
-        return _answer[key]
+    return _EARLY.answer(_key())
+
+
+def _begin() -> subprocess.Popen[bytes] | None:
+    command = _command()
+    return None if isinstance(command, str) else _spawn(*command)
 
 
 def probe_soon() -> None:
     """Start the probe's process unless the answer is known or it started, so a fresh
     process's first sandboxed step resolves and validates while bwrap makes its namespaces
-    (about 15 ms) instead of waiting for it in :func:`sandbox_problem`. No thread: the process
-    runs beside the interpreter and the first :func:`sandbox_problem` collects it. Never
-    raises (on any failure the probe is left to :func:`sandbox_problem`)."""
-    key = _key()
-    if not _lock[0].acquire(blocking=False):
-        return  # a probe is running (in sandbox_problem())
-    try:
-        if key in _answer or key in _started:
-            return
-        with contextlib.suppress(Exception):
-            command = _command()
-            if not isinstance(command, str):
-                _started[key] = _spawn(*command)
-    finally:
-        _lock[0].release()
+    (about 15 ms) instead of waiting for it in :func:`sandbox_problem`, which collects it.
+    Never raises (on any failure the probe is left to :func:`sandbox_problem`)."""
+    _EARLY.start_soon(_key(), _begin)
 
 
 def collect_started() -> None:
     """Collect the probe :func:`probe_soon` started, if any (a refused call leaves no process
     behind); its answer is kept for the next step."""
-    with _lock[0]:
-        for key in list(_started):
-            _answer.setdefault(key, _probe(_started.pop(key)))
-
-
-def _reap_started() -> None:
-    """At exit: end and reap a started probe nobody collected."""
-    for process in _started.values():
-        _reap(process)
-    _started.clear()
-
-
-def _forget_in_child() -> None:
-    """In a forked child: the parent's probe is not this process's child."""
-    _lock[0] = threading.Lock()
-    for process in _started.values():
-        process.returncode = 0  # so that dropping it never waits on (or warns about) that pid
-        for pipe in (process.stdout, process.stderr):
-            if pipe is not None:
-                with contextlib.suppress(OSError):
-                    pipe.close()
-    _started.clear()
-
-
-atexit.register(_reap_started)
-os.register_at_fork(after_in_child=_forget_in_child)
+    _EARLY.collect_started()
 
 
 def sandbox_problem() -> str | None:
