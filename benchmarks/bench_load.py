@@ -47,24 +47,11 @@ import _cgroup
 import anyio
 import anyio.abc
 from _kinds import ANSWER, KINDS, PROMPT, base_env, prepare_environ, setup
+from jigs.sandbox._proctree import descendants
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 WORKER = Path(__file__).with_name("_load_worker.py")
 TARGET = 1.05
-
-
-def _ppids() -> dict[int, int]:
-    table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
-                rest = fh.read().rsplit(")", 1)[-1].split()
-            table[int(entry)] = int(rest[1])
-        except (OSError, IndexError, ValueError):
-            continue
-    return table
 
 
 def _rss(pid: int) -> int:
@@ -77,15 +64,7 @@ def _rss(pid: int) -> int:
 
 def tree_rss(root: int) -> int:
     """RSS of ``root`` and all its descendants, in bytes."""
-    children: dict[int, list[int]] = {}
-    for pid, ppid in _ppids().items():
-        children.setdefault(ppid, []).append(pid)
-    total, stack = _rss(root), list(children.get(root, []))
-    while stack:
-        pid = stack.pop()
-        total += _rss(pid)
-        stack.extend(children.get(pid, []))
-    return total
+    return _rss(root) + sum(_rss(pid) for pid, _ in descendants([root]))
 
 
 class Sampler:

@@ -38,6 +38,7 @@ from typing import Any
 
 import anyio
 from _kinds import KINDS, prepare_environ, setup
+from jigs.sandbox._proctree import descendants
 
 RUNS = 8
 RSS_SLACK_KIB = 16 * 1024
@@ -46,25 +47,6 @@ REAL_FAULTS = ("ok", "api-error", "ok", "timeout", "cancel")
 #: The real CLIs by default; opencode (~4 s of CPU a step) only when asked, so the short
 #: version (tests/core/test_soak.py) keeps its length.
 DEFAULT_KINDS = ("claude", "codex", "pi")
-
-
-def _descendants() -> list[int]:
-    """Every process under this one (by the parent links in /proc)."""
-    parents: dict[int, list[int]] = collections.defaultdict(list)
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as stat:
-                    ppid = int(stat.read().rsplit(b")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            parents[ppid].append(int(entry))
-    found, todo = [], [os.getpid()]
-    while todo:
-        children = parents.get(todo.pop(), [])
-        found += children
-        todo += children
-    return found
 
 
 def _local_ports() -> dict[str, int]:
@@ -127,7 +109,7 @@ def snapshot(data_home: Path, server_port: int) -> dict[str, int]:
         - sum(1 for thread in threading.enumerate() if thread.name == "AnyIO worker thread"),
         "RSS (KiB)": _rss_kib(),
         "python objects": _objects(),
-        "child processes": len(_descendants()),
+        "child processes": len(descendants([os.getpid()])),
         "temp dirs": sum(1 for p in tmp.iterdir() if not p.name.startswith("soak-")),
         "store runs": sum(1 for _ in runs.iterdir()) if runs.is_dir() else 0,
     }
